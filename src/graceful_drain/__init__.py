@@ -1,0 +1,1 @@
+"""graceful-drain: keep single-replica Deployments available through node drains."""
