@@ -1,0 +1,190 @@
+"""Defaulting for the kinds we serve, after k8s.io/kubernetes/pkg/apis/*/v1/defaults.go.
+
+Only defaults that clients or our controllers observe are applied; each one
+matches its upstream value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Obj = dict[str, Any]
+
+_PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
+                   "failureThreshold": 3}  # fmt: skip
+
+
+def _image_pull_policy(image: str) -> str:
+    # SetDefaults_Container: Always for ":latest" or an untagged image, else IfNotPresent.
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def _container(c: Obj) -> None:
+    if not isinstance(c, dict):
+        return
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("imagePullPolicy", _image_pull_policy(str(c.get("image", ""))))
+    c.setdefault("resources", {})
+    for port in c.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+    for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = c.get(probe_name)
+        if isinstance(probe, dict):
+            for k, v in _PROBE_DEFAULTS.items():
+                probe.setdefault(k, v)
+
+
+def pod_spec(spec: Obj) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            _container(c)
+
+
+def pod_template(template: Obj) -> None:
+    template.setdefault("metadata", {})
+    spec = template.setdefault("spec", {})
+    if isinstance(spec, dict):
+        pod_spec(spec)
+
+
+def _qos_class(spec: Obj) -> str:
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    requests_any = limits_all = False
+    guaranteed = bool(containers)
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            requests_any = True
+        has_both = all(k in lim for k in ("cpu", "memory"))
+        same = all(req.get(k, lim.get(k)) == lim.get(k) for k in ("cpu", "memory"))
+        if not (has_both and same):
+            guaranteed = False
+        limits_all = limits_all or bool(lim)
+    if guaranteed:
+        return "Guaranteed"
+    return "Burstable" if requests_any or limits_all else "BestEffort"
+
+
+def pod(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    pod_spec(spec)
+    # Admission plugins every cluster runs: ServiceAccount, DefaultTolerationSeconds, Priority.
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.setdefault("tolerations", [])
+    present = {t.get("key") for t in tolerations if isinstance(t, dict)}
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if key not in present:
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(spec))
+
+
+def deployment(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxSurge", "25%")
+        rolling.setdefault("maxUnavailable", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    pod_template(spec.setdefault("template", {}))
+
+
+def replicaset(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    pod_template(spec.setdefault("template", {}))
+
+
+def statefulset(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    spec.setdefault("revisionHistoryLimit", 10)
+    pod_template(spec.setdefault("template", {}))
+
+
+def daemonset(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault(
+        "updateStrategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    pod_template(spec.setdefault("template", {}))
+
+
+def namespace(obj: Obj) -> None:
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+    labels = obj["metadata"].setdefault("labels", {})
+    labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+
+
+def service(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+
+
+def validating_webhook_configuration(obj: Obj) -> None:
+    for hook in obj.get("webhooks") or []:
+        if not isinstance(hook, dict):
+            continue
+        hook.setdefault("failurePolicy", "Fail")
+        hook.setdefault("matchPolicy", "Equivalent")
+        hook.setdefault("namespaceSelector", {})
+        hook.setdefault("objectSelector", {})
+        hook.setdefault("timeoutSeconds", 10)
+        for rule in hook.get("rules") or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
+    ("", "Pod"): pod,
+    ("", "Namespace"): namespace,
+    ("", "Service"): service,
+    ("apps", "Deployment"): deployment,
+    ("apps", "ReplicaSet"): replicaset,
+    ("apps", "StatefulSet"): statefulset,
+    ("apps", "DaemonSet"): daemonset,
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (
+        validating_webhook_configuration
+    ),
+}
+
+
+def apply_defaults(group: str, kind: str, obj: Obj) -> None:
+    defaulter = DEFAULTERS.get((group, kind))
+    if defaulter is not None:
+        defaulter(obj)

@@ -1,0 +1,336 @@
+"""Object lifecycle over the store, after k8s.io/apiserver/pkg/registry/generic/registry.
+
+Create, update and delete are split into `prepare_*` (pure checks and
+defaulting) and `commit_*` (the write), so the HTTP layer can run admission
+webhooks in between and still detect a conflicting write that happened while
+it waited.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from . import defaults, validation
+from .errors import (
+    OBJECT_MODIFIED,
+    ApiError,
+    already_exists,
+    bad_request,
+    conflict,
+    not_found,
+    success_status,
+)
+from .meta import generate_name, rfc3339
+from .resources import ResourceRegistry, ResourceType
+from .store import Obj, Store
+
+Clock = Callable[[], dt.datetime]
+
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+
+
+def _copy(obj: Obj) -> Obj:
+    return copy.deepcopy(obj)
+
+
+class Registry:
+    def __init__(
+        self,
+        store: Store,
+        resources: ResourceRegistry,
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.store = store
+        self.resources = resources
+        self.clock: Clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._rng = random.Random(seed)
+        self._uid_rng = random.Random(seed)
+
+    def new_uid(self) -> str:
+        return str(uuid.UUID(int=self._uid_rng.getrandbits(128), version=4))
+
+    # reads
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rt.storage_key, namespace, name)
+        if obj is None:
+            raise not_found(rt.group, rt.plural, name)
+        return obj
+
+    def find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        return self.store.get(rt.storage_key, namespace, name)
+
+    # create
+
+    def prepare_create(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
+        obj = self._checked_body(rt, body)
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and body_ns != namespace:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = generate_name(str(meta["generateName"]), self._rng)
+        for key in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(key, None)
+        meta["uid"] = self.new_uid()
+        meta["creationTimestamp"] = rfc3339(self.clock())
+        if rt.has_generation:
+            meta["generation"] = 1
+        if rt.has_status_subresource and rt.kind not in ("Node", "Namespace", "Pod"):
+            obj.pop("status", None)
+        if rt.kind == "Pod":
+            obj["status"] = {}
+        defaults.apply_defaults(rt.group, rt.kind, obj)
+        validation.validate(rt, obj)
+        return obj
+
+    def commit_create(self, rt: ResourceType, obj: Obj, dry_run: bool = False) -> Obj:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "")
+        if rt.namespaced:
+            self._check_namespace_open(namespace)
+        if self.store.get(rt.storage_key, namespace, meta["name"]) is not None:
+            raise already_exists(rt.group, rt.plural, meta["name"])
+        if dry_run:
+            return obj
+        meta["resourceVersion"] = str(self.store.next_revision())
+        self.store.put(rt.storage_key, obj)
+        return obj
+
+    def _check_namespace_open(self, namespace: str) -> None:
+        ns = self.store.get(("", "namespaces"), "", namespace)
+        if ns is None:
+            raise not_found("", "namespaces", namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated",
+                "Forbidden",
+                {"name": namespace, "kind": "namespaces"},
+            )
+
+    # update
+
+    def prepare_update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        subresource: str = "",
+    ) -> tuple[Obj, Obj]:
+        current = self.get(rt, namespace, name)
+        new = self._checked_body(rt, body)
+        meta = new.setdefault("metadata", {})
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})"
+            )
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
+            )
+        requested_rv = meta.get("resourceVersion")
+        if requested_rv and requested_rv != current["metadata"]["resourceVersion"]:
+            raise conflict(rt.group, rt.plural, name, OBJECT_MODIFIED)
+        old_meta = current["metadata"]
+        if subresource == "status":
+            # Status writes change only status (pods/status may also touch conditions-related
+            # metadata upstream; we keep metadata as is).
+            updated = _copy(current)
+            updated["status"] = new.get("status", {})
+            return current, updated
+        meta["name"] = name
+        if rt.namespaced:
+            meta["namespace"] = namespace
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                    "generation"):  # fmt: skip
+            if key in old_meta:
+                meta[key] = old_meta[key]
+            else:
+                meta.pop(key, None)
+        if rt.has_status_subresource and "status" in current:
+            new["status"] = _copy(current["status"])
+        defaults.apply_defaults(rt.group, rt.kind, new)
+        validation.validate(rt, new)
+        validation.check_immutable(rt, current, new)
+        if rt.has_generation and _spec_of(new) != _spec_of(current):
+            meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        return current, new
+
+    def commit_update(self, rt: ResourceType, current: Obj, new: Obj, dry_run: bool = False) -> Obj:
+        meta = new["metadata"]
+        latest = self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"])
+        if latest is None:
+            raise not_found(rt.group, rt.plural, meta["name"])
+        if latest["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise conflict(rt.group, rt.plural, meta["name"], OBJECT_MODIFIED)
+        meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if new == current:
+            return current  # a no-op write does not bump the resourceVersion
+        if dry_run:
+            return new
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (rt.kind == "Namespace" and (new.get("spec") or {}).get("finalizers"))
+        ) and not _pod_still_terminating(rt, new):
+            return self._remove(rt, new)
+        meta["resourceVersion"] = str(self.store.next_revision())
+        self.store.put(rt.storage_key, new)
+        return new
+
+    # delete
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        options: Obj | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Obj, bool]:
+        """Delete per DeleteOptions. Returns (response body, deleted_now)."""
+        options = options or {}
+        current = self.get(rt, namespace, name)
+        self._check_preconditions(rt, current, options.get("preconditions") or {})
+        meta = current["metadata"]
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is True:
+            policy = "Orphan"
+        grace = self._grace_period(rt, current, options)
+        updated = _copy(current)
+        umeta = updated["metadata"]
+        finalizers = list(umeta.get("finalizers") or [])
+        if policy == "Orphan" and "orphan" not in finalizers:
+            finalizers.append("orphan")
+        elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        needs_wait = bool(finalizers) or grace > 0 or rt.kind == "Namespace"
+        if not needs_wait:
+            if dry_run:
+                return self._delete_response(rt, current), True
+            return self._delete_response(rt, self._remove(rt, current)), True
+        now = self.clock()
+        if meta.get("deletionTimestamp"):
+            # Already terminating: a shorter grace period can only bring the deadline forward.
+            old_grace = int(meta.get("deletionGracePeriodSeconds") or 0)
+            if grace >= old_grace and finalizers == list(meta.get("finalizers") or []):
+                return current, False
+        umeta["deletionTimestamp"] = rfc3339(now + dt.timedelta(seconds=grace))
+        umeta["deletionGracePeriodSeconds"] = grace
+        if finalizers:
+            umeta["finalizers"] = finalizers
+        if rt.kind == "Namespace":
+            updated.setdefault("status", {})["phase"] = "Terminating"
+        if dry_run:
+            return updated, False
+        umeta["resourceVersion"] = str(self.store.next_revision())
+        self.store.put(rt.storage_key, updated)
+        return updated, False
+
+    def _grace_period(self, rt: ResourceType, obj: Obj, options: Obj) -> int:
+        if rt.kind != "Pod":
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        # pkg/registry/core/pod/strategy.go CheckGracefulDelete
+        if not spec.get("nodeName") or status.get("phase") in TERMINAL_POD_PHASES:
+            return 0
+        requested = options.get("gracePeriodSeconds")
+        if isinstance(requested, int) and not isinstance(requested, bool):
+            return max(requested, 0) if requested > 0 else 0
+        value = spec.get("terminationGracePeriodSeconds", 30)
+        return int(value) if isinstance(value, int) else 30
+
+    def finish_pod_deletion(self, namespace: str, name: str) -> Obj | None:
+        """What the kubelet does once containers are gone: delete with grace period 0."""
+        rt = self.resources.by_kind("", "Pod")
+        assert rt is not None
+        current = self.find(rt, namespace, name)
+        if current is None:
+            return None
+        if current["metadata"].get("finalizers"):
+            return current
+        return self._remove(rt, current)
+
+    def _check_preconditions(self, rt: ResourceType, obj: Obj, pre: Obj) -> None:
+        meta = obj["metadata"]
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise conflict(
+                rt.group,
+                rt.plural,
+                meta["name"],
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
+                f"{meta.get('uid')}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise conflict(
+                rt.group,
+                rt.plural,
+                meta["name"],
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+
+    def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
+        final = _copy(obj)
+        final["metadata"]["resourceVersion"] = str(self.store.next_revision())
+        self.store.remove(rt.storage_key, final)
+        return final
+
+    def _delete_response(self, rt: ResourceType, obj: Obj) -> Obj:
+        if rt.kind == "Pod":  # the pod registry sets ReturnDeletedObject
+            return obj
+        details: Obj = {"name": obj["metadata"]["name"]}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        details["uid"] = obj["metadata"].get("uid", "")
+        return success_status(details)
+
+    # helpers
+
+    def _checked_body(self, rt: ResourceType, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format")
+        obj: Obj = copy.deepcopy(body)
+        kind, api_version = obj.get("kind"), obj.get("apiVersion")
+        if kind is None and api_version is None:
+            obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+        elif kind != rt.kind or api_version != rt.api_version:
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({rt.api_version})"
+                if api_version != rt.api_version
+                else f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+        if not isinstance(obj.get("metadata", {}), dict):
+            raise bad_request("metadata must be an object")
+        return obj
+
+
+def _spec_of(obj: Obj) -> Any:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _pod_still_terminating(rt: ResourceType, pod: Obj) -> bool:
+    """A pod past its finalizers still waits for the kubelet unless its grace period is 0."""
+    if rt.kind != "Pod":
+        return False
+    return int(pod["metadata"].get("deletionGracePeriodSeconds") or 0) > 0

@@ -1,0 +1,728 @@
+"""The HTTP front of kubesim: routing, authentication, authorization, verbs, watch.
+
+One catch-all aiohttp handler parses the path the way the real API server's
+RequestInfoFactory does, then dispatches on (verb, subresource). Object
+lifecycle lives in `registry`, storage in `store`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from . import discovery, tables
+from .audit import AuditLog, AuditRecord, now_stamp
+from .auth import TokenAuthenticator, UserInfo, service_account_user
+from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
+from .events import to_core_event, to_events_v1
+from .faults import FaultInjector
+from .registry import Registry
+from .requestinfo import RequestInfo, parse_request
+from .resources import ResourceRegistry, ResourceType
+from .store import Obj, Predicate, WatchEvent
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationAttributes:
+    user: UserInfo
+    verb: str
+    api_group: str
+    resource: str
+    subresource: str
+    name: str
+    namespace: str
+    path: str
+    is_resource_request: bool
+
+
+Authorizer = Callable[[AuthorizationAttributes], tuple[bool, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionAttributes:
+    """What a validating admission webhook is asked about (one write)."""
+
+    rt: ResourceType
+    subresource: str
+    operation: str  # CREATE UPDATE DELETE CONNECT
+    namespace: str
+    name: str
+    object: Obj | None
+    old_object: Obj | None
+    options: Obj | None
+    dry_run: bool
+    user: UserInfo
+    # The Kind of `object` when it differs from rt.kind (an Eviction for pods/eviction).
+    kind_group: str | None = None
+    kind_version: str | None = None
+    kind: str | None = None
+
+
+Admitter = Callable[[AdmissionAttributes], Awaitable[None]]
+SubresourceHandler = Callable[["RequestContext"], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class RequestContext:
+    request: web.Request
+    info: RequestInfo
+    rt: ResourceType
+    user: UserInfo
+    namespace: str  # storage namespace ("" for cluster-scoped)
+    dry_run: bool
+
+    async def json_body(self) -> Any:
+        raw = await self.request.read()
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise bad_request(f"error decoding request body: {exc}") from None
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON
+    )
+
+
+def error_response(err: ApiError) -> web.Response:
+    return json_response(err.status(), err.code)
+
+
+def _dry_run(request: web.Request) -> bool:
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise bad_request(f'Invalid dry run value "{value}": dryRun must be "All"')
+    return bool(values)
+
+
+class ApiServer:
+    def __init__(
+        self,
+        registry: Registry,
+        authenticator: TokenAuthenticator,
+        audit: AuditLog,
+        faults: FaultInjector,
+        server_minor_version: int = 32,
+        bookmark_interval: float = 5.0,
+    ) -> None:
+        self.registry = registry
+        self.resources: ResourceRegistry = registry.resources
+        self.store = registry.store
+        self.authenticator = authenticator
+        self.audit = audit
+        self.faults = faults
+        self.minor_version = server_minor_version
+        self.bookmark_interval = bookmark_interval
+        self.authorizer: Authorizer | None = None
+        self.admitters: list[Admitter] = []
+        self.subresource_handlers: dict[tuple[str, str, str], SubresourceHandler] = {}
+        self.address = "127.0.0.1:0"
+        self.openapi: Callable[[str], Obj | None] | None = None
+        self.register_subresource("", "pods", "binding", self._pod_binding)
+        self.register_subresource("", "serviceaccounts", "token", self._token_request)
+
+    def register_subresource(
+        self, group: str, plural: str, sub: str, handler: SubresourceHandler
+    ) -> None:
+        self.subresource_handlers[(group, plural, sub)] = handler
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    # entry point
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        info = parse_request(
+            request.method, request.path, request.query.get("watch") in ("1", "true")
+        )
+        user = self.authenticator.authenticate(request.headers.get("Authorization"))
+        code = 500
+        try:
+            if user is None:
+                raise unauthorized()
+            fault = self.faults.action_for(info, user.username)
+            if fault is not None:
+                if fault.hang:
+                    await asyncio.Event().wait()
+                if fault.latency_seconds:
+                    await asyncio.sleep(fault.latency_seconds)
+                if fault.error_code is not None:
+                    raise ApiError(fault.error_code, f"kubesim: injected fault {fault.error_code}")
+            self._authorize(user, info)
+            response = await self._dispatch(request, info, user)
+            code = response.status
+            return response
+        except ApiError as err:
+            code = err.code
+            return error_response(err)
+        finally:
+            self.audit.record(
+                AuditRecord(
+                    now_stamp(),
+                    user.username if user else "",
+                    user.groups if user else (),
+                    info.verb,
+                    info.api_group,
+                    info.resource,
+                    info.subresource,
+                    info.name,
+                    info.namespace,
+                    code,
+                    str(request.rel_url),
+                )
+            )
+
+    def _authorize(self, user: UserInfo, info: RequestInfo) -> None:
+        if self.authorizer is None:
+            return
+        attrs = AuthorizationAttributes(
+            user, info.verb, info.api_group, info.resource, info.subresource, info.name,
+            info.namespace, info.path, info.is_resource_request,
+        )  # fmt: skip
+        allowed, message = self.authorizer(attrs)
+        if not allowed:
+            details: Obj = {"name": info.name}
+            if info.api_group:
+                details["group"] = info.api_group
+            details["kind"] = info.resource
+            raise ApiError(403, message, "Forbidden", details)
+
+    async def _dispatch(
+        self, request: web.Request, info: RequestInfo, user: UserInfo
+    ) -> web.StreamResponse:
+        if not info.is_resource_request:
+            return await self._non_resource(request, info)
+        rt = self.resources.lookup(info.api_group, info.api_version, info.resource)
+        if rt is None:
+            raise path_not_found()
+        namespace = info.namespace if rt.namespaced else ""
+        if (
+            rt.namespaced
+            and info.verb in ("get", "update", "patch", "delete", "create")
+            and (not namespace and (info.name or info.verb == "create"))
+        ):
+            raise path_not_found()
+        if (
+            info.subresource
+            and rt.subresource(info.subresource) is None
+            and not (rt.kind == "Namespace" and info.subresource == "finalize")
+        ):
+            raise path_not_found()
+        ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request))
+        sub = info.subresource
+        if sub and sub not in ("status", "scale", "finalize"):
+            handler = self.subresource_handlers.get((rt.group, rt.plural, sub))
+            if handler is None:
+                raise method_not_allowed()
+            return await handler(ctx)
+        if sub == "scale":
+            return await self._scale(ctx)
+        if rt.virtual:
+            return await self._virtual(ctx)
+        verb = info.verb
+        if verb == "get":
+            return self._get(ctx)
+        if verb == "list":
+            return self._list(ctx)
+        if verb == "watch":
+            return await self._watch(ctx)
+        if verb == "create" and not sub:
+            return await self._create(ctx)
+        if verb == "update":
+            return await self._update(ctx)
+        if verb == "patch":
+            return await self._patch(ctx)
+        if verb == "delete" and not sub:
+            return await self._delete(ctx)
+        if verb == "deletecollection" and not sub:
+            return await self._delete_collection(ctx)
+        raise method_not_allowed()
+
+    async def _non_resource(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+        path = info.path.rstrip("/") or "/"
+        if path == "/version":
+            return json_response(discovery.version_info(self.minor_version))
+        if path in ("/healthz", "/livez", "/readyz"):
+            return web.Response(text="ok")
+        if path == "/api":
+            return json_response(discovery.api_versions(self.address))
+        if path == "/api/v1":
+            doc = discovery.api_resource_list(self.resources, "", "v1")
+            return json_response(doc)
+        if path == "/apis":
+            return json_response(discovery.api_group_list(self.resources))
+        parts = path.strip("/").split("/")
+        if parts[0] == "apis" and len(parts) == 2:
+            group_doc = discovery.api_group(self.resources, parts[1])
+            if group_doc is not None:
+                return json_response(group_doc)
+        if parts[0] == "apis" and len(parts) == 3:
+            gv_doc = discovery.api_resource_list(self.resources, parts[1], parts[2])
+            if gv_doc is not None:
+                return json_response(gv_doc)
+        if parts[0] == "openapi" and self.openapi is not None:
+            spec = self.openapi(str(request.rel_url))
+            if spec is not None:
+                return json_response(spec)
+        raise path_not_found()
+
+    # conversion between the stored form and the served version
+
+    def _out(self, rt: ResourceType, obj: Obj) -> Obj:
+        if rt.storage_of is not None and rt.group == "events.k8s.io":
+            return to_events_v1(obj)
+        return obj
+
+    def _in(self, rt: ResourceType, obj: Any) -> Any:
+        if rt.storage_of is not None and rt.group == "events.k8s.io" and isinstance(obj, dict):
+            return to_core_event(obj)
+        return obj
+
+    def _stored_type(self, rt: ResourceType) -> ResourceType:
+        if rt.storage_of is None:
+            return rt
+        stored = self.resources.lookup(rt.storage_of[0], "v1", rt.storage_of[1])
+        assert stored is not None
+        return stored
+
+    def _respond_object(self, ctx: RequestContext, obj: Obj, status: int = 200) -> web.Response:
+        out = self._out(ctx.rt, obj)
+        if tables.wants_table(ctx.request.headers.get("Accept", "")):
+            return json_response(
+                tables.to_table(ctx.rt, [out], self._rv_str(), ctx.request), status
+            )
+        return json_response(out, status)
+
+    def _rv_str(self) -> str:
+        return str(self.store.revision)
+
+    # verbs
+
+    def _get(self, ctx: RequestContext) -> web.Response:
+        obj = self.registry.get(self._stored_type(ctx.rt), ctx.namespace, ctx.info.name)
+        return self._respond_object(ctx, obj)
+
+    def _predicate(self, ctx: RequestContext) -> Predicate:
+        from .query import build_predicate
+
+        namespace = ctx.info.namespace if ctx.rt.namespaced else None
+        return build_predicate(
+            ctx.rt,
+            namespace or None,
+            ctx.request.query.get("labelSelector", ""),
+            ctx.request.query.get("fieldSelector", ""),
+        )
+
+    def _list(self, ctx: RequestContext) -> web.Response:
+        predicate = self._predicate(ctx)
+        stored = self._stored_type(ctx.rt)
+        namespace = ctx.info.namespace if ctx.rt.namespaced and ctx.info.namespace else None
+        items = [o for o in self.store.list(stored.storage_key, namespace) if predicate(o)]
+        list_rv = self._rv_str()
+        limit_raw = ctx.request.query.get("limit")
+        cont = ctx.request.query.get("continue")
+        meta: Obj = {}
+        if cont:
+            start, list_rv = _decode_continue(cont)
+            items = [o for o in items if _sort_key(o) > start]
+        if limit_raw:
+            try:
+                limit = int(limit_raw)
+            except ValueError:
+                raise bad_request(f"invalid limit: {limit_raw}") from None
+            if 0 < limit < len(items):
+                last = items[limit - 1]
+                meta["continue"] = _encode_continue(_sort_key(last), list_rv)
+                meta["remainingItemCount"] = len(items) - limit
+                items = items[:limit]
+        meta["resourceVersion"] = list_rv
+        out_items = [self._out(ctx.rt, o) for o in items]
+        if tables.wants_table(ctx.request.headers.get("Accept", "")):
+            table = tables.to_table(ctx.rt, out_items, list_rv, ctx.request)
+            table["metadata"].update(meta)
+            return json_response(table)
+        # Items of a typed list carry no kind/apiVersion upstream.
+        out_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
+                     for o in out_items]  # fmt: skip
+        body = {
+            "kind": f"{ctx.rt.kind}List",
+            "apiVersion": ctx.rt.api_version,
+            "metadata": meta,
+            "items": out_items,
+        }
+        return json_response(body)
+
+    async def _watch(self, ctx: RequestContext) -> web.StreamResponse:
+        predicate = self._predicate(ctx)
+        if ctx.info.name:
+            name = ctx.info.name
+            base = predicate
+
+            def predicate(obj: Obj) -> bool:
+                return bool(obj["metadata"]["name"] == name and base(obj))
+
+        rv_param = ctx.request.query.get("resourceVersion", "")
+        since: int | None
+        if rv_param in ("", "0"):
+            since = None
+        else:
+            try:
+                since = int(rv_param)
+            except ValueError:
+                raise bad_request(f"invalid resource version: {rv_param}") from None
+        bookmarks = ctx.request.query.get("allowWatchBookmarks") in ("true", "1")
+        timeout = _timeout_seconds(ctx.request)
+        stored = self._stored_type(ctx.rt)
+        watcher = self.store.watch(stored.storage_key, since, predicate)
+        as_table = tables.wants_table(ctx.request.headers.get("Accept", ""))
+        response = web.StreamResponse(headers={"Content-Type": JSON})
+        response.enable_chunked_encoding()
+        await response.prepare(ctx.request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout is not None else None
+        first = True
+        try:
+            while True:
+                wait = self.bookmark_interval if bookmarks else None
+                if deadline is not None:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    wait = remaining if wait is None else min(wait, remaining)
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), wait)
+                except TimeoutError:
+                    if bookmarks and watcher.queue.empty():
+                        await self._send_bookmark(response, ctx.rt)
+                    continue
+                if event is None:
+                    break
+                obj = self._out(ctx.rt, event.object)
+                if as_table:
+                    obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
+                                          include_columns=first)  # fmt: skip
+                    first = False
+                await _write_event(response, event.type, obj)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.stop_watch(stored.storage_key, watcher)
+        return response
+
+    async def _send_bookmark(self, response: web.StreamResponse, rt: ResourceType) -> None:
+        obj = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            "metadata": {"resourceVersion": self._rv_str()},
+        }
+        await _write_event(response, "BOOKMARK", obj)
+
+    async def admit(self, attrs: AdmissionAttributes) -> None:
+        for admitter in self.admitters:
+            await admitter(attrs)
+
+    async def _create(self, ctx: RequestContext) -> web.Response:
+        body = self._in(ctx.rt, await ctx.json_body())
+        stored = self._stored_type(ctx.rt)
+        obj = self.registry.prepare_create(stored, ctx.namespace, body)
+        await self.admit(
+            AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
+                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user)
+        )  # fmt: skip
+        created = self.registry.commit_create(stored, obj, ctx.dry_run)
+        return self._respond_object(ctx, created, 201)
+
+    async def _update(self, ctx: RequestContext) -> web.Response:
+        body = self._in(ctx.rt, await ctx.json_body())
+        return await self._write_update(ctx, body)
+
+    async def _write_update(self, ctx: RequestContext, body: Any) -> web.Response:
+        stored = self._stored_type(ctx.rt)
+        sub = ctx.info.subresource
+        if ctx.rt.kind == "Namespace" and sub == "finalize":
+            sub = "finalize"
+        current, new = self.registry.prepare_update(
+            stored, ctx.namespace, ctx.info.name, body, "status" if sub == "status" else ""
+        )
+        if sub == "finalize":
+            new = dict(current)
+            new["spec"] = dict(current.get("spec") or {})
+            new["spec"]["finalizers"] = (body.get("spec") or {}).get("finalizers") or []
+        await self.admit(
+            AdmissionAttributes(stored, sub, "UPDATE", ctx.namespace, ctx.info.name, new, current,
+                                _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user)
+        )  # fmt: skip
+        updated = self.registry.commit_update(stored, current, new, ctx.dry_run)
+        return self._respond_object(ctx, updated)
+
+    async def _patch(self, ctx: RequestContext) -> web.Response:
+        from .patch_request import patched_object
+
+        raw = await ctx.request.read()
+        content_type = ctx.request.headers.get("Content-Type", "")
+        stored = self._stored_type(ctx.rt)
+        # Retry on a conflicting concurrent write, as the real server does for patches that
+        # do not themselves carry a resourceVersion.
+        for attempt in range(5):
+            current = self.registry.get(stored, ctx.namespace, ctx.info.name)
+            body = patched_object(ctx.rt, self._out(ctx.rt, current), raw, content_type)
+            try:
+                return await self._write_update(ctx, self._in(ctx.rt, body))
+            except ApiError as err:
+                pinned = (
+                    isinstance(body, dict)
+                    and (body.get("metadata") or {}).get("resourceVersion")
+                    != current["metadata"]["resourceVersion"]
+                )
+                if err.reason != "Conflict" or pinned or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _delete(self, ctx: RequestContext) -> web.Response:
+        options = await ctx.json_body() or {}
+        if not isinstance(options, dict):
+            raise bad_request("DeleteOptions must be an object")
+        for key in ("gracePeriodSeconds", "propagationPolicy"):
+            if key in ctx.request.query:
+                value: Any = ctx.request.query[key]
+                options[key] = int(value) if key == "gracePeriodSeconds" else value
+        stored = self._stored_type(ctx.rt)
+        current = self.registry.get(stored, ctx.namespace, ctx.info.name)
+        await self.admit(
+            AdmissionAttributes(stored, "", "DELETE", ctx.namespace, ctx.info.name, None, current,
+                                options, ctx.dry_run, ctx.user)
+        )  # fmt: skip
+        result, _ = self.registry.delete(stored, ctx.namespace, ctx.info.name, options, ctx.dry_run)
+        return json_response(
+            self._out(ctx.rt, result) if result.get("kind") != "Status" else result
+        )
+
+    async def _delete_collection(self, ctx: RequestContext) -> web.Response:
+        predicate = self._predicate(ctx)
+        stored = self._stored_type(ctx.rt)
+        namespace = ctx.info.namespace if ctx.rt.namespaced and ctx.info.namespace else None
+        deleted = []
+        for obj in self.store.list(stored.storage_key, namespace):
+            if predicate(obj):
+                meta = obj["metadata"]
+                _result, _ = self.registry.delete(
+                    stored, meta.get("namespace", ""), meta["name"], {}, ctx.dry_run
+                )
+                deleted.append(obj)
+        return json_response(
+            {"kind": f"{ctx.rt.kind}List", "apiVersion": ctx.rt.api_version,
+             "metadata": {"resourceVersion": self._rv_str()}, "items": deleted}
+        )  # fmt: skip
+
+    # subresources
+
+    async def _scale(self, ctx: RequestContext) -> web.Response:
+        obj = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
+        if ctx.info.verb in ("update", "patch"):
+            if ctx.info.verb == "patch":
+                from .patch_request import patched_object
+
+                raw = await ctx.request.read()
+                body = patched_object(
+                    ctx.rt, _scale_of(obj), raw, ctx.request.headers.get("Content-Type", ""),
+                    kind="Scale",
+                )  # fmt: skip
+            else:
+                body = await ctx.json_body()
+            replicas = ((body or {}).get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise bad_request("spec.replicas must be a non-negative integer")
+            new = json.loads(json.dumps(obj))
+            new["spec"]["replicas"] = replicas
+            current, prepared = self.registry.prepare_update(
+                ctx.rt, ctx.namespace, ctx.info.name, new
+            )
+            obj = self.registry.commit_update(ctx.rt, current, prepared, ctx.dry_run)
+        elif ctx.info.verb != "get":
+            raise method_not_allowed()
+        return json_response(_scale_of(obj))
+
+    async def _pod_binding(self, ctx: RequestContext) -> web.Response:
+        body = await ctx.json_body()
+        target = ((body or {}).get("target") or {}).get("name")
+        if not target:
+            raise bad_request("a Binding needs target.name")
+        pod = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
+        if (pod.get("spec") or {}).get("nodeName"):
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on pods/binding "{ctx.info.name}": pod '
+                f"{ctx.info.name} is already assigned to node "
+                f'"{pod["spec"]["nodeName"]}"',
+                "Conflict",
+            )
+        new = json.loads(json.dumps(pod))
+        new["spec"]["nodeName"] = target
+        if not ctx.dry_run:
+            current, prepared = pod, new
+            prepared["metadata"]["resourceVersion"] = pod["metadata"]["resourceVersion"]
+            self.registry.commit_update(ctx.rt, current, prepared)
+        return json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+             "code": 201},
+            201,
+        )  # fmt: skip
+
+    async def _token_request(self, ctx: RequestContext) -> web.Response:
+        sa = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
+        body = await ctx.json_body() or {}
+        seconds = ((body.get("spec") or {}).get("expirationSeconds")) or 3600
+        token = self.authenticator.add(
+            service_account_user(ctx.namespace, ctx.info.name, sa["metadata"].get("uid", ""))
+        )
+        expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=int(seconds))
+        return json_response(
+            {
+                "kind": "TokenRequest",
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"name": ctx.info.name, "namespace": ctx.namespace},
+                "spec": {"audiences": (body.get("spec") or {}).get("audiences") or [],
+                         "expirationSeconds": int(seconds)},
+                "status": {"token": token,
+                           "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            },
+            201,
+        )  # fmt: skip
+
+    async def _virtual(self, ctx: RequestContext) -> web.Response:
+        if ctx.info.verb != "create":
+            raise method_not_allowed()
+        body = await ctx.json_body() or {}
+        kind = ctx.rt.kind
+        if kind == "SelfSubjectReview":
+            return json_response(
+                {"kind": kind, "apiVersion": ctx.rt.api_version, "metadata": {},
+                 "status": {"userInfo": ctx.user.to_json()}},
+                201,
+            )  # fmt: skip
+        spec = body.get("spec") or {}
+        if kind == "SelfSubjectAccessReview":
+            subject = ctx.user
+        else:
+            subject = UserInfo(str(spec.get("user", "")), tuple(spec.get("groups") or []))
+        allowed, reason = self._review(subject, spec)
+        out = dict(body)
+        out.setdefault("metadata", {})
+        out["status"] = {"allowed": allowed}
+        if reason:
+            out["status"]["reason"] = reason
+        return json_response(out, 201)
+
+    def _review(self, subject: UserInfo, spec: Obj) -> tuple[bool, str]:
+        if self.authorizer is None:
+            return True, ""
+        ra = spec.get("resourceAttributes")
+        if isinstance(ra, dict):
+            attrs = AuthorizationAttributes(
+                subject, str(ra.get("verb", "")), str(ra.get("group", "")),
+                str(ra.get("resource", "")), str(ra.get("subresource", "")),
+                str(ra.get("name", "")), str(ra.get("namespace", "")), "", True,
+            )  # fmt: skip
+        else:
+            nra = spec.get("nonResourceAttributes") or {}
+            attrs = AuthorizationAttributes(
+                subject,
+                str(nra.get("verb", "")),
+                "",
+                "",
+                "",
+                "",
+                "",
+                str(nra.get("path", "")),
+                False,
+            )
+        allowed, message = self.authorizer(attrs)
+        return allowed, "" if allowed else message
+
+
+def _options(ctx: RequestContext, kind: str) -> Obj:
+    options: Obj = {"kind": kind, "apiVersion": "meta.k8s.io/v1"}
+    if ctx.dry_run:
+        options["dryRun"] = ["All"]
+    if "fieldManager" in ctx.request.query:
+        options["fieldManager"] = ctx.request.query["fieldManager"]
+    return options
+
+
+def _scale_of(obj: Obj) -> Obj:
+    meta = obj["metadata"]
+    status = obj.get("status") or {}
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    labels = selector.get("matchLabels") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+        "status": {
+            "replicas": status.get("replicas", 0),
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+        },
+    }
+
+
+def _sort_key(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _encode_continue(start: str, rv: str) -> str:
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": int(rv), "start": start})
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(data["start"]), str(data["rv"])
+    except (ValueError, KeyError, TypeError):
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                          "(version meta.k8s.io/v1)") from None  # fmt: skip
+
+
+def _timeout_seconds(request: web.Request) -> float | None:
+    raw = request.query.get("timeoutSeconds")
+    if raw is None:
+        return None
+    try:
+        return max(float(int(raw)), 0.0)
+    except ValueError:
+        raise bad_request(f"invalid timeoutSeconds: {raw}") from None
+
+
+async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> None:
+    line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
+    await response.write(line.encode())
+
+
+__all__ = [
+    "AdmissionAttributes",
+    "ApiServer",
+    "AuthorizationAttributes",
+    "RequestContext",
+    "WatchEvent",
+    "error_response",
+    "json_response",
+]

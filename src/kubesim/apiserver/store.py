@@ -1,0 +1,208 @@
+"""Versioned in-memory object storage with watch fan-out, like etcd behind the API server.
+
+One global resourceVersion counter (etcd's revision) orders every write. Each
+resource keeps a bounded history of changes so a watch can resume from a
+resourceVersion; resuming from before the history answers 410 Gone, as the
+real watch cache does. Stored objects are never mutated after commit: readers
+may share them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import gone
+
+Obj = dict[str, Any]
+StorageKey = tuple[str, str]  # (group, plural)
+ObjectKey = tuple[str, str]  # (namespace, name); namespace "" when cluster-scoped
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Predicate = Callable[[Obj], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    type: EventType
+    object: Obj
+    previous: Obj | None
+    resource_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+    object: Obj
+
+
+def object_key(obj: Obj) -> ObjectKey:
+    meta = obj.get("metadata", {})
+    return (meta.get("namespace", "") or "", meta["name"])
+
+
+class Watcher:
+    """One watch stream: a queue of events that match its predicate."""
+
+    def __init__(self, predicate: Predicate, max_queue: int) -> None:
+        self.predicate = predicate
+        self.queue: asyncio.Queue[WatchEvent | None] = asyncio.Queue()
+        self._max_queue = max_queue
+        self.closed = False
+
+    def offer(self, change: Change) -> None:
+        if self.closed:
+            return
+        now_matches = self.predicate(change.object)
+        if change.type == "MODIFIED" and change.previous is not None:
+            was_matching = self.predicate(change.previous)
+            if was_matching and now_matches:
+                self._put(WatchEvent("MODIFIED", change.object))
+            elif now_matches:
+                self._put(WatchEvent("ADDED", change.object))
+            elif was_matching:
+                self._put(WatchEvent("DELETED", change.object))
+        elif now_matches:
+            self._put(WatchEvent(change.type, change.object))
+
+    def _put(self, event: WatchEvent) -> None:
+        if self.queue.qsize() >= self._max_queue:
+            # A watcher that cannot keep up is closed, as the real watch cache does;
+            # its client re-watches from the last resourceVersion it saw.
+            self.close()
+            return
+        self.queue.put_nowait(event)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+class _Bucket:
+    __slots__ = ("compacted_through", "history", "objects", "watchers")
+
+    def __init__(self, history_limit: int) -> None:
+        self.objects: dict[ObjectKey, Obj] = {}
+        self.history: deque[Change] = deque(maxlen=history_limit)
+        self.compacted_through = 0
+        self.watchers: set[Watcher] = set()
+
+
+class Store:
+    def __init__(self, history_limit: int = 10_000, watcher_queue_limit: int = 100_000) -> None:
+        self._revision = 0
+        self._buckets: dict[StorageKey, _Bucket] = {}
+        self._history_limit = history_limit
+        self._watcher_queue_limit = watcher_queue_limit
+        self._listeners: list[Callable[[StorageKey, Change], None]] = []
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    def next_revision(self) -> int:
+        self._revision += 1
+        return self._revision
+
+    def _bucket(self, key: StorageKey) -> _Bucket:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket(self._history_limit)
+        return bucket
+
+    # reads
+
+    def get(self, key: StorageKey, namespace: str, name: str) -> Obj | None:
+        return self._bucket(key).objects.get((namespace, name))
+
+    def list(self, key: StorageKey, namespace: str | None = None) -> list[Obj]:
+        objects = self._bucket(key).objects
+        items = (o for (ns, _), o in objects.items() if namespace is None or ns == namespace)
+        return sorted(items, key=object_key)
+
+    def iter_all(self, key: StorageKey) -> Iterator[Obj]:
+        return iter(list(self._bucket(key).objects.values()))
+
+    # writes: the caller has stamped metadata.resourceVersion with next_revision()
+
+    def put(self, key: StorageKey, obj: Obj) -> Change:
+        bucket = self._bucket(key)
+        okey = object_key(obj)
+        previous = bucket.objects.get(okey)
+        bucket.objects[okey] = obj
+        change = Change(
+            "ADDED" if previous is None else "MODIFIED",
+            obj,
+            previous,
+            int(obj["metadata"]["resourceVersion"]),
+        )
+        self._publish(key, bucket, change)
+        return change
+
+    def remove(self, key: StorageKey, obj: Obj) -> Change:
+        """Delete; `obj` is the final state, stamped with a fresh resourceVersion."""
+        bucket = self._bucket(key)
+        previous = bucket.objects.pop(object_key(obj), None)
+        change = Change("DELETED", obj, previous, int(obj["metadata"]["resourceVersion"]))
+        self._publish(key, bucket, change)
+        return change
+
+    def _publish(self, key: StorageKey, bucket: _Bucket, change: Change) -> None:
+        if len(bucket.history) == bucket.history.maxlen:
+            bucket.compacted_through = bucket.history[0].resource_version
+        bucket.history.append(change)
+        for watcher in list(bucket.watchers):
+            watcher.offer(change)
+            if watcher.closed:
+                bucket.watchers.discard(watcher)
+        for listener in self._listeners:
+            listener(key, change)
+
+    def add_listener(self, listener: Callable[[StorageKey, Change], None]) -> None:
+        """Synchronous in-process subscribers (garbage collector, audit of webhooks...)."""
+        self._listeners.append(listener)
+
+    # watch
+
+    def watch(self, key: StorageKey, since: int | None, predicate: Predicate) -> Watcher:
+        """Start a watch. `since=None` sends the current state as ADDED events first."""
+        bucket = self._bucket(key)
+        watcher = Watcher(predicate, self._watcher_queue_limit)
+        if since is None:
+            for obj in sorted(bucket.objects.values(), key=object_key):
+                if predicate(obj):
+                    watcher.queue.put_nowait(WatchEvent("ADDED", obj))
+        else:
+            if since < bucket.compacted_through:
+                raise gone(f"too old resource version: {since} ({bucket.compacted_through + 1})")
+            for change in bucket.history:
+                if change.resource_version > since:
+                    watcher.offer(change)
+        bucket.watchers.add(watcher)
+        return watcher
+
+    def stop_watch(self, key: StorageKey, watcher: Watcher) -> None:
+        self._bucket(key).watchers.discard(watcher)
+        watcher.close()
+
+    def compact(self, key: StorageKey | None = None) -> None:
+        """Forget all history (fault injection: the next resumed watch gets 410 Gone)."""
+        keys = [key] if key is not None else list(self._buckets)
+        for k in keys:
+            bucket = self._bucket(k)
+            bucket.history.clear()
+            bucket.compacted_through = self._revision
+        for k in keys:
+            for watcher in list(self._bucket(k).watchers):
+                watcher.close()
+            self._bucket(k).watchers.clear()
+
+    def close_watchers(self, key: StorageKey | None = None) -> None:
+        """Drop every open watch connection (fault injection)."""
+        for k in [key] if key is not None else list(self._buckets):
+            for watcher in list(self._bucket(k).watchers):
+                watcher.close()
+            self._bucket(k).watchers.clear()

@@ -1,0 +1,106 @@
+"""The validation errors clients can trip over, with upstream wording.
+
+Not the whole of pkg/apis/*/validation: only what callers of kubesim rely on
+being rejected (missing names, selectors that do not match templates, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ApiError, invalid
+from .meta import is_dns1123_subdomain
+from .resources import ResourceType
+
+Obj = dict[str, Any]
+
+DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
+    "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def _go_map(labels: dict[str, Any]) -> str:
+    inner = ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+    return f"map[string]string{{{inner}}}"
+
+
+def _selector_matches(selector: Obj, labels: dict[str, Any]) -> bool:
+    # matchLabels only; matchExpressions are checked by the selectors module at runtime.
+    match_labels = selector.get("matchLabels") or {}
+    return all(labels.get(k) == v for k, v in match_labels.items())
+
+
+def _workload_causes(obj: Obj) -> list[tuple[str, str]]:
+    spec = obj.get("spec") or {}
+    causes: list[tuple[str, str]] = []
+    selector = spec.get("selector")
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not isinstance(selector, dict) or not (
+        selector.get("matchLabels") or selector.get("matchExpressions")
+    ):
+        causes.append(("spec.selector", "Required value"))
+    elif not _selector_matches(selector, labels):
+        causes.append(
+            (
+                "spec.template.metadata.labels",
+                f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`",
+            )
+        )
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        causes.append(
+            ("spec.replicas", f"Invalid value: {replicas}: must be greater than or equal to 0")
+        )
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers")
+    if not containers:
+        causes.append(("spec.template.spec.containers", "Required value"))
+    return causes
+
+
+def validate(rt: ResourceType, obj: Obj) -> None:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    causes: list[tuple[str, str]] = []
+    if not name:
+        causes.append(("metadata.name", "Required value: name or generateName is required"))
+    elif rt.kind not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding") and (
+        not is_dns1123_subdomain(name)
+    ):
+        causes.append(("metadata.name", f'Invalid value: "{name}": {DNS1123_SUBDOMAIN_MESSAGE}'))
+    if rt.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        causes += _workload_causes(obj)
+    elif rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
+        causes.append(("spec.containers", "Required value"))
+    elif rt.kind == "PodDisruptionBudget":
+        spec = obj.get("spec") or {}
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            causes.append(
+                ("spec", "Invalid value: minAvailable and maxUnavailable cannot be both set")
+            )
+    if causes:
+        raise invalid(rt.group, rt.kind, name, causes)
+
+
+def check_immutable(rt: ResourceType, old: Obj, new: Obj) -> None:
+    if rt.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        before = (old.get("spec") or {}).get("selector")
+        after = (new.get("spec") or {}).get("selector")
+        if before != after:
+            raise invalid(
+                rt.group,
+                rt.kind,
+                new["metadata"]["name"],
+                [("spec.selector", f"Invalid value: {after}: field is immutable")],
+            )
+    if rt.kind == "Pod":
+        old_node = (old.get("spec") or {}).get("nodeName")
+        new_node = (new.get("spec") or {}).get("nodeName")
+        if old_node and old_node != new_node:
+            raise ApiError(
+                422,
+                f'Pod "{new["metadata"]["name"]}" is invalid: spec: Forbidden: pod updates may '
+                "not change fields other than `spec.containers[*].image`, ...",
+                "Invalid",
+            )

@@ -1,0 +1,103 @@
+"""What a fresh cluster holds before anyone writes: namespaces and bootstrap RBAC.
+
+The RBAC objects mirror plugin/pkg/auth/authorizer/rbac/bootstrappolicy upstream
+for the roles clients rely on (cluster-admin, discovery, basic-user, public-info).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def namespace(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _cluster_role(name: str, rules: list[Obj]) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": rules,
+    }
+
+
+def _binding(name: str, role: str, groups: list[str]) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in groups
+        ],
+    }
+
+
+def rbac_objects() -> list[Obj]:
+    return [
+        _cluster_role(
+            "cluster-admin",
+            [
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ],
+        ),
+        _binding("cluster-admin", "cluster-admin", ["system:masters"]),
+        _cluster_role(
+            "system:discovery",
+            [
+                {
+                    "nonResourceURLs": [
+                        "/api",
+                        "/api/*",
+                        "/apis",
+                        "/apis/*",
+                        "/healthz",
+                        "/livez",
+                        "/openapi",
+                        "/openapi/*",
+                        "/readyz",
+                        "/version",
+                        "/version/",
+                    ],
+                    "verbs": ["get"],
+                }
+            ],
+        ),
+        _binding("system:discovery", "system:discovery", ["system:authenticated"]),
+        _cluster_role(
+            "system:basic-user",
+            [
+                {
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    "verbs": ["create"],
+                },
+                {
+                    "apiGroups": ["authentication.k8s.io"],
+                    "resources": ["selfsubjectreviews"],
+                    "verbs": ["create"],
+                },
+            ],
+        ),
+        _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
+        _cluster_role(
+            "system:public-info-viewer",
+            [
+                {
+                    "nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"],
+                    "verbs": ["get"],
+                }
+            ],
+        ),
+        _binding(
+            "system:public-info-viewer",
+            "system:public-info-viewer",
+            ["system:authenticated", "system:unauthenticated"],
+        ),
+    ]

@@ -1,0 +1,166 @@
+"""`KubeSim`: the whole in-process control plane behind one async context manager.
+
+    async with KubeSim() as sim:
+        ...  # sim.kubeconfig_path, sim.url, sim.admin_token, sim.audit, sim.faults
+
+It serves HTTPS on a loopback port with a generated CA and bearer tokens.
+Not a production API server: state lives in memory and dies with the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+from aiohttp import web
+
+from .apiserver.audit import AuditLog
+from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
+from .apiserver.faults import FaultInjector
+from .apiserver.garbage_collector import GarbageCollector
+from .apiserver.registry import Registry
+from .apiserver.resources import ResourceRegistry
+from .apiserver.server import ApiServer
+from .apiserver.store import Obj, Store
+from .bootstrap import SYSTEM_NAMESPACES, namespace, rbac_objects
+from .kubeconfig import write_kubeconfig
+from .pki import CertificateAuthority
+
+ADMIN = UserInfo("kubernetes-admin", ("system:masters", "kubeadm:cluster-admins"))
+
+
+class KubeSim:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        server_minor_version: int = 32,
+        seed: int = 0,
+        kubeconfig_path: Path | None = None,
+        bookmark_interval: float = 5.0,
+        history_limit: int = 10_000,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.resources = ResourceRegistry()
+        self.store = Store(history_limit=history_limit)
+        self.registry = Registry(self.store, self.resources, seed=seed)
+        self.authenticator = TokenAuthenticator()
+        self.audit = AuditLog()
+        self.faults = FaultInjector(seed)
+        self.ca = CertificateAuthority()
+        self.server = ApiServer(
+            self.registry, self.authenticator, self.audit, self.faults,
+            server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
+        )  # fmt: skip
+        self.gc = GarbageCollector(self.registry)
+        self.admin_token = self.authenticator.add(ADMIN)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._kubeconfig_path = kubeconfig_path
+        self._runner: web.AppRunner | None = None
+        self._bootstrap()
+
+    # lifecycle
+
+    async def start(self) -> KubeSim:
+        serving = self.ca.issue_server([self.host, "localhost", "kubernetes.default.svc"])
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
+        tmp = Path(self._tmp.name)
+        (tmp / "tls.crt").write_bytes(serving.cert_pem)
+        (tmp / "tls.key").write_bytes(serving.key_pem)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tmp / "tls.crt", tmp / "tls.key")
+        self._runner = web.AppRunner(self.server.app(), access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context)
+        await site.start()
+        server = cast(asyncio.Server, site._server)
+        self.port = server.sockets[0].getsockname()[1]
+        self.server.address = f"{self.host}:{self.port}"
+        self.gc.start()
+        self.write_kubeconfig(self.kubeconfig_path)
+        return self
+
+    async def stop(self) -> None:
+        await self.gc.stop()
+        self.store.close_watchers()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    async def __aenter__(self) -> KubeSim:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # access
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.ca.cert_pem
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        if self._kubeconfig_path is None:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="kubesim-")
+            self._kubeconfig_path = Path(self._tmp.name) / "kubeconfig"
+        return self._kubeconfig_path
+
+    def write_kubeconfig(self, path: Path, token: str | None = None, user: str = "admin") -> Path:
+        return write_kubeconfig(path, self.url, self.ca_pem, token or self.admin_token, user)
+
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token for a ServiceAccount, as a TokenRequest would hand out."""
+        sa = self.store.get(("", "serviceaccounts"), namespace, name)
+        uid = sa["metadata"].get("uid", "") if sa else ""
+        return self.authenticator.add(service_account_user(namespace, name, uid))
+
+    def user_token(self, username: str, groups: tuple[str, ...] = ()) -> str:
+        return self.authenticator.add(UserInfo(username, groups))
+
+    def create(self, obj: Obj) -> Obj:
+        """Create an object directly (setup and scenarios), with full defaulting/validation."""
+        group, _, _ = obj.get("apiVersion", "").rpartition("/")
+        rt = self.resources.by_kind(group, obj.get("kind", ""))
+        if rt is None:
+            raise ValueError(f"kubesim does not serve {obj.get('apiVersion')} {obj.get('kind')}")
+        ns = obj.get("metadata", {}).get("namespace", "default") if rt.namespaced else ""
+        prepared = self.registry.prepare_create(rt, ns, obj)
+        return self.registry.commit_create(rt, prepared)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str = "") -> Obj | None:
+        group, _, _ = api_version.rpartition("/")
+        rt = self.resources.by_kind(group, kind)
+        if rt is None:
+            return None
+        return self.registry.find(rt, namespace if rt.namespaced else "", name)
+
+    def _bootstrap(self) -> None:
+        for name in SYSTEM_NAMESPACES:
+            self.create(namespace(name))
+        for obj in rbac_objects():
+            self.create(obj)
+
+
+def build(**kwargs: Any) -> KubeSim:
+    return KubeSim(**kwargs)
