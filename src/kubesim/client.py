@@ -1,0 +1,138 @@
+"""A small raw-JSON Kubernetes REST client for kubesim's own controllers and drain clients.
+
+kubesim's controllers talk to the API server over HTTPS like the real ones do,
+but on plain dicts: no model classes between them and the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+
+Obj = dict[str, Any]
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiStatusError(Exception):
+    """The server answered with a non-2xx status; `status` is its Status body."""
+
+    def __init__(self, code: int, status: Obj) -> None:
+        super().__init__(f"{code} {status.get('reason', '')}: {status.get('message', '')}")
+        self.code = code
+        self.status = status
+
+    @property
+    def reason(self) -> str:
+        return str(self.status.get("reason", ""))
+
+
+def resource_path(
+    api_version: str, plural: str, namespace: str | None = None, name: str | None = None,
+    subresource: str | None = None,
+) -> str:  # fmt: skip
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    path = base
+    if namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class KubeClient:
+    def __init__(
+        self, server: str, token: str, ca_pem: bytes, user_agent: str = "kubesim-controller"
+    ) -> None:
+        self.server = server.rstrip("/")
+        self._ssl = ssl.create_default_context(cadata=ca_pem.decode())
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json",
+            "User-Agent": user_agent,
+        }
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=64),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        request_timeout: float = 30.0,
+    ) -> Obj:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self.session.request(
+            method, self.server + path, data=data, params=params, headers=headers,
+            timeout=aiohttp.ClientTimeout(total=request_timeout),
+        ) as response:  # fmt: skip
+            raw = await response.read()
+            try:
+                parsed: Obj = json.loads(raw) if raw else {}
+            except ValueError:
+                parsed = {"message": raw.decode(errors="replace")}
+            if response.status >= 400:
+                raise ApiStatusError(response.status, parsed)
+            return parsed
+
+    async def get(self, path: str, params: Mapping[str, str] | None = None) -> Obj:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, body: Obj) -> Obj:
+        return await self.request("POST", path, body)
+
+    async def replace(self, path: str, body: Obj) -> Obj:
+        return await self.request("PUT", path, body)
+
+    async def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH) -> Obj:
+        return await self.request("PATCH", path, body, content_type=content_type)
+
+    async def delete(self, path: str, options: Obj | None = None) -> Obj:
+        return await self.request("DELETE", path, options)
+
+    async def watch(
+        self, path: str, resource_version: str, timeout_seconds: int = 300,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[Obj]:  # fmt: skip
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+            **(params or {}),
+        }
+        async with self.session.get(
+            self.server + path, params=query,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+        ) as response:  # fmt: skip
+            if response.status >= 400:
+                raw = await response.read()
+                raise ApiStatusError(response.status, json.loads(raw) if raw else {})
+            async for line in response.content:
+                if line.strip():
+                    yield json.loads(line)

@@ -1,0 +1,53 @@
+"""Shared fixtures: a running kubesim and real clients pointed at it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
+
+from kubesim.sim import KubeSim
+
+KUBECTL_TIMEOUT = 60
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    async with KubeSim() as running:
+        yield running
+
+
+@pytest.fixture
+async def lk(sim: KubeSim) -> AsyncIterator[AsyncClient]:
+    """lightkube's async client, as the graceful-drain controller uses it."""
+    client = AsyncClient(KubeConfig.from_file(str(sim.kubeconfig_path)))
+    yield client
+    await client.close()
+
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def run_kubectl(kubeconfig: Path, *args: str, check: bool = True,
+                timeout: float = KUBECTL_TIMEOUT, stdin: str | None = None
+                ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    result = subprocess.run(
+        ["kubectl", *args], capture_output=True, text=True, env=env, timeout=timeout, input=stdin
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"kubectl {' '.join(args)} exited {result.returncode}\n"
+            f"stdout: {result.stdout}\nstderr: {result.stderr}"
+        )
+    return result
+
+
+@pytest.fixture
+def kubeconfig(sim: KubeSim) -> Iterator[Path]:
+    yield sim.kubeconfig_path
