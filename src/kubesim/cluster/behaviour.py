@@ -1,0 +1,75 @@
+"""How a simulated pod behaves, declared on the pod (or its template) as annotations.
+
+Everything a simulated kubelet needs is on the API object, so scenarios,
+tests and `kubectl apply` all drive it the same way. Durations are Go-style
+("1.5s", "200ms", "2m") or plain seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+PREFIX = "sim.kubesim.io/"
+START_DELAY = PREFIX + "start-delay"  # container start (image pull + exec)
+READY_DELAY = PREFIX + "ready-delay"  # from running to passing readiness
+NEVER_READY = PREFIX + "never-ready"  # "true": readiness never passes
+CRASH_LOOP = PREFIX + "crash-loop"  # "true": exits 1 after start, restarted with back-off
+EXIT_DELAY = PREFIX + "exit-delay"  # how long the process takes to exit after SIGTERM
+MEMORY_USAGE = PREFIX + "memory-usage"  # simulated working set, e.g. "300Mi"
+OOM_AFTER = PREFIX + "oom-after"  # killed by the cgroup OOM killer this long after start
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Go-style duration or a bare number of seconds; raises ValueError on anything else."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"invalid duration {text!r}")
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class PodBehaviour:
+    start_delay: float = 0.0
+    ready_delay: float = 0.0
+    never_ready: bool = False
+    crash_loop: bool = False
+    exit_delay: float = 0.0
+    memory_usage: str | None = None
+    oom_after: float | None = None
+
+    @classmethod
+    def from_pod(cls, pod: dict[str, Any]) -> PodBehaviour:
+        """Read the annotations; a malformed value falls back to the default."""
+        ann = pod.get("metadata", {}).get("annotations") or {}
+
+        def duration(key: str, default: float) -> float:
+            try:
+                return parse_duration(str(ann[key])) if key in ann else default
+            except ValueError:
+                return default
+
+        oom = duration(OOM_AFTER, -1.0)
+        return cls(
+            start_delay=duration(START_DELAY, 0.0),
+            ready_delay=duration(READY_DELAY, 0.0),
+            never_ready=str(ann.get(NEVER_READY, "")).lower() == "true",
+            crash_loop=str(ann.get(CRASH_LOOP, "")).lower() == "true",
+            exit_delay=duration(EXIT_DELAY, 0.0),
+            memory_usage=ann.get(MEMORY_USAGE),
+            oom_after=oom if oom >= 0 else None,
+        )
