@@ -49,7 +49,7 @@ class EventRecorder:
         ref = involved_object(obj)
         namespace = ref.get("namespace") or "default"
         now = dt.datetime.now(dt.UTC)
-        key = (ref.get("uid", ref["name"]), reason, message, type_)
+        key = (str(ref.get("uid", ref["name"])), reason, message, type_)
         seen = self._seen.get(key)
         if seen is not None:
             name, count = seen
