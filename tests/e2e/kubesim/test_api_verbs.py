@@ -8,7 +8,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
@@ -45,7 +45,7 @@ async def test_create_get_and_generate_name(core: kubernetes.client.CoreV1Api) -
     name = created.metadata.name
     assert name.startswith("gen-") and len(name) == len("gen-") + 5
     assert created.metadata.uid and created.metadata.creation_timestamp is not None
-    fetched = await asyncio.to_thread(core.read_namespaced_config_map, name, "default")
+    fetched = await asyncio.to_thread(core.read_namespaced_config_map, name, namespace="default")
     assert fetched.metadata.resource_version == created.metadata.resource_version
 
 
@@ -76,7 +76,7 @@ async def test_not_found_status_body(raw: KubeClient) -> None:
 
 async def test_create_in_missing_namespace_is_404(lk: AsyncClient) -> None:
     with pytest.raises(ApiError) as err:
-        await lk.create(ConfigMap(metadata=ObjectMeta(name="x")), namespace="missing")
+        await lk.create(ConfigMap(metadata=ObjectMeta(namespace="missing", name="x")))
     assert err.value.status.code == 404
     assert err.value.status.message == 'namespaces "missing" not found'
 
@@ -99,7 +99,9 @@ async def test_list_pages_with_limit_and_continue(core: kubernetes.client.CoreV1
 
 
 async def test_update_with_stale_resource_version_is_409(lk: AsyncClient) -> None:
-    cm = await lk.create(ConfigMap(metadata=ObjectMeta(name="c"), data={"a": "1"}), "default")
+    cm = await lk.create(
+        ConfigMap(metadata=ObjectMeta(namespace="default", name="c"), data={"a": "1"})
+    )
     cm.data = {"a": "2"}
     updated = await lk.replace(cm)
     assert updated.data == {"a": "2"}
@@ -116,7 +118,9 @@ async def test_update_with_stale_resource_version_is_409(lk: AsyncClient) -> Non
 
 
 async def test_no_op_update_keeps_resource_version(lk: AsyncClient) -> None:
-    cm = await lk.create(ConfigMap(metadata=ObjectMeta(name="same"), data={"a": "1"}), "default")
+    cm = await lk.create(
+        ConfigMap(metadata=ObjectMeta(namespace="default", name="same"), data={"a": "1"})
+    )
     again = await lk.replace(cm)
     assert again.metadata.resourceVersion == cm.metadata.resourceVersion
 
@@ -127,7 +131,7 @@ async def test_dry_run_create_and_delete_change_nothing(
     before = sim.store.revision
     await asyncio.to_thread(core.create_namespaced_config_map, "default", _cm("dry"), dry_run="All")
     with pytest.raises(ApiException) as err:
-        await asyncio.to_thread(core.read_namespaced_config_map, "dry", "default")
+        await asyncio.to_thread(core.read_namespaced_config_map, "dry", namespace="default")
     assert err.value.status == 404
     await asyncio.to_thread(core.create_namespaced_config_map, "default", _cm("kept"))
     after_create = sim.store.revision
@@ -145,7 +149,7 @@ async def test_invalid_dry_run_value_is_400(raw: KubeClient) -> None:
 
 
 async def test_delete_precondition_uid_mismatch_is_409(lk: AsyncClient, raw: KubeClient) -> None:
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="pre")), "default")
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="pre")))
     options = {"preconditions": {"uid": "not-the-uid"}}
     with pytest.raises(ApiStatusError) as err:
         await raw.delete("/api/v1/namespaces/default/configmaps/pre", options)
@@ -154,8 +158,8 @@ async def test_delete_precondition_uid_mismatch_is_409(lk: AsyncClient, raw: Kub
 
 
 async def test_finalizers_hold_deletion_until_removed(lk: AsyncClient) -> None:
-    meta = ObjectMeta(name="fin", finalizers=["example.com/hold"])
-    await lk.create(ConfigMap(metadata=meta), "default")
+    meta = ObjectMeta(namespace="default", name="fin", finalizers=["example.com/hold"])
+    await lk.create(ConfigMap(metadata=meta))
     await lk.delete(ConfigMap, "fin", namespace="default")
     held = await lk.get(ConfigMap, "fin", namespace="default")
     assert held.metadata.deletionTimestamp is not None
@@ -184,26 +188,32 @@ async def _wait_gone(lk: AsyncClient, kind: Any, name: str, namespace: str | Non
 
 
 async def test_background_garbage_collection_deletes_dependents(lk: AsyncClient) -> None:
-    owner = await lk.create(ConfigMap(metadata=ObjectMeta(name="owner")), "default")
-    ref = OwnerReference(apiVersion="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid)
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="dep", ownerReferences=[ref])), "default")
+    owner = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="owner")))
+    ref = OwnerReference(
+        apiVersion="v1", kind="ConfigMap", name="owner", uid=str(owner.metadata.uid)
+    )
+    await lk.create(
+        ConfigMap(metadata=ObjectMeta(namespace="default", name="dep", ownerReferences=[ref]))
+    )
     await lk.delete(ConfigMap, "owner", namespace="default")
-    await _wait_gone(lk, ConfigMap, "dep", "default")
+    await _wait_gone(lk, ConfigMap, "dep", namespace="default")
 
 
 async def test_orphan_propagation_keeps_dependents(lk: AsyncClient, raw: KubeClient) -> None:
-    owner = await lk.create(ConfigMap(metadata=ObjectMeta(name="o2")), "default")
-    ref = OwnerReference(apiVersion="v1", kind="ConfigMap", name="o2", uid=owner.metadata.uid)
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="d2", ownerReferences=[ref])), "default")
+    owner = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="o2")))
+    ref = OwnerReference(apiVersion="v1", kind="ConfigMap", name="o2", uid=str(owner.metadata.uid))
+    await lk.create(
+        ConfigMap(metadata=ObjectMeta(namespace="default", name="d2", ownerReferences=[ref]))
+    )
     await raw.delete("/api/v1/namespaces/default/configmaps/o2", {"propagationPolicy": "Orphan"})
-    await _wait_gone(lk, ConfigMap, "o2", "default")
+    await _wait_gone(lk, ConfigMap, "o2", namespace="default")
     dependent = await lk.get(ConfigMap, "d2", namespace="default")
     assert not dependent.metadata.ownerReferences
 
 
 async def test_namespace_deletion_removes_content(lk: AsyncClient) -> None:
     await lk.create(Namespace(metadata=ObjectMeta(name="doomed")))
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="x")), "doomed")
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="doomed", name="x")))
     await lk.delete(Namespace, "doomed")
     await _wait_gone(lk, Namespace, "doomed", None)
     with pytest.raises(ApiError):

@@ -26,10 +26,10 @@ async def raw(sim: KubeSim) -> Any:
 
 
 async def test_watch_resumes_after_resource_version(lk: AsyncClient) -> None:
-    first = await lk.create(ConfigMap(metadata=ObjectMeta(name="a")), "default")
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="b")), "default")
+    first = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="a")))
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="b")))
     await lk.delete(ConfigMap, "a", namespace="default")
-    seen: list[tuple[str, str]] = []
+    seen: list[tuple[str, str | None]] = []
 
     async def collect() -> None:
         async for event, obj in lk.watch(
@@ -44,9 +44,9 @@ async def test_watch_resumes_after_resource_version(lk: AsyncClient) -> None:
 
 
 async def test_watch_without_version_starts_with_current_state(lk: AsyncClient) -> None:
-    await lk.create(ConfigMap(metadata=ObjectMeta(name="present")), "default")
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="present")))
 
-    async def first_event() -> tuple[str, str]:
+    async def first_event() -> tuple[str, str | None]:
         async for event, obj in lk.watch(ConfigMap, namespace="default"):
             return event, obj.metadata.name
         raise AssertionError("watch ended")
