@@ -1,22 +1,33 @@
 """The webhook's decision table (DESIGN.md, "Controller semantics", rows 1-17), as pure code.
 
-No I/O happens here. The caller (the webhook handler) does the lookups and hands in their
-results, then carries out what the `Decision` asks for:
+No I/O happens here. The caller (the webhook handler) does the lookups, hands in their
+results, and carries out what the `Decision` asks for:
 
-    decision = precheck(request)                      # rows 1-2, before any lookup
+    decision = precheck(request)                        # rows 1-2, before any lookup
     if decision is None:
-        pod = <cache, else live GET>: PodFound | PodGone | PodUnavailable
-        owner = resolve_owner(pod.pod, rs_cache.get, deployment_cache.get) if found
+        pod = PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
+              PodGone() on 404, PodUnavailable(str(error)) on any other failure
+        owner = resolve_owner(pod.pod, <replicaset cache get>, <deployment cache get>)
+                (any PodLookup other than PodFound: pass e.g. NoDeployment("pod not found"),
+                 it is never read)
         decision = decide(request, pod, owner, config, now)
         attempt = 1
-        while decision.stamp is not None:                                 # row 16
-            status = <PATCH decision.stamp.patch, application/json-patch+json>
-            if status is success: break                                   # answer 429
-            follow_up = after_stamp_failure(decision, status=status, attempt=attempt)
-            if isinstance(follow_up, Decision): decision = follow_up; break  # allow
-            owner = <live GET of the Deployment>; attempt += 1
-            decision = decide(request, pod, owner, config, now)
-    if anything above raised: decision = unexpected_error(request, error)  # row 17
+        while decision.stamp is not None:                                   # row 16
+            PATCH the Deployment with decision.stamp.patch (application/json-patch+json)
+            success: break                                  # answer decision: the 429
+            follow_up = after_stamp_failure(decision, status=<HTTP status or None>,
+                                            attempt=attempt, detail=<error text>)
+            if isinstance(follow_up, Decision): decision = follow_up; break   # allow
+            # FollowUp.REREAD_AND_DECIDE (409): live GET of the Deployment, then once more
+            owner = DeploymentFound(DeploymentInfo.from_object(body)) | NoDeployment on 404
+                    | OwnerUnresolved on any other failure
+            attempt += 1
+            decision = decide(request, pod, owner, config, <fresh now>)
+    if anything above raised: decision = unexpected_error(request, error)     # row 17
+
+Then log/count decision.reason, emit a Warning event when decision.warning_event, a
+GracefulDrainStarted event after a successful stamp, and answer with
+admission.encode_review_response(request.uid, decision).
 """
 
 from __future__ import annotations
