@@ -378,8 +378,9 @@ def read_events(
         else:
             detail = (
                 f"No kubelet Evicted event for this UID, but the grace period "
-                f"({grace_period_seconds}s) exceeds event retention ({event_retention_seconds}s): "
-                "an event may have expired, so the absence proves nothing."
+                f"({grace_period_seconds}s) is not within event retention "
+                f"({event_retention_seconds}s): an event may have expired, so the absence "
+                "proves nothing."
             )
         reading.items.append(
             make_item(
