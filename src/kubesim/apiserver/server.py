@@ -65,6 +65,9 @@ class AdmissionAttributes:
     kind_group: str | None = None
     kind_version: str | None = None
     kind: str | None = None
+    # The resource the request addressed when it differs from rt, the stored type
+    # (events.k8s.io/v1 events); object and old_object stay in rt's storage form.
+    requested: ResourceType | None = None
 
 
 Admitter = Callable[[AdmissionAttributes], Awaitable[None]]
@@ -440,7 +443,8 @@ class ApiServer:
         obj = self.registry.prepare_create(stored, ctx.namespace, body)
         await self.admit(
             AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
-                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user)
+                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user,
+                                requested=ctx.rt)
         )  # fmt: skip
         created = self.registry.commit_create(stored, obj, ctx.dry_run)
         return self._respond_object(ctx, created, 201)
@@ -463,7 +467,8 @@ class ApiServer:
             new["spec"]["finalizers"] = (body.get("spec") or {}).get("finalizers") or []
         await self.admit(
             AdmissionAttributes(stored, sub, "UPDATE", ctx.namespace, ctx.info.name, new, current,
-                                _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user)
+                                _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user,
+                                requested=ctx.rt)
         )  # fmt: skip
         updated = self.registry.commit_update(stored, current, new, ctx.dry_run)
         return self._respond_object(ctx, updated)
@@ -503,7 +508,7 @@ class ApiServer:
         current = self.registry.get(stored, ctx.namespace, ctx.info.name)
         await self.admit(
             AdmissionAttributes(stored, "", "DELETE", ctx.namespace, ctx.info.name, None, current,
-                                options, ctx.dry_run, ctx.user)
+                                options, ctx.dry_run, ctx.user, requested=ctx.rt)
         )  # fmt: skip
         result, _ = self.registry.delete(stored, ctx.namespace, ctx.info.name, options, ctx.dry_run)
         return json_response(
