@@ -98,7 +98,12 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error_response(err: ApiError) -> web.Response:
-    return json_response(err.status(), err.code)
+    response = json_response(err.status(), err.code)
+    # responsewriters.ErrorNegotiated: a Status asking for a delay becomes Retry-After.
+    retry_after = (err.details or {}).get("retryAfterSeconds")
+    if isinstance(retry_after, int) and retry_after > 0:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def _dry_run(request: web.Request) -> bool:
