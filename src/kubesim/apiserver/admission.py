@@ -302,7 +302,7 @@ class ValidatingWebhookDispatcher:
         except aiohttp.ClientConnectorCertificateError as err:
             raise _CallError(
                 f'failed to call webhook: Post "{target.url}": tls: failed to verify '
-                f"certificate: x509: {err.certificate_error}"
+                f"certificate: x509: {_x509_text(err.certificate_error)}"
             ) from None
         except aiohttp.ClientConnectorError as err:
             raise _CallError(
@@ -410,6 +410,18 @@ def _timeout_seconds(hook: Mapping[str, Any]) -> int:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _x509_text(err: Exception) -> str:
+    """Go's crypto/x509 wording for the verification failures webhooks commonly hit."""
+    code = getattr(err, "verify_code", None)
+    if code in (2, 19, 20, 21):  # no issuer / self-signed in chain / local issuer / leaf
+        return "certificate signed by unknown authority"
+    if code == 10:
+        return "certificate has expired or is not yet valid"
+    if code == 62:
+        return "certificate is not valid for the requested host name"
+    return str(getattr(err, "verify_message", "") or err)
 
 
 def _errno_text(err: OSError) -> str:
