@@ -20,6 +20,7 @@ from aiohttp import web
 
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
+from .apiserver.authz import StoreAuthorizer
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
 from .apiserver.registry import Registry
@@ -44,6 +45,7 @@ class KubeSim:
         kubeconfig_path: Path | None = None,
         bookmark_interval: float = 5.0,
         history_limit: int = 10_000,
+        rbac: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -59,6 +61,8 @@ class KubeSim:
             server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
         )  # fmt: skip
         self.gc = GarbageCollector(self.registry)
+        if rbac:
+            self.server.authorizer = StoreAuthorizer(self.store).authorize
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
