@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.rbac import (
     Decision,
     RBACAuthorizer,
     RequestAttributes,
-    UserInfo,
     forbidden_message,
     forbidden_status,
     non_resource_request,
