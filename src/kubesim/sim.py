@@ -23,6 +23,7 @@ from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
 from .apiserver.authz import StoreAuthorizer
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
+from .apiserver.openapi import OpenApi
 from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
@@ -60,6 +61,7 @@ class KubeSim:
             self.registry, self.authenticator, self.audit, self.faults,
             server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
         )  # fmt: skip
+        self.server.openapi = OpenApi(self.resources)
         self.gc = GarbageCollector(self.registry)
         if rbac:
             self.server.authorizer = StoreAuthorizer(self.store).authorize

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Predicate, WatchEvent
 
 JSON = "application/json"
+log = logging.getLogger(__name__)
 
 
 Authorizer = Callable[[RequestAttributes], Decision]
@@ -155,6 +157,10 @@ class ApiServer:
             return response
         except ApiError as err:
             code = err.code
+            return error_response(err)
+        except Exception as exc:  # a kubesim bug: answer like the real server's panic handler
+            log.exception("kubesim: unhandled error on %s %s", request.method, request.path)
+            err = ApiError(500, f"Internal error occurred: {exc!r}", "InternalError")
             return error_response(err)
         finally:
             self.audit.record(
