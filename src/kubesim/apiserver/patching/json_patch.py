@@ -8,7 +8,7 @@ handlers/patch.go) where it departs from the RFC:
 - ``replace`` of a missing *object member* adds it (only array indices are checked);
 - ``copy`` from a missing object member copies ``null``;
 - ``add`` without ``value`` adds ``null``; a ``test`` for ``null`` passes on a missing member;
-- a path without a leading ``/`` is read as if it had one; the whole document (``""``) can
+- the first segment of a path is skipped, so ``a/b`` means ``/b``; the whole document (``""``) can
   only be replaced (with an object or array; any other value is a no-op) or tested.
 
 Errors carry evanphx's text as ``detail``; the HTTP status and message are the API server's.
