@@ -17,5 +17,7 @@ def patched_object(
         patch = decode_patch_body(patch_kind, raw)
         return apply_patch(patch_kind, current, patch, kind or rt.kind)
     except PatchError as err:
-        status = err.status()
-        raise ApiError(err.code, err.message, err.reason, status.get("details")) from None
+        details = err.status().get("details")
+        raise ApiError(
+            err.code, err.message, err.reason, details if isinstance(details, dict) else None
+        ) from None

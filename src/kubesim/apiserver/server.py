@@ -160,8 +160,9 @@ class ApiServer:
             return error_response(err)
         except Exception as exc:  # a kubesim bug: answer like the real server's panic handler
             log.exception("kubesim: unhandled error on %s %s", request.method, request.path)
-            err = ApiError(500, f"Internal error occurred: {exc!r}", "InternalError")
-            return error_response(err)
+            return error_response(
+                ApiError(500, f"Internal error occurred: {exc!r}", "InternalError")
+            )
         finally:
             self.audit.record(
                 AuditRecord(
