@@ -24,6 +24,7 @@ from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
+from .protobuf import decode_body
 from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
 from .requestinfo import RequestInfo, parse_request
@@ -71,11 +72,8 @@ class RequestContext:
     dry_run: bool
 
     async def json_body(self) -> Any:
-        raw = await self.request.read()
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError as exc:
-            raise bad_request(f"error decoding request body: {exc}") from None
+        """The request body as JSON, decoded from JSON or Kubernetes protobuf."""
+        return decode_body(await self.request.read(), self.request.headers.get("Content-Type", ""))
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:

@@ -4,15 +4,13 @@ kubectl's typed clients send `application/vnd.kubernetes.protobuf` from 1.32 on 
 before: each command runs under kubectl 1.31, 1.32 and 1.33, and the protobuf bodies must
 decode to exactly the object 1.31 sends as JSON.
 
-A test-only aiohttp middleware records every raw request body, and
-`RequestContext.json_body` is patched to decode through `decode_body`, the way the
-server is meant to wire it, so each request also has to work end to end.
+A test-only aiohttp middleware records every raw request body; the server decodes the
+same bodies through `decode_body`, so each request also has to work end to end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,11 +21,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kubesim.apiserver import query
 from kubesim.apiserver.protobuf import PROTOBUF_MEDIA_TYPE, decode_body
-from kubesim.apiserver.resources import ResourceType
 from kubesim.apiserver.server import RequestContext, json_response
-from kubesim.apiserver.store import Obj, Predicate
 from kubesim.sim import KubeSim
 
 pytestmark = pytest.mark.e2e
@@ -76,11 +71,6 @@ class Cluster:
         return decode_body(sent[0].body, sent[0].content_type)
 
 
-async def _decoding_json_body(self: RequestContext) -> Any:
-    raw = await self.request.read()
-    return decode_body(raw, self.request.headers.get("Content-Type", ""))
-
-
 @pytest.fixture
 async def cluster(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -88,7 +78,6 @@ async def cluster(
     """kubesim with a body recorder; `kubectl` (a dispatcher) runs the release matching the
     server's minor version, which an indirect parameter picks (default 32)."""
     minor = getattr(request, "param", 32)
-    monkeypatch.setattr(RequestContext, "json_body", _decoding_json_body)
     requests: list[Recorded] = []
 
     @web.middleware
@@ -264,27 +253,9 @@ async def test_create_role_and_binding(cluster: Cluster) -> None:
 # --- drain: evictions and DELETEs with DeleteOptions bodies ---
 
 
-def _node_name_predicate(
-    rt: ResourceType, namespace: str | None, label_selector: str, field_selector: str
-) -> Predicate:
-    """Just enough of list filtering for `kubectl drain` (fieldSelector=spec.nodeName=NODE)."""
-    node = field_selector.removeprefix("spec.nodeName=") if field_selector else None
-
-    def matches(obj: Obj) -> bool:
-        meta, spec = obj["metadata"], obj.get("spec") or {}
-        if namespace and meta.get("namespace") != namespace:
-            return False
-        return node is None or spec.get("nodeName") == node
-
-    return matches
-
-
 @pytest.fixture
-def drainable(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+def drainable(cluster: Cluster) -> Cluster:
     """A cordoned node holding one bare pod that dies at once (grace period 0)."""
-    if importlib.util.find_spec("kubesim.apiserver.selectors") is None:
-        # Field selectors live on another branch; list filtering is not under test here.
-        monkeypatch.setattr(query, "build_predicate", _node_name_predicate)
     sim = cluster.sim
     # Already unschedulable, so kubectl drain skips its cordon PATCH.
     sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
