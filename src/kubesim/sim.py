@@ -22,9 +22,11 @@ from aiohttp import web
 from .apiserver.admission import ServiceResolver, ValidatingWebhookDispatcher
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
+from .apiserver.authz import StoreAuthorizer
 from .apiserver.eviction import EvictionHandler
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
+from .apiserver.openapi import OpenApi
 from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
@@ -47,6 +49,7 @@ class KubeSim:
         kubeconfig_path: Path | None = None,
         bookmark_interval: float = 5.0,
         history_limit: int = 10_000,
+        rbac: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -61,6 +64,7 @@ class KubeSim:
             self.registry, self.authenticator, self.audit, self.faults,
             server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
         )  # fmt: skip
+        self.server.openapi = OpenApi(self.resources)
         # Where webhook Services listen: sim.webhook_services.register(ns, name, port, host, port)
         self.webhook_services = ServiceResolver()
         self.admission = ValidatingWebhookDispatcher(self.registry, self.webhook_services)
@@ -68,6 +72,8 @@ class KubeSim:
         self.eviction = EvictionHandler(self.server)
         self.eviction.register()
         self.gc = GarbageCollector(self.registry)
+        if rbac:
+            self.server.authorizer = StoreAuthorizer(self.store).authorize
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.gofmt import go_aggregate, go_quote
 
 SERVICE_ACCOUNT_USERNAME_PREFIX = "system:serviceaccount:"
@@ -30,26 +31,6 @@ SERVICE_ACCOUNT_GROUP_PREFIX = "system:serviceaccounts:"
 AUTHENTICATED_GROUP = "system:authenticated"
 PRIVILEGED_GROUP = "system:masters"
 RBAC_GROUP = "rbac.authorization.k8s.io"
-
-
-@dataclass(frozen=True)
-class UserInfo:
-    """An authenticated user: the name and groups the authenticator produced."""
-
-    name: str
-    groups: tuple[str, ...] = ()
-
-    @classmethod
-    def service_account(cls, namespace: str, name: str) -> "UserInfo":
-        """A service account token's user, with the groups the authenticator adds."""
-        return cls(
-            f"{SERVICE_ACCOUNT_USERNAME_PREFIX}{namespace}:{name}",
-            (
-                ALL_SERVICE_ACCOUNTS_GROUP,
-                SERVICE_ACCOUNT_GROUP_PREFIX + namespace,
-                AUTHENTICATED_GROUP,
-            ),
-        )
 
 
 @dataclass(frozen=True)
@@ -192,12 +173,14 @@ class _Subject:
 
     def applies_to(self, user: UserInfo, binding_namespace: str) -> bool:
         if self.kind == "User":
-            return user.name == self.name
+            return user.username == self.name
         if self.kind == "Group":
             return self.name in user.groups
         if self.kind == "ServiceAccount":
             namespace = self.namespace or binding_namespace
-            return bool(namespace) and user.name == _service_account_username(namespace, self.name)
+            return bool(namespace) and user.username == _service_account_username(
+                namespace, self.name
+            )
         return False
 
     def describe(self, binding_namespace: str) -> str:
@@ -260,7 +243,7 @@ class _BindingIndex:
 
     def candidates(self, user: UserInfo) -> list[_Binding]:
         """Bindings that may apply to ``user``, in visiting order, each once."""
-        found = {binding.order: binding for binding in self.by_user.get(user.name, ())}
+        found = {binding.order: binding for binding in self.by_user.get(user.username, ())}
         for group in user.groups:
             found.update((binding.order, binding) for binding in self.by_group.get(group, ()))
         return [found[order] for order in sorted(found)]
@@ -402,7 +385,7 @@ _HTML_SANITIZER = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 def _forbidden_detail(attrs: RequestAttributes) -> str:
-    username = go_quote(attrs.user.name)
+    username = go_quote(attrs.user.username)
     if not attrs.is_resource_request:
         return f"User {username} cannot {attrs.verb} path {go_quote(attrs.path)}"
     resource = attrs.resource

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,28 +24,18 @@ from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
+from .protobuf import decode_body
+from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
 from .requestinfo import RequestInfo, parse_request
 from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Predicate, WatchEvent
 
 JSON = "application/json"
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class AuthorizationAttributes:
-    user: UserInfo
-    verb: str
-    api_group: str
-    resource: str
-    subresource: str
-    name: str
-    namespace: str
-    path: str
-    is_resource_request: bool
-
-
-Authorizer = Callable[[AuthorizationAttributes], tuple[bool, str]]
+Authorizer = Callable[[RequestAttributes], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +75,8 @@ class RequestContext:
     dry_run: bool
 
     async def json_body(self) -> Any:
-        raw = await self.request.read()
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError as exc:
-            raise bad_request(f"error decoding request body: {exc}") from None
+        """The request body as JSON, decoded from JSON or Kubernetes protobuf."""
+        return decode_body(await self.request.read(), self.request.headers.get("Content-Type", ""))
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -176,6 +164,11 @@ class ApiServer:
         except ApiError as err:
             code = err.code
             return error_response(err)
+        except Exception as exc:  # a kubesim bug: answer like the real server's panic handler
+            log.exception("kubesim: unhandled error on %s %s", request.method, request.path)
+            return error_response(
+                ApiError(500, f"Internal error occurred: {exc!r}", "InternalError")
+            )
         finally:
             self.audit.record(
                 AuditRecord(
@@ -196,12 +189,10 @@ class ApiServer:
     def _authorize(self, user: UserInfo, info: RequestInfo) -> None:
         if self.authorizer is None:
             return
-        attrs = AuthorizationAttributes(
-            user, info.verb, info.api_group, info.resource, info.subresource, info.name,
-            info.namespace, info.path, info.is_resource_request,
-        )  # fmt: skip
-        allowed, message = self.authorizer(attrs)
-        if not allowed:
+        attrs = _attributes(user, info)
+        decision = self.authorizer(attrs)
+        if not decision.allowed:
+            message = forbidden_message(attrs, decision.reason)
             details: Obj = {"name": info.name}
             if info.api_group:
                 details["group"] = info.api_group
@@ -641,26 +632,27 @@ class ApiServer:
             return True, ""
         ra = spec.get("resourceAttributes")
         if isinstance(ra, dict):
-            attrs = AuthorizationAttributes(
-                subject, str(ra.get("verb", "")), str(ra.get("group", "")),
-                str(ra.get("resource", "")), str(ra.get("subresource", "")),
-                str(ra.get("name", "")), str(ra.get("namespace", "")), "", True,
+            attrs = RequestAttributes(
+                subject, str(ra.get("verb", "")), True, str(ra.get("namespace", "")),
+                str(ra.get("group", "")), str(ra.get("version", "")), str(ra.get("resource", "")),
+                str(ra.get("subresource", "")), str(ra.get("name", "")),
             )  # fmt: skip
         else:
             nra = spec.get("nonResourceAttributes") or {}
-            attrs = AuthorizationAttributes(
-                subject,
-                str(nra.get("verb", "")),
-                "",
-                "",
-                "",
-                "",
-                "",
-                str(nra.get("path", "")),
-                False,
+            attrs = non_resource_request(
+                subject, str(nra.get("verb", "")), str(nra.get("path", ""))
             )
-        allowed, message = self.authorizer(attrs)
-        return allowed, "" if allowed else message
+        decision = self.authorizer(attrs)
+        return decision.allowed, decision.reason
+
+
+def _attributes(user: UserInfo, info: RequestInfo) -> RequestAttributes:
+    if not info.is_resource_request:
+        return non_resource_request(user, info.verb, info.path)
+    return RequestAttributes(
+        user, info.verb, True, info.namespace, info.api_group, info.api_version, info.resource,
+        info.subresource, info.name, info.path,
+    )  # fmt: skip
 
 
 def _options(ctx: RequestContext, kind: str) -> Obj:
@@ -730,7 +722,6 @@ async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> No
 __all__ = [
     "AdmissionAttributes",
     "ApiServer",
-    "AuthorizationAttributes",
     "RequestContext",
     "WatchEvent",
     "error_response",

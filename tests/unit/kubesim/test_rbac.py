@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.rbac import (
     Decision,
     RBACAuthorizer,
     RequestAttributes,
-    UserInfo,
     forbidden_message,
     forbidden_status,
     non_resource_request,
@@ -703,13 +703,13 @@ def requests(draw: st.DrawFn) -> RequestAttributes:
 def _applies(subject: Mapping[str, Any], requester: UserInfo, namespace: str) -> bool:
     # appliesToUser in pkg/registry/rbac/validation/rule.go
     if subject["kind"] == "User":
-        return bool(requester.name == subject["name"])
+        return bool(requester.username == subject["name"])
     if subject["kind"] == "Group":
         return subject["name"] in requester.groups
     sa_namespace = subject.get("namespace") or namespace
     return (
         bool(sa_namespace)
-        and requester.name == f"system:serviceaccount:{sa_namespace}:{subject['name']}"
+        and requester.username == f"system:serviceaccount:{sa_namespace}:{subject['name']}"
     )
 
 
