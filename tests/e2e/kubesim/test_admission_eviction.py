@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import socket
 import ssl
 import uuid
@@ -357,6 +358,35 @@ async def test_webhook_429_denial_reaches_the_client(
     assert err.value.status.message == denied
     assert untouched(before, read(sim, "Pod", "web-1"))
     assert sim.admission.calls[0].outcome == "denied"
+
+
+async def test_kubectl_drain_prints_the_webhook_denial_and_retries(
+    sim: KubeSim, hooks: ReviewServer, kubeconfig: Path
+) -> None:
+    register_webhook(sim, hooks, "/deny-429")
+    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+    pod(sim, "web-1")
+    expected = (
+        f'error when evicting pods/"web-1" -n "{NS}" (will retry after 5s): '
+        f'admission webhook "{HOOK_NAME}" denied the request: {DENIAL}'
+    )
+    drain = await asyncio.create_subprocess_exec(
+        "kubectl", "drain", "node-1", "--force", "--timeout=60s",
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert drain.stderr is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(30):  # a 429 is retried: wait for the line, not the exit
+            while expected not in seen and (line := await drain.stderr.readline()):
+                seen.append(line.decode().rstrip("\n"))
+    finally:
+        if drain.returncode is None:
+            drain.kill()
+        await drain.wait()
+    assert expected in seen
+    assert condition(read(sim, "Pod", "web-1"), "DisruptionTarget") is None
 
 
 async def test_ignore_policy_admits_after_a_hanging_webhook_times_out(
