@@ -508,7 +508,7 @@ async def test_min_ready_seconds_holds_the_old_replica_set_until_the_new_pod_is_
                 await task
     assert (1, 0, 1) in seen  # Ready, not yet available: the old ReplicaSet keeps its pod
     scaled_down = next(i for i, s in enumerate(seen) if s[2] == 0)
-    assert seen[scaled_down - 1][1] == 1 or seen[scaled_down][1] == 1
+    assert any(available == 1 for _, available, _ in seen[: scaled_down + 1])
     assert all(s[1] == 0 for s in seen[: seen.index((1, 0, 1)) + 1])
 
 
