@@ -19,9 +19,9 @@ import ssl
 from pathlib import Path
 from typing import Protocol
 
-import structlog
+from graceful_drain.logs import get_logger
 
-_log = structlog.get_logger("graceful_drain.tls")
+_log = get_logger("tls")
 
 
 class ServingTLS(Protocol):

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-import structlog
 from aiohttp import web
 from lightkube import AsyncClient
 from lightkube.resources.apps_v1 import Deployment
@@ -59,13 +58,14 @@ from graceful_drain.controller.decide import (
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.logs import get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
 DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
 DEFAULT_HELD_INTERVAL_SECONDS = 30.0
 
-_log = structlog.get_logger("graceful_drain.webhook")
+_log = get_logger("webhook")
 
 # The answer when even building an answer failed: allow, without a uid the API server would
 # match (it then applies failurePolicy: Ignore, i.e. admits too).

@@ -25,11 +25,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-import structlog
 from lightkube.core.resource import Resource
 
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, RawWatchEvent, WatchGone, decode, error_detail
+from graceful_drain.logs import get_logger
 
 T = TypeVar("T")
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -41,7 +41,7 @@ LIST_PAGE_SIZE = 500
 MIN_WATCH_TIMEOUT_SECONDS = 300
 READ_TIMEOUT_MARGIN_SECONDS = 60.0
 
-_log = structlog.get_logger("graceful_drain.informer")
+_log = get_logger("informer")
 
 
 @dataclass(frozen=True, slots=True)
