@@ -172,6 +172,40 @@ async def test_singleton_gets_stamped_and_429(
     assert deployment["metadata"]["annotations"][RESTARTED_AT_ANNOTATION] == stamped
 
 
+@pytest.mark.skip(reason="needs kubesim patch")
+async def test_stale_cache_stamp_conflicts_then_rereads_and_stamps(
+    sim: KubeSim, raw: KubeClient, controller: ControllerApp, https: aiohttp.ClientSession
+) -> None:
+    workload = await create_workload(sim, raw, "stale")
+    await until_cached(controller, workload)
+    # Freeze the Deployment informer: its next watch hangs; then change the Deployment.
+    sim.faults.add(FaultRule(verb="watch", resource="deployments", hang=True))
+    [deployments] = controller.cache.deployments.informers
+    watches = deployments.stats.watches
+    sim.store.close_watchers(("apps", "deployments"))
+    async with asyncio.timeout(DEADLINE):
+        await deployments.wait_for(lambda: deployments.stats.watches > watches)
+    path = "/apis/apps/v1/namespaces/shop/deployments/stale"
+    current = await raw.get(path)
+    current["metadata"].setdefault("labels", {})["team"] = "payments"
+    changed = await raw.replace(path, current)
+    cached = controller.cache.deployment("shop", "stale")
+    assert cached is not None
+    assert cached.resource_version != changed["metadata"]["resourceVersion"]
+
+    review = eviction_review("shop", workload.pod_name)
+    status, answer = await post_review(https, controller, review)
+    assert status == 200
+    assert answer["response"]["allowed"] is False
+    assert decisions(controller, False, "rollout-requested") == 1
+    stamped = sim.get("apps/v1", "Deployment", "stale", "shop")
+    assert stamped is not None
+    assert RESTARTED_AT_ANNOTATION in stamped["metadata"]["annotations"]
+    assert stamped["metadata"]["labels"]["team"] == "payments"  # the stamp kept the change
+    patches = [r for r in sim.audit.records() if r.verb == "patch" and r.name == "stale"]
+    assert [r.code for r in patches] == [409, 200]
+
+
 # --- cold cache (row 4) and readiness ---------------------------------------------------------
 
 
