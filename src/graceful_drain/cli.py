@@ -35,8 +35,9 @@ class Subcommand:
 def _run_controller(args: argparse.Namespace) -> int:
     config = resolve(args, os.environ)
     check_files(config)
-    from graceful_drain.controller.app import run_controller  # the server stack loads lazily
+    from graceful_drain.controller.app import preflight, run_controller  # loads the server stack
 
+    preflight(config)
     return run_controller(config)
 
 

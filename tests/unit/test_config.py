@@ -190,3 +190,24 @@ def test_parse_go_duration_rejects(text: str) -> None:
 def test_go_duration_round_trips_whole_seconds(seconds: int) -> None:
     duration = timedelta(seconds=seconds)
     assert parse_go_duration(format_go_duration(duration)) == duration
+
+
+def test_cli_refuses_self_signed_until_it_is_wired_in(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["controller", "--self-signed"]) == 2
+    assert "--self-signed (GRACEFUL_DRAIN_SELF_SIGNED) is not available yet" in (
+        capsys.readouterr().err
+    )
+
+
+def test_cli_refuses_an_unusable_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("tls.crt", "tls.key"):
+        (tmp_path / name).write_text("pem")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    cert, key = str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")
+    tls = ["--tls-cert-file", cert, "--tls-key-file", key]
+    argv = ["controller", "--kubeconfig", str(kubeconfig), "--context", "nope", *tls]
+    assert main(argv) == 2
+    assert "cannot load the Kubernetes client configuration" in capsys.readouterr().err

@@ -34,7 +34,7 @@ from graceful_drain.controller.webhook import (
 )
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import ClusterCache
-from graceful_drain.kube.client import create_client
+from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.logs import configure_logging, get_logger
 
 SHUTDOWN_TIMEOUT_SECONDS = 5.0  # in-flight admission requests get this long to finish
@@ -113,6 +113,7 @@ class ControllerApp:
         cache_backoff: Callable[[], Backoff] = Backoff,
     ) -> None:
         self.config = config
+        self.tls: TLSComponent = tls or _tls_from_files(config)
         self._owns_client = client is None
         self.client = client or create_client(config.kubeconfig, config.kube_context)
         self.metrics = Metrics()
@@ -124,7 +125,6 @@ class ControllerApp:
             backoff=cache_backoff,
         )
         self.metrics.track_cache_sync(self.cache.sync_status)
-        self.tls: TLSComponent = tls or _tls_from_files(config)
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),
@@ -185,6 +185,18 @@ class ControllerApp:
             _log.info("shutting down")
         finally:
             await self.stop()
+
+
+def preflight(config: ControllerConfig) -> None:
+    """What can be refused before the process starts serving. Raises ConfigError."""
+    _tls_from_files(config)
+    try:
+        load_config(config.kubeconfig, config.kube_context)
+    except Exception as error:  # lightkube ConfigError, YAML errors, missing keys...
+        raise ConfigError(
+            "cannot load the Kubernetes client configuration (--kubeconfig, --context, or the "
+            f"in-cluster service account): {type(error).__name__}: {error}"
+        ) from None
 
 
 def _tls_from_files(config: ControllerConfig) -> TLSComponent:

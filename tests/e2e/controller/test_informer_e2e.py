@@ -117,3 +117,26 @@ async def test_informer_relists_after_410_gone() -> None:
         finally:
             await cache.stop()
             await raw.close()
+
+
+async def test_deployments_are_cached_with_the_enabled_annotation_read(
+    sim: KubeSim, raw: KubeClient
+) -> None:
+    enabled = "graceful-drain.stonal.com/enabled"
+    workload = await create_workload(sim, raw, "opted-in")
+    path = "/apis/apps/v1/namespaces/shop/deployments/opted-in"
+    deployment = await raw.get(path)
+    deployment["metadata"]["annotations"] = {enabled: "true"}
+    await raw.replace(path, deployment)
+    await create_workload(sim, raw, "opted-out")
+    cache = await started_cache(sim, enabled_annotation=enabled)
+    try:
+        opted_in, opted_out = (
+            cache.deployment("shop", "opted-in"),
+            cache.deployment("shop", "opted-out"),
+        )
+        assert opted_in is not None and opted_in.enabled
+        assert opted_out is not None and not opted_out.enabled
+        assert cache.pods.get("shop", workload.pod_name) is not None  # synced: listed already
+    finally:
+        await cache.stop()
