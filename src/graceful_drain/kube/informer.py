@@ -255,9 +255,12 @@ class Informer(Generic[T]):
                 if self._resource_version is None:
                     await self._list()
                     resuming = False
-                await self._watch(resuming)
+                received = await self._watch(resuming)
                 resuming = True
-                self._backoff.reset()
+                if received:
+                    self._backoff.reset()
+                else:  # closed at once with nothing in it: do not hammer the server
+                    await asyncio.sleep(self._backoff.next_delay())
             except asyncio.CancelledError:
                 raise
             except WatchGone as gone:
@@ -300,16 +303,20 @@ class Informer(Generic[T]):
         self.synced.set()
         await self._notify()
 
-    async def _watch(self, resuming: bool) -> None:
+    async def _watch(self, resuming: bool) -> int:
+        """One watch request until the server ends it; the number of events it carried."""
         assert self._resource_version is not None
         timeout = MIN_WATCH_TIMEOUT_SECONDS + self._rng.randrange(MIN_WATCH_TIMEOUT_SECONDS)
         self.stats.watches += 1
         if resuming:
             self.stats.resumed += 1
         await self._notify()
+        received = 0
         async for event in self._source.watch(self._resource_version, timeout):
+            received += 1
             self._apply(event)
             await self._notify()
+        return received
 
     # --- applying changes ----------------------------------------------------------------------
 

@@ -290,3 +290,23 @@ def test_a_cached_pod_costs_well_under_2_kib() -> None:
         tracemalloc.stop()
     assert len(store) == count
     assert retained / count < 1024, f"{retained / count:.0f} bytes per cached pod"
+
+
+async def test_empty_watches_back_off_instead_of_spinning(
+    source: ScriptedSource, running: Informer[PodInfo]
+) -> None:
+    await until(running, lambda: source.watch_versions == ["10"])
+    delays: list[float] = []
+    backoff = running._backoff
+    original = backoff.next_delay
+
+    def recorded() -> float:
+        delays.append(original())
+        return delays[-1]
+
+    backoff.next_delay = recorded  # type: ignore[method-assign]
+    for _ in range(3):
+        source.stream.put_nowait(END)
+    await until(running, lambda: len(source.watch_versions) == 4)
+    assert len(delays) == 3
+    assert source.list_calls == 1
