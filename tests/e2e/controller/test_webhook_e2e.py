@@ -136,7 +136,6 @@ async def test_bare_pod_and_dry_run_and_gone_pod_are_allowed(
 # --- the stamp (row 16) -----------------------------------------------------------------------
 
 
-@pytest.mark.skip(reason="needs kubesim patch")
 async def test_singleton_gets_stamped_and_429(
     sim: KubeSim, raw: KubeClient, controller: ControllerApp, https: aiohttp.ClientSession
 ) -> None:
@@ -172,7 +171,6 @@ async def test_singleton_gets_stamped_and_429(
     assert deployment["metadata"]["annotations"][RESTARTED_AT_ANNOTATION] == stamped
 
 
-@pytest.mark.skip(reason="needs kubesim patch")
 async def test_stale_cache_stamp_conflicts_then_rereads_and_stamps(
     sim: KubeSim, raw: KubeClient, controller: ControllerApp, https: aiohttp.ClientSession
 ) -> None:
