@@ -30,7 +30,6 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MINOR",
         help="the Kubernetes minor version /version reports (default: %(default)s)",
     )
-    serve.add_argument("--scenario", type=Path, help="a scenario YAML file to load")
     return parser  # fmt: skip
 
 
@@ -46,10 +45,6 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with sim:
-        if args.scenario is not None:
-            from .scenario import load_scenario
-
-            await load_scenario(sim, args.scenario)
         print(sim.kubeconfig_path, flush=True)
         await stop.wait()
     return 0
@@ -59,9 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.port < 0 or args.port > 65535:
         print(f"kubesim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
-        return 2
-    if args.scenario is not None and not args.scenario.is_file():
-        print(f"kubesim: scenario file not found: {args.scenario}", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_serve(args))

@@ -1,7 +1,8 @@
 """`KubeSim`: the whole in-process control plane behind one async context manager.
 
     async with KubeSim() as sim:
-        ...  # sim.kubeconfig_path, sim.url, sim.admin_token, sim.audit, sim.faults
+        ...  # sim.kubeconfig_path, sim.url, sim.admin_token, sim.audit, sim.faults,
+             # sim.webhook_services (webhook Services), sim.admission.calls (webhook calls)
 
 It serves HTTPS on a loopback port with a generated CA and bearer tokens.
 Not a production API server: state lives in memory and dies with the process.
@@ -18,10 +19,14 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from .apiserver.admission import ServiceResolver, ValidatingWebhookDispatcher
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
+from .apiserver.authz import StoreAuthorizer
+from .apiserver.eviction import EvictionHandler
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
+from .apiserver.openapi import OpenApi
 from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
@@ -44,6 +49,7 @@ class KubeSim:
         kubeconfig_path: Path | None = None,
         bookmark_interval: float = 5.0,
         history_limit: int = 10_000,
+        rbac: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -58,7 +64,16 @@ class KubeSim:
             self.registry, self.authenticator, self.audit, self.faults,
             server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
         )  # fmt: skip
+        self.server.openapi = OpenApi(self.resources)
+        # Where webhook Services listen: sim.webhook_services.register(ns, name, port, host, port)
+        self.webhook_services = ServiceResolver()
+        self.admission = ValidatingWebhookDispatcher(self.registry, self.webhook_services)
+        self.server.admitters.append(self.admission)
+        self.eviction = EvictionHandler(self.server)
+        self.eviction.register()
         self.gc = GarbageCollector(self.registry)
+        if rbac:
+            self.server.authorizer = StoreAuthorizer(self.store).authorize
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
@@ -89,6 +104,7 @@ class KubeSim:
 
     async def stop(self) -> None:
         await self.gc.stop()
+        await self.admission.close()
         self.store.close_watchers()
         if self._runner is not None:
             await self._runner.cleanup()

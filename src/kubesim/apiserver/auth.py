@@ -13,6 +13,11 @@ class UserInfo:
     uid: str = ""
     extra: dict[str, list[str]] = field(default_factory=dict)
 
+    @classmethod
+    def service_account(cls, namespace: str, name: str, uid: str = "") -> UserInfo:
+        """A ServiceAccount token's user, with the groups the authenticator adds."""
+        return service_account_user(namespace, name, uid)
+
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"username": self.username, "groups": list(self.groups)}
         if self.uid:

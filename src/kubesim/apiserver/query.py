@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .errors import bad_request
 from .resources import ResourceType
+from .selectors import SelectorError, compile_field_selector, parse_label_selector
 from .store import Obj, Predicate
 
 
@@ -12,16 +14,15 @@ def build_predicate(
     checks: list[Predicate] = []
     if namespace:
         checks.append(lambda o: o["metadata"].get("namespace") == namespace)
-    if label_selector.strip():
-        from .selectors import parse_label_selector
-
-        labels = parse_label_selector(label_selector)
-        checks.append(lambda o: labels.matches(o["metadata"].get("labels") or {}))
-    if field_selector.strip():
-        from .selectors import parse_field_selector
-
-        fields = parse_field_selector(field_selector, rt)
-        checks.append(fields.matches)
+    try:
+        if label_selector.strip():
+            labels = parse_label_selector(label_selector)
+            checks.append(lambda o: labels.matches(o["metadata"].get("labels") or {}))
+        if field_selector.strip():
+            fields = compile_field_selector(field_selector, rt.kind, group=rt.group)
+            checks.append(lambda o: fields.matches(o, kind=rt.kind))
+    except SelectorError as err:
+        raise bad_request(str(err)) from None
     if not checks:
         return _everything
     if len(checks) == 1:

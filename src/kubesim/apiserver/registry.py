@@ -155,6 +155,14 @@ class Registry:
             # metadata upstream; we keep metadata as is).
             updated = _copy(current)
             updated["status"] = new.get("status", {})
+            if rt.kind == "Deployment":
+                # deploymentStatusStrategy resets only spec and labels: the controller sets
+                # the revision annotation through UpdateStatus (pkg/registry/apps/deployment).
+                annotations = meta.get("annotations")
+                if annotations:
+                    updated["metadata"]["annotations"] = _copy(annotations)
+                else:
+                    updated["metadata"].pop("annotations", None)
             return current, updated
         meta["name"] = name
         if rt.namespaced:

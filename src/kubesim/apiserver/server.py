@@ -11,6 +11,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,28 +24,18 @@ from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
+from .protobuf import decode_body
+from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
 from .requestinfo import RequestInfo, parse_request
 from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Predicate, WatchEvent
 
 JSON = "application/json"
+log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class AuthorizationAttributes:
-    user: UserInfo
-    verb: str
-    api_group: str
-    resource: str
-    subresource: str
-    name: str
-    namespace: str
-    path: str
-    is_resource_request: bool
-
-
-Authorizer = Callable[[AuthorizationAttributes], tuple[bool, str]]
+Authorizer = Callable[[RequestAttributes], Decision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +56,9 @@ class AdmissionAttributes:
     kind_group: str | None = None
     kind_version: str | None = None
     kind: str | None = None
+    # The resource the request addressed when it differs from rt, the stored type
+    # (events.k8s.io/v1 events); object and old_object stay in rt's storage form.
+    requested: ResourceType | None = None
 
 
 Admitter = Callable[[AdmissionAttributes], Awaitable[None]]
@@ -81,11 +75,8 @@ class RequestContext:
     dry_run: bool
 
     async def json_body(self) -> Any:
-        raw = await self.request.read()
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError as exc:
-            raise bad_request(f"error decoding request body: {exc}") from None
+        """The request body as JSON, decoded from JSON or Kubernetes protobuf."""
+        return decode_body(await self.request.read(), self.request.headers.get("Content-Type", ""))
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -95,7 +86,12 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error_response(err: ApiError) -> web.Response:
-    return json_response(err.status(), err.code)
+    response = json_response(err.status(), err.code)
+    # responsewriters.ErrorNegotiated: a Status asking for a delay becomes Retry-After.
+    retry_after = (err.details or {}).get("retryAfterSeconds")
+    if isinstance(retry_after, int) and retry_after > 0:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def _dry_run(request: web.Request) -> bool:
@@ -168,6 +164,11 @@ class ApiServer:
         except ApiError as err:
             code = err.code
             return error_response(err)
+        except Exception as exc:  # a kubesim bug: answer like the real server's panic handler
+            log.exception("kubesim: unhandled error on %s %s", request.method, request.path)
+            return error_response(
+                ApiError(500, f"Internal error occurred: {exc!r}", "InternalError")
+            )
         finally:
             self.audit.record(
                 AuditRecord(
@@ -188,12 +189,10 @@ class ApiServer:
     def _authorize(self, user: UserInfo, info: RequestInfo) -> None:
         if self.authorizer is None:
             return
-        attrs = AuthorizationAttributes(
-            user, info.verb, info.api_group, info.resource, info.subresource, info.name,
-            info.namespace, info.path, info.is_resource_request,
-        )  # fmt: skip
-        allowed, message = self.authorizer(attrs)
-        if not allowed:
+        attrs = _attributes(user, info)
+        decision = self.authorizer(attrs)
+        if not decision.allowed:
+            message = forbidden_message(attrs, decision.reason)
             details: Obj = {"name": info.name}
             if info.api_group:
                 details["group"] = info.api_group
@@ -440,7 +439,8 @@ class ApiServer:
         obj = self.registry.prepare_create(stored, ctx.namespace, body)
         await self.admit(
             AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
-                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user)
+                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user,
+                                requested=ctx.rt)
         )  # fmt: skip
         created = self.registry.commit_create(stored, obj, ctx.dry_run)
         return self._respond_object(ctx, created, 201)
@@ -463,7 +463,8 @@ class ApiServer:
             new["spec"]["finalizers"] = (body.get("spec") or {}).get("finalizers") or []
         await self.admit(
             AdmissionAttributes(stored, sub, "UPDATE", ctx.namespace, ctx.info.name, new, current,
-                                _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user)
+                                _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user,
+                                requested=ctx.rt)
         )  # fmt: skip
         updated = self.registry.commit_update(stored, current, new, ctx.dry_run)
         return self._respond_object(ctx, updated)
@@ -503,7 +504,7 @@ class ApiServer:
         current = self.registry.get(stored, ctx.namespace, ctx.info.name)
         await self.admit(
             AdmissionAttributes(stored, "", "DELETE", ctx.namespace, ctx.info.name, None, current,
-                                options, ctx.dry_run, ctx.user)
+                                options, ctx.dry_run, ctx.user, requested=ctx.rt)
         )  # fmt: skip
         result, _ = self.registry.delete(stored, ctx.namespace, ctx.info.name, options, ctx.dry_run)
         return json_response(
@@ -632,26 +633,27 @@ class ApiServer:
             return True, ""
         ra = spec.get("resourceAttributes")
         if isinstance(ra, dict):
-            attrs = AuthorizationAttributes(
-                subject, str(ra.get("verb", "")), str(ra.get("group", "")),
-                str(ra.get("resource", "")), str(ra.get("subresource", "")),
-                str(ra.get("name", "")), str(ra.get("namespace", "")), "", True,
+            attrs = RequestAttributes(
+                subject, str(ra.get("verb", "")), True, str(ra.get("namespace", "")),
+                str(ra.get("group", "")), str(ra.get("version", "")), str(ra.get("resource", "")),
+                str(ra.get("subresource", "")), str(ra.get("name", "")),
             )  # fmt: skip
         else:
             nra = spec.get("nonResourceAttributes") or {}
-            attrs = AuthorizationAttributes(
-                subject,
-                str(nra.get("verb", "")),
-                "",
-                "",
-                "",
-                "",
-                "",
-                str(nra.get("path", "")),
-                False,
+            attrs = non_resource_request(
+                subject, str(nra.get("verb", "")), str(nra.get("path", ""))
             )
-        allowed, message = self.authorizer(attrs)
-        return allowed, "" if allowed else message
+        decision = self.authorizer(attrs)
+        return decision.allowed, decision.reason
+
+
+def _attributes(user: UserInfo, info: RequestInfo) -> RequestAttributes:
+    if not info.is_resource_request:
+        return non_resource_request(user, info.verb, info.path)
+    return RequestAttributes(
+        user, info.verb, True, info.namespace, info.api_group, info.api_version, info.resource,
+        info.subresource, info.name, info.path,
+    )  # fmt: skip
 
 
 def _set_pod_scheduled(pod: Obj) -> None:
@@ -736,7 +738,6 @@ async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> No
 __all__ = [
     "AdmissionAttributes",
     "ApiServer",
-    "AuthorizationAttributes",
     "RequestContext",
     "WatchEvent",
     "error_response",

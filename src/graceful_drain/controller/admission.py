@@ -1,0 +1,233 @@
+"""AdmissionReview (admission.k8s.io/v1) in and out, for the pods/eviction webhook.
+
+`parse_review` turns any request body into either an `EvictionRequest` or a
+`MalformedReview`; it never raises. `review_response` builds the AdmissionReview the API
+server expects back: the request uid echoed, `allowed`, and for a denial
+`status: {code: 429, reason: TooManyRequests, message}`
+(https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/;
+the API server checks apiVersion, kind and uid in
+apiserver/pkg/admission/plugin/webhook/request/admissionreview.go VerifyAdmissionResponse).
+
+The handler always answers HTTP 200 with a valid AdmissionReview, even for garbage: a 4xx/5xx
+makes the API server fall back to failurePolicy, and an AdmissionReview lets us say why. A
+malformed review is allowed (row 17) with a warning. When the request carries no usable uid
+(absent, not a string, empty or longer than 256 characters) the response uid is "": no
+response can match it, and the API server — which always sends a UUID, so this only happens
+with other clients — then applies failurePolicy: Ignore, i.e. admits, which is also our answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graceful_drain.controller.decide import Decision, EvictionRequest, Reason, malformed_review
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_KIND = "AdmissionReview"
+MAX_REVIEW_BYTES = 1 << 20  # an eviction review is a few KiB; refuse to parse more than this
+MAX_UID_CHARS = 256
+MAX_NAME_CHARS = 253  # DNS subdomain
+MAX_NAMESPACE_CHARS = 63  # DNS label
+MAX_USERNAME_CHARS = 256  # informational only: longer ones are truncated, not refused
+TOO_MANY_REQUESTS = 429
+
+# Allowed outcomes worth showing to the client that asked for the eviction (kubectl prints
+# "Warning: ..."); the API server may truncate a warning beyond 256 characters.
+WARNED_REASONS = frozenset(
+    {
+        Reason.CANNOT_SURGE,
+        Reason.ROLLOUT_TIMEOUT,
+        Reason.STAMP_FAILED,
+        Reason.OWNER_UNRESOLVED,
+        Reason.ERROR,
+        Reason.MALFORMED_REVIEW,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedReview:
+    uid: str  # the request uid if one could be read, else ""
+    problem: str
+
+    def decision(self) -> Decision:
+        return malformed_review(self.problem)
+
+
+ParsedReview = EvictionRequest | MalformedReview
+
+
+class _Invalid(Exception):
+    """Internal: one field is unusable; parse_review turns it into a MalformedReview."""
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _field(parent: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> Any:
+    value = parent.get(key)
+    if value is None and required:
+        raise _Invalid(f"{path} is missing")
+    return value
+
+
+def _string(
+    parent: Mapping[str, Any], key: str, path: str, *, required: bool = False, limit: int
+) -> str:
+    value = _field(parent, key, path, required=required)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Invalid(f"{path} must be a string, not {_type_name(value)}")
+    if required and value == "":
+        raise _Invalid(f"{path} is empty")
+    if len(value) > limit:
+        raise _Invalid(f"{path} is longer than {limit} characters")
+    return value
+
+
+def _mapping(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
+    value = parent.get(key)
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise _Invalid(f"{path} must be an object, not {_type_name(value)}")
+
+
+def _usable_uid(request: object) -> str:
+    if not isinstance(request, Mapping):
+        return ""
+    uid = request.get("uid")
+    if isinstance(uid, str) and 0 < len(uid) <= MAX_UID_CHARS:
+        return uid
+    return ""
+
+
+def _decode(body: bytes | bytearray | memoryview | str) -> object:
+    if len(body) > MAX_REVIEW_BYTES:
+        raise _Invalid(f"body is larger than {MAX_REVIEW_BYTES} bytes")
+    try:
+        return json.loads(bytes(body) if isinstance(body, memoryview) else body)
+    except (ValueError, RecursionError) as error:  # also bad UTF-8 and over-long integers
+        raise _Invalid(f"body is not JSON ({type(error).__name__})") from None
+
+
+def _delete_options(obj: Mapping[str, Any] | None) -> tuple[str | None, bool]:
+    """(deleteOptions.preconditions.uid, whether deleteOptions.dryRun is non-empty)."""
+    if obj is None:
+        return None, False
+    options = _mapping(obj, "deleteOptions", "request.object.deleteOptions")
+    if options is None:
+        return None, False
+    preconditions = _mapping(options, "preconditions", "request.object.deleteOptions.preconditions")
+    uid: str | None = None
+    if preconditions is not None and preconditions.get("uid") is not None:
+        uid = _string(
+            preconditions,
+            "uid",
+            "request.object.deleteOptions.preconditions.uid",
+            limit=MAX_UID_CHARS,
+        )
+    dry_run = options.get("dryRun")
+    if dry_run is None:
+        return uid, False
+    if not isinstance(dry_run, list) or not all(isinstance(item, str) for item in dry_run):
+        raise _Invalid("request.object.deleteOptions.dryRun must be a list of strings")
+    return uid, len(dry_run) > 0
+
+
+def _eviction_request(request: Mapping[str, Any], uid: str) -> EvictionRequest:
+    operation = _string(request, "operation", "request.operation", required=True, limit=64)
+    resource = _mapping(request, "resource", "request.resource")
+    if resource is None:
+        raise _Invalid("request.resource is missing")
+    group = _string(resource, "group", "request.resource.group", limit=MAX_NAME_CHARS)
+    version = _string(resource, "version", "request.resource.version", limit=64)
+    resource_name = _string(
+        resource, "resource", "request.resource.resource", required=True, limit=MAX_NAME_CHARS
+    )
+    sub_resource = _string(request, "subResource", "request.subResource", limit=64)
+    dry_run = _field(request, "dryRun", "request.dryRun")
+    if dry_run is not None and not isinstance(dry_run, bool):
+        raise _Invalid(f"request.dryRun must be a boolean, not {_type_name(dry_run)}")
+    user_info = _mapping(request, "userInfo", "request.userInfo")
+    username = "" if user_info is None else user_info.get("username")
+    if username is not None and not isinstance(username, str):
+        raise _Invalid(f"request.userInfo.username must be a string, not {_type_name(username)}")
+
+    is_eviction = (operation, group, resource_name, sub_resource) == (
+        "CREATE",
+        "",
+        "pods",
+        "eviction",
+    )
+    namespace = _string(
+        request, "namespace", "request.namespace", required=is_eviction, limit=MAX_NAMESPACE_CHARS
+    )
+    name = _string(request, "name", "request.name", required=is_eviction, limit=MAX_NAME_CHARS)
+    precondition_uid, options_dry_run = None, False
+    if is_eviction:  # the object of any other request is not an Eviction: leave it alone
+        precondition_uid, options_dry_run = _delete_options(
+            _mapping(request, "object", "request.object")
+        )
+    return EvictionRequest(
+        uid=uid,
+        operation=operation,
+        group=group,
+        version=version,
+        resource=resource_name,
+        sub_resource=sub_resource,
+        namespace=namespace,
+        name=name,
+        dry_run=bool(dry_run),
+        username=(username or "")[:MAX_USERNAME_CHARS],
+        precondition_uid=precondition_uid,
+        options_dry_run=options_dry_run,
+    )
+
+
+def parse_review(body: bytes | bytearray | memoryview | str | object) -> ParsedReview:
+    """An AdmissionReview request body (raw bytes/str, or already-parsed JSON). Never raises."""
+    uid = ""
+    try:
+        document = _decode(body) if isinstance(body, bytes | bytearray | memoryview | str) else body
+        if not isinstance(document, Mapping):
+            raise _Invalid(f"body must be a JSON object, not {_type_name(document)}")
+        request = document.get("request")
+        uid = _usable_uid(request)
+        api_version, kind = document.get("apiVersion"), document.get("kind")
+        if api_version != ADMISSION_API_VERSION or kind != ADMISSION_KIND:
+            raise _Invalid(f"expected {ADMISSION_API_VERSION} {ADMISSION_KIND}")
+        if not isinstance(request, Mapping):
+            raise _Invalid(f"request must be an object, not {_type_name(request)}")
+        if uid == "":
+            raise _Invalid(f"request.uid must be a non-empty string of at most {MAX_UID_CHARS}")
+        return _eviction_request(request, uid)
+    except _Invalid as invalid:
+        return MalformedReview(uid=uid, problem=str(invalid))
+
+
+def review_response(uid: str, decision: Decision) -> dict[str, Any]:
+    """The AdmissionReview v1 answer for `decision` to the request `uid`."""
+    response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
+    if not decision.allowed:
+        response["status"] = {
+            "code": TOO_MANY_REQUESTS,
+            "reason": "TooManyRequests",
+            "message": decision.message,
+        }
+    elif decision.reason in WARNED_REASONS:
+        response["warnings"] = [decision.message]
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
+
+
+def encode_review_response(uid: str, decision: Decision) -> bytes:
+    """`review_response` as the HTTP body (Content-Type: application/json, status 200)."""
+    return json.dumps(review_response(uid, decision), separators=(",", ":")).encode()
+
+
+def answer_malformed(review: MalformedReview) -> bytes:
+    return encode_review_response(review.uid, review.decision())

@@ -1,0 +1,541 @@
+"""The webhook's decision table (DESIGN.md, "Controller semantics", rows 1-17), as pure code.
+
+No I/O happens here. The caller (the webhook handler) does the lookups, hands in their
+results, and carries out what the `Decision` asks for:
+
+    decision = precheck(request)                        # rows 1-2, before any lookup
+    if decision is None:
+        pod = PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
+              PodGone() on 404, PodUnavailable(str(error)) on any other failure
+        owner = resolve_owner(pod.pod, <replicaset cache get>, <deployment cache get>)
+                (any PodLookup other than PodFound: pass e.g. NoDeployment("pod not found"),
+                 it is never read)
+        decision = decide(request, pod, owner, config, now)
+        attempt = 1
+        while decision.stamp is not None:                                   # row 16
+            PATCH the Deployment with decision.stamp.patch (application/json-patch+json)
+            success: break                                  # answer decision: the 429
+            follow_up = after_stamp_failure(decision, status=<HTTP status or None>,
+                                            attempt=attempt, detail=<error text>)
+            if isinstance(follow_up, Decision): decision = follow_up; break   # allow
+            # FollowUp.REREAD_AND_DECIDE (409): live GET of the Deployment, then once more
+            owner = DeploymentFound(DeploymentInfo.from_object(body)) | NoDeployment on 404
+                    | OwnerUnresolved on any other failure
+            attempt += 1
+            decision = decide(request, pod, owner, config, <fresh now>)
+    if anything above raised: decision = unexpected_error(request, error)     # row 17
+
+Then log/count decision.reason, emit a Warning event when decision.warning_event, a
+GracefulDrainStarted event after a successful stamp, and answer with
+admission.encode_review_response(request.uid, decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from graceful_drain.controller.intstr import ROLLING_UPDATE
+from graceful_drain.controller.model import (
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+    ObjectRef,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.timefmt import as_utc, format_go_duration, format_rfc3339
+
+DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
+MAX_DECIDE_ATTEMPTS = 2  # the first decision, plus one more after a 409 on the stamp
+_MAX_DETAIL_CHARS = 200
+_PREFIX = "graceful-drain: "
+
+
+class Reason(StrEnum):
+    """Stable, machine-readable outcome of one decision (logs, metrics, messages)."""
+
+    DRY_RUN = "dry-run"
+    NOT_EVICTION = "not-eviction"
+    POD_GONE = "pod-gone"
+    CACHE_COLD = "cache-cold"
+    POD_TERMINATING = "pod-terminating"
+    UID_MISMATCH = "uid-mismatch"
+    NO_DEPLOYMENT = "no-deployment"
+    OWNER_UNRESOLVED = "owner-unresolved"
+    DEPLOYMENT_DELETING = "deployment-deleting"
+    NOT_ENABLED = "not-enabled"
+    REPLICAS_NOT_ONE = "replicas-not-one"
+    CANNOT_SURGE = "cannot-surge"
+    POD_NOT_READY = "pod-not-ready"
+    SURGE_READY = "surge-ready"
+    ROLLOUT_TIMEOUT = "rollout-timeout"
+    ROLLOUT_IN_PROGRESS = "rollout-in-progress"
+    ROLLOUT_REQUESTED = "rollout-requested"
+    STAMP_FAILED = "stamp-failed"
+    ERROR = "error"
+    MALFORMED_REVIEW = "malformed-review"
+
+    @property
+    def row(self) -> int:
+        return ROW_OF_REASON[self]
+
+
+# Every reason belongs to exactly one row of the DESIGN.md table.
+ROW_OF_REASON: Mapping[Reason, int] = MappingProxyType(
+    {
+        Reason.DRY_RUN: 1,
+        Reason.NOT_EVICTION: 2,
+        Reason.POD_GONE: 3,
+        Reason.CACHE_COLD: 4,
+        Reason.POD_TERMINATING: 5,
+        Reason.UID_MISMATCH: 6,
+        Reason.NO_DEPLOYMENT: 7,
+        Reason.OWNER_UNRESOLVED: 7,  # the seed: "the Deployment could not be resolved: allow"
+        Reason.DEPLOYMENT_DELETING: 8,
+        Reason.NOT_ENABLED: 9,
+        Reason.REPLICAS_NOT_ONE: 10,
+        Reason.CANNOT_SURGE: 11,
+        Reason.POD_NOT_READY: 12,
+        Reason.SURGE_READY: 13,
+        Reason.ROLLOUT_TIMEOUT: 14,
+        Reason.ROLLOUT_IN_PROGRESS: 15,
+        Reason.ROLLOUT_REQUESTED: 16,
+        Reason.STAMP_FAILED: 16,
+        Reason.ERROR: 17,
+        Reason.MALFORMED_REVIEW: 17,
+    }
+)
+DENYING_REASONS = frozenset(
+    {Reason.CACHE_COLD, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionConfig:
+    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
+    enabled_annotation: str | None = None  # when set, only Deployments carrying it are protected
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRequest:
+    """What the webhook reads from an AdmissionReview (see admission.parse_review)."""
+
+    uid: str
+    operation: str
+    group: str  # request.resource
+    version: str
+    resource: str
+    sub_resource: str
+    namespace: str
+    name: str  # the pod's name
+    dry_run: bool  # request.dryRun
+    username: str
+    precondition_uid: str | None = None  # Eviction deleteOptions.preconditions.uid
+    options_dry_run: bool = False  # Eviction deleteOptions.dryRun is non-empty
+
+    @property
+    def pod_ref(self) -> ObjectRef:
+        return ObjectRef(self.namespace, self.name)
+
+    @property
+    def is_dry_run(self) -> bool:
+        return self.dry_run or self.options_dry_run
+
+    @property
+    def is_pod_eviction_create(self) -> bool:
+        return (
+            self.operation == "CREATE"
+            and self.group == ""
+            and self.resource == "pods"
+            and self.sub_resource == "eviction"
+        )
+
+
+# --- lookup results the caller hands in -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodFound:
+    pod: PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PodGone:
+    """Not in the cache, and a live GET answered 404."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodUnavailable:
+    """Not in the cache, and the live GET failed (any error other than 404)."""
+
+    detail: str = ""
+
+
+PodLookup = PodFound | PodGone | PodUnavailable
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFound:
+    deployment: DeploymentInfo
+
+
+@dataclass(frozen=True, slots=True)
+class NoDeployment:
+    """The pod is not run by a Deployment (bare pod, StatefulSet, DaemonSet, Job, bare RS)."""
+
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerUnresolved:
+    """The pod's ReplicaSet or Deployment could not be read."""
+
+    detail: str
+
+
+OwnerLookup = DeploymentFound | NoDeployment | OwnerUnresolved
+
+
+def resolve_owner(
+    pod: PodInfo,
+    find_replicaset: Callable[[str, str], ReplicaSetInfo | None],
+    find_deployment: Callable[[str, str], DeploymentInfo | None],
+) -> OwnerLookup:
+    """pod -> ReplicaSet -> Deployment through two (namespace, name) lookups, e.g. the caches."""
+    if pod.owner_kind is None:
+        return NoDeployment("bare pod")
+    if pod.owner_replicaset is None:
+        return NoDeployment(f"controlled by a {pod.owner_kind}")
+    replicaset = find_replicaset(pod.namespace, pod.owner_replicaset)
+    if replicaset is None:
+        return OwnerUnresolved(f"ReplicaSet {pod.namespace}/{pod.owner_replicaset} not found")
+    if replicaset.owner_deployment is None:
+        return NoDeployment(f"ReplicaSet {replicaset.ref} has no owning Deployment")
+    deployment = find_deployment(pod.namespace, replicaset.owner_deployment)
+    if deployment is None:
+        return OwnerUnresolved(
+            f"Deployment {pod.namespace}/{replicaset.owner_deployment} not found"
+        )
+    return DeploymentFound(deployment)
+
+
+# --- the answer -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StampIntent:
+    """Row 16: the caller must apply `patch` (JSON patch) to the Deployment, then answer 429."""
+
+    deployment: DeploymentInfo
+    stamped_at: datetime
+
+    @property
+    def value(self) -> str:
+        return format_rfc3339(self.stamped_at)
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        return stamp_patch(self.deployment, self.stamped_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    reason: Reason
+    message: str  # human readable; the 429 message kubectl drain prints
+    deployment: ObjectRef | None = None
+    waited: timedelta | None = None  # since restarted-at, when the Deployment carries it
+    warning_event: bool = False  # emit a Warning event on the Deployment (row 11)
+    stamp: StampIntent | None = None  # row 16 only
+
+    @property
+    def row(self) -> int:
+        return self.reason.row
+
+
+def _detail(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > _MAX_DETAIL_CHARS:
+        return text[: _MAX_DETAIL_CHARS - 3] + "..."
+    return text
+
+
+def _allow(reason: Reason, message: str, **fields: Any) -> Decision:
+    return Decision(allowed=True, reason=reason, message=_PREFIX + message, **fields)
+
+
+def _deny(reason: Reason, message: str, **fields: Any) -> Decision:
+    return Decision(allowed=False, reason=reason, message=_PREFIX + message, **fields)
+
+
+def _waiting_message(deployment: ObjectRef, waited: timedelta, timeout: timedelta) -> str:
+    return (
+        f"waiting for a replacement of Deployment {deployment} to become Ready on another node "
+        f"(rollout requested {format_go_duration(waited)} ago, "
+        f"gives up after {format_go_duration(timeout)})"
+    )
+
+
+def _cannot_surge_why(deployment: DeploymentInfo) -> str | None:
+    if deployment.paused:
+        return "it is paused, so a restart would not roll out"
+    if deployment.strategy_type != ROLLING_UPDATE:
+        return f"strategy {deployment.strategy_type or '(malformed)'}"
+    if deployment.max_surge <= 0:
+        return "maxSurge resolves to 0"
+    return None
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def precheck(request: EvictionRequest) -> Decision | None:
+    """Rows 1-2, which need no lookup. None: go on with the lookups and `decide`."""
+    if request.is_dry_run:  # 1
+        return _allow(Reason.DRY_RUN, "dry-run request, allowed without side effects")
+    if not request.is_pod_eviction_create:  # 2
+        return _allow(
+            Reason.NOT_EVICTION,
+            f"not a CREATE of pods/eviction ({request.operation} "
+            f"{request.resource}/{request.sub_resource})",
+        )
+    return None
+
+
+def decide(
+    request: EvictionRequest,
+    pod: PodLookup,
+    owner: OwnerLookup,
+    config: DecisionConfig,
+    now: datetime,
+) -> Decision:
+    """The first matching row of the table. Never raises: an error is row 17 (allow)."""
+    try:
+        return _first_matching_row(request, pod, owner, config, as_utc(now))
+    except Exception as error:  # row 17 must catch everything a bug could throw
+        return unexpected_error(request, error)
+
+
+def _first_matching_row(
+    request: EvictionRequest,
+    pod_lookup: PodLookup,
+    owner: OwnerLookup,
+    config: DecisionConfig,
+    now: datetime,
+) -> Decision:
+    early = precheck(request)  # 1, 2
+    if early is not None:
+        return early
+
+    if isinstance(pod_lookup, PodGone):  # 3
+        return _allow(Reason.POD_GONE, f"pod {request.pod_ref} no longer exists")
+    if isinstance(pod_lookup, PodUnavailable):  # 4: cold-cache caution, the one "deny on doubt"
+        return _deny(
+            Reason.CACHE_COLD,
+            f"pod {request.pod_ref} is not in the controller's cache yet and could not be read "
+            f"({_detail(pod_lookup.detail) or 'no detail'}); retry shortly",
+        )
+    pod = pod_lookup.pod
+
+    if pod.terminating or pod.terminal:  # 5
+        state = "terminating" if pod.terminating else f"finished (phase {pod.phase})"
+        return _allow(Reason.POD_TERMINATING, f"pod {pod.ref} is already {state}")
+
+    if request.precondition_uid is not None and request.precondition_uid != pod.uid:  # 6
+        return _allow(
+            Reason.UID_MISMATCH,
+            f"eviction precondition uid {request.precondition_uid!r} does not match pod "
+            f"{pod.ref} uid {pod.uid!r}; the API server will reject it",
+        )
+
+    if isinstance(owner, NoDeployment):  # 7
+        return _allow(
+            Reason.NO_DEPLOYMENT, f"pod {pod.ref} has no owning Deployment ({owner.detail})"
+        )
+    if isinstance(owner, OwnerUnresolved):  # 7, could not tell: never block a drain on it
+        return _allow(
+            Reason.OWNER_UNRESOLVED,
+            f"could not resolve the Deployment owning pod {pod.ref} ({_detail(owner.detail)})",
+        )
+    deployment = owner.deployment
+    ref = deployment.ref
+    timeout = config.rollout_timeout
+    restarted_at = deployment.restarted_at
+    waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
+    known = {"deployment": ref, "waited": waited}
+
+    if deployment.deleting:  # 8
+        return _allow(Reason.DEPLOYMENT_DELETING, f"Deployment {ref} is being deleted", **known)
+
+    if config.enabled_annotation is not None and not deployment.enabled:  # 9
+        return _allow(
+            Reason.NOT_ENABLED,
+            f"Deployment {ref} lacks the {config.enabled_annotation} annotation",
+            **known,
+        )
+
+    if deployment.replicas != 1:  # 10
+        count = "a malformed" if deployment.replicas is None else str(deployment.replicas)
+        return _allow(
+            Reason.REPLICAS_NOT_ONE,
+            f"Deployment {ref} has {count} spec.replicas; a PodDisruptionBudget handles it",
+            **known,
+        )
+
+    why_not = _cannot_surge_why(deployment)
+    if why_not is not None:  # 11
+        return _allow(
+            Reason.CANNOT_SURGE,
+            f"Deployment {ref} cannot surge a replacement ({why_not}); evicting pod "
+            f"{pod.ref} without one",
+            warning_event=True,
+            **known,
+        )
+
+    if not pod.ready:  # 12
+        return _allow(
+            Reason.POD_NOT_READY,
+            f"pod {pod.ref} is not Ready; a restart cannot make things worse",
+            **known,
+        )
+
+    if deployment.ready_replicas >= 2:  # 13
+        return _allow(
+            Reason.SURGE_READY,
+            f"Deployment {ref} has {deployment.ready_replicas} Ready replicas; "
+            "the replacement is up",
+            **known,
+        )
+
+    if restarted_at is not None and waited is not None:
+        # A stamp further in the future than the timeout cannot come from clock skew between
+        # controller replicas; honouring it could block drains indefinitely.
+        from_the_future = restarted_at - now > timeout
+        if waited >= timeout or from_the_future:  # 14: the escape hatch
+            return _allow(
+                Reason.ROLLOUT_TIMEOUT,
+                f"gave up waiting for a Ready replacement of Deployment {ref} "
+                + (
+                    f"(restarted-at {deployment.restarted_at_raw} is in the future)"
+                    if from_the_future
+                    else f"after {format_go_duration(waited)} "
+                    f"(rolloutTimeout {format_go_duration(timeout)})"
+                )
+                + f"; evicting pod {pod.ref}",
+                **known,
+            )
+        return _deny(  # 15
+            Reason.ROLLOUT_IN_PROGRESS, _waiting_message(ref, waited, timeout), **known
+        )
+
+    return _deny(  # 16: ask the reconciler for a rollout by stamping restarted-at
+        Reason.ROLLOUT_REQUESTED,
+        _waiting_message(ref, timedelta(0), timeout),
+        deployment=ref,
+        waited=timedelta(0),
+        stamp=StampIntent(deployment=deployment, stamped_at=now),
+    )
+
+
+# --- row 16: the stamp and its one retry ------------------------------------------------------
+
+
+def _pointer_token(key: str) -> str:
+    """RFC 6901 escaping of one JSON pointer token."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any]]:
+    """The JSON patch (application/json-patch+json) that stamps restarted-at on `deployment`.
+
+    Optimistic concurrency: `add /metadata/resourceVersion` carries the resourceVersion the
+    decision was made on; if the Deployment changed since, the API server answers 409 Conflict
+    (apiserver registry/generic/registry/store.go: a resourceVersion in the updated object that
+    differs from the stored one is an OptimisticLockError). A failed `test` op would answer 422
+    instead (apiserver endpoints/handlers/patch.go), so the `test` here only pins the object's
+    identity. An absent annotations map must be added whole: a JSON patch cannot add a member
+    to a missing parent.
+    """
+    value = format_rfc3339(now)
+    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": deployment.uid}]
+    if deployment.resource_version:
+        ops.append(
+            {
+                "op": "add",
+                "path": "/metadata/resourceVersion",
+                "value": deployment.resource_version,
+            }
+        )
+    if deployment.has_annotations:
+        ops.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations/" + _pointer_token(RESTARTED_AT_ANNOTATION),
+                "value": value,
+            }
+        )
+    else:
+        ops.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {RESTARTED_AT_ANNOTATION: value},
+            }
+        )
+    return ops
+
+
+class FollowUp(Enum):
+    REREAD_AND_DECIDE = "reread-and-decide"  # GET the Deployment live, call decide() again
+
+
+HTTP_CONFLICT = 409
+
+
+def after_stamp_failure(
+    decision: Decision, *, status: int | None, attempt: int, detail: str = ""
+) -> Decision | FollowUp:
+    """The caller's rule when the stamp patch of `decision` failed.
+
+    `status` is the HTTP status of the PATCH (None: no HTTP answer, e.g. a timeout);
+    `attempt` counts the decisions made for this request so far (1 for the first).
+    On 409, re-read the Deployment and decide once more; on anything else, or a second
+    failure, allow: never block a drain because the controller could not write.
+    """
+    if status == HTTP_CONFLICT and attempt < MAX_DECIDE_ATTEMPTS:
+        return FollowUp.REREAD_AND_DECIDE
+    what = "no HTTP response" if status is None else f"HTTP {status}"
+    if detail:
+        what = f"{what}: {_detail(detail)}"
+    target = (
+        "its Deployment" if decision.deployment is None else f"Deployment {decision.deployment}"
+    )
+    return _allow(
+        Reason.STAMP_FAILED,
+        f"could not request a rollout of {target} ({what}); allowing the eviction",
+        deployment=decision.deployment,
+        waited=decision.waited,
+    )
+
+
+# --- row 17 -----------------------------------------------------------------------------------
+
+
+def unexpected_error(request: EvictionRequest | None, error: BaseException | str) -> Decision:
+    """Row 17: allow; the caller logs it and counts it."""
+    what = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    target = "" if request is None else f" for pod {request.pod_ref}"
+    return _allow(
+        Reason.ERROR, f"unexpected error{target} ({_detail(what)}); allowing the eviction"
+    )
+
+
+def malformed_review(problem: str) -> Decision:
+    """Row 17 for a request body that is not a usable AdmissionReview: allow."""
+    return _allow(
+        Reason.MALFORMED_REVIEW, f"malformed AdmissionReview ({_detail(problem)}); allowed"
+    )

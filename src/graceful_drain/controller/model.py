@@ -1,0 +1,298 @@
+"""The slim, immutable views of Pods, ReplicaSets and Deployments the informer cache stores.
+
+Each keeps only what the webhook and the reconciler decide on (a cached pod costs well under
+2 KiB). `from_object` builds one from the raw JSON of the API server and never raises as long
+as the object has a `metadata` mapping: a field of the wrong type is replaced by its API default
+(or the value that lets evictions through, where that differs) and its path is listed in
+`malformed`. Input without a `metadata` mapping raises `MalformedObject`; the informer should
+skip that object.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Self
+
+from graceful_drain.controller.intstr import ROLLING_UPDATE, resolve_max_surge
+from graceful_drain.controller.rawjson import FieldReader, JsonObject
+from graceful_drain.controller.timefmt import parse_rfc3339
+
+RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
+TEMPLATE_RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
+TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class MalformedObject(ValueError):
+    """The raw object is not a JSON object with a `metadata` mapping."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _metadata(raw: object) -> JsonObject:
+    if not isinstance(raw, Mapping):
+        raise MalformedObject(f"expected a JSON object, got {type(raw).__name__}")
+    metadata = raw.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise MalformedObject("object has no metadata mapping")
+    return metadata
+
+
+def _shared(text: str) -> str:
+    # Namespaces, node names, phases and kinds repeat across thousands of cached pods.
+    return sys.intern(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _ControllerRef:
+    api_version: str
+    kind: str
+    name: str
+
+
+def _controller_ref(reader: FieldReader, metadata: JsonObject) -> _ControllerRef | None:
+    """The first ownerReference with controller: true (the API server allows only one)."""
+    for index, ref in enumerate(
+        reader.sequence(metadata, "ownerReferences", "metadata.ownerReferences")
+    ):
+        path = f"metadata.ownerReferences[{index}]"
+        if not isinstance(ref, Mapping):
+            reader.malformed.append(path)
+            continue
+        if reader.boolean(ref, "controller", f"{path}.controller"):
+            return _ControllerRef(
+                api_version=reader.string(ref, "apiVersion", f"{path}.apiVersion"),
+                kind=reader.string(ref, "kind", f"{path}.kind"),
+                name=reader.string(ref, "name", f"{path}.name"),
+            )
+    return None
+
+
+def _is_ready(reader: FieldReader, status: JsonObject | None) -> bool:
+    for index, condition in enumerate(reader.sequence(status, "conditions", "status.conditions")):
+        path = f"status.conditions[{index}]"
+        if not isinstance(condition, Mapping):
+            reader.malformed.append(path)
+            continue
+        if reader.string(condition, "type", f"{path}.type") == "Ready":
+            return reader.string(condition, "status", f"{path}.status") == "True"
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    terminating: bool  # metadata.deletionTimestamp is set
+    phase: str
+    ready: bool  # the Ready condition is "True"
+    owner_kind: str | None  # kind of the controller ownerReference; None for a bare pod
+    owner_replicaset: str | None  # its name, when that owner is an apps/v1 ReplicaSet
+    malformed: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.namespace, self.name)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_POD_PHASES
+
+    @classmethod
+    def from_object(cls, raw: Mapping[str, Any]) -> Self:
+        metadata = _metadata(raw)
+        reader = FieldReader()
+        spec = reader.mapping(raw, "spec", "spec")
+        status = reader.mapping(raw, "status", "status")
+        owner = _controller_ref(reader, metadata)
+        is_replicaset = (
+            owner is not None
+            and owner.api_version == "apps/v1"
+            and owner.kind == "ReplicaSet"
+            and owner.name != ""
+        )
+        return cls(
+            namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
+            name=reader.string(metadata, "name", "metadata.name"),
+            uid=reader.string(metadata, "uid", "metadata.uid"),
+            node_name=_shared(reader.string(spec, "nodeName", "spec.nodeName")),
+            terminating=FieldReader.is_set(metadata, "deletionTimestamp"),
+            phase=_shared(reader.string(status, "phase", "status.phase")),
+            ready=_is_ready(reader, status),
+            owner_kind=None if owner is None else _shared(owner.kind),
+            owner_replicaset=owner.name if owner is not None and is_replicaset else None,
+            malformed=tuple(reader.malformed),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSetInfo:
+    namespace: str
+    name: str
+    uid: str
+    owner_deployment: str | None  # name of the controller ownerReference if an apps/v1 Deployment
+    malformed: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.namespace, self.name)
+
+    @classmethod
+    def from_object(cls, raw: Mapping[str, Any]) -> Self:
+        metadata = _metadata(raw)
+        reader = FieldReader()
+        owner = _controller_ref(reader, metadata)
+        is_deployment = (
+            owner is not None
+            and owner.api_version == "apps/v1"
+            and owner.kind == "Deployment"
+            and owner.name != ""
+        )
+        return cls(
+            namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
+            name=reader.string(metadata, "name", "metadata.name"),
+            uid=reader.string(metadata, "uid", "metadata.uid"),
+            owner_deployment=owner.name if owner is not None and is_deployment else None,
+            malformed=tuple(reader.malformed),
+        )
+
+
+def _strategy(
+    reader: FieldReader, spec: JsonObject | None, replicas: int | None
+) -> tuple[str, int]:
+    """(strategy type, resolved maxSurge). A malformed strategy resolves to no surge at all,
+    as upstream fails to decode such an object: the eviction is then let through."""
+    strategy = reader.mapping(spec, "strategy", "spec.strategy")
+    strategy_type = reader.optional_string(strategy, "type", "spec.strategy.type")
+    if strategy_type is None and FieldReader.is_set(strategy, "type"):
+        return "", 0
+    strategy_type = strategy_type or ROLLING_UPDATE  # SetDefaults_Deployment
+    rolling = reader.mapping(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
+    if rolling is None and FieldReader.is_set(strategy, "rollingUpdate"):
+        return strategy_type, 0
+    if replicas is None:
+        return strategy_type, 0
+    max_surge = resolve_max_surge(
+        strategy_type,
+        reader.raw(rolling, "maxSurge"),
+        reader.raw(rolling, "maxUnavailable"),
+        replicas,
+    )
+    return strategy_type, max_surge
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentInfo:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
+    deleting: bool  # metadata.deletionTimestamp is set
+    has_annotations: bool  # metadata.annotations is a (possibly empty) map: shapes the patch
+    replicas: int | None  # spec.replicas, 1 when absent; None when malformed
+    strategy_type: str  # "RollingUpdate" when absent, "" when malformed
+    max_surge: int  # resolved for `replicas` as upstream MaxSurge does; 0 unless RollingUpdate
+    paused: bool
+    observed_generation: int
+    status_replicas: int
+    updated_replicas: int
+    ready_replicas: int
+    available_replicas: int
+    restarted_at: datetime | None  # graceful-drain.stonal.com/restarted-at, aware UTC
+    restarted_at_raw: str | None  # the annotation exactly as stored, even when malformed
+    enabled: bool  # the configured enabled-annotation is present (False if none configured)
+    template_restarted_at: str | None  # spec.template annotation kubectl.kubernetes.io/restartedAt
+    malformed: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.namespace, self.name)
+
+    @property
+    def restarted_at_malformed(self) -> bool:
+        return self.restarted_at_raw is not None and self.restarted_at is None
+
+    @property
+    def rollout_complete(self) -> bool:
+        """The controller has observed the latest spec and every replica is updated and ready."""
+        return (
+            self.replicas is not None
+            and self.observed_generation >= self.generation
+            and self.updated_replicas == self.replicas
+            and self.ready_replicas == self.replicas
+            and self.available_replicas == self.replicas
+            and self.status_replicas == self.replicas
+        )
+
+    @classmethod
+    def from_object(cls, raw: Mapping[str, Any], *, enabled_annotation: str | None = None) -> Self:
+        metadata = _metadata(raw)
+        reader = FieldReader()
+        annotations = reader.mapping(metadata, "annotations", "metadata.annotations")
+        spec = reader.mapping(raw, "spec", "spec")
+        status = reader.mapping(raw, "status", "status")
+
+        replicas: int | None = 1
+        if FieldReader.is_set(spec, "replicas"):
+            replicas = reader.optional_integer(spec, "replicas", "spec.replicas")
+
+        strategy_type, max_surge = _strategy(reader, spec, replicas)
+
+        restarted_at_raw = reader.optional_string(
+            annotations, RESTARTED_AT_ANNOTATION, f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
+        )
+        restarted_at = None if restarted_at_raw is None else parse_rfc3339(restarted_at_raw)
+        if restarted_at_raw is not None and restarted_at is None:
+            reader.malformed.append(f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]")
+
+        template = reader.mapping(spec, "template", "spec.template")
+        template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
+        template_annotations = reader.mapping(
+            template_meta, "annotations", "spec.template.metadata.annotations"
+        )
+
+        return cls(
+            namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
+            name=reader.string(metadata, "name", "metadata.name"),
+            uid=reader.string(metadata, "uid", "metadata.uid"),
+            resource_version=reader.string(metadata, "resourceVersion", "metadata.resourceVersion"),
+            generation=reader.integer(metadata, "generation", "metadata.generation"),
+            deleting=FieldReader.is_set(metadata, "deletionTimestamp"),
+            has_annotations=annotations is not None,
+            replicas=replicas,
+            strategy_type=strategy_type,
+            max_surge=max_surge,
+            paused=reader.boolean(spec, "paused", "spec.paused"),
+            observed_generation=reader.integer(
+                status, "observedGeneration", "status.observedGeneration"
+            ),
+            status_replicas=reader.integer(status, "replicas", "status.replicas"),
+            updated_replicas=reader.integer(status, "updatedReplicas", "status.updatedReplicas"),
+            ready_replicas=reader.integer(status, "readyReplicas", "status.readyReplicas"),
+            available_replicas=reader.integer(
+                status, "availableReplicas", "status.availableReplicas"
+            ),
+            restarted_at=restarted_at,
+            restarted_at_raw=restarted_at_raw,
+            enabled=enabled_annotation is not None
+            and annotations is not None
+            and isinstance(annotations.get(enabled_annotation), str),
+            template_restarted_at=reader.optional_string(
+                template_annotations,
+                TEMPLATE_RESTARTED_AT_ANNOTATION,
+                f"spec.template.metadata.annotations[{TEMPLATE_RESTARTED_AT_ANNOTATION}]",
+            ),
+            malformed=tuple(reader.malformed),
+        )

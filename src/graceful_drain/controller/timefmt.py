@@ -1,0 +1,73 @@
+"""Time helpers: the RFC 3339 form of the restarted-at annotation, and Go-style durations."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+# Go's time.RFC3339 layout ("2006-01-02T15:04:05Z07:00"), which also accepts a fractional second.
+# Go is case-sensitive about "T" and "Z", and so are we.
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})",
+    re.ASCII,
+)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """The same instant in UTC; a naive datetime is taken to already be UTC."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """An aware UTC datetime, or None when `text` is not a strict RFC 3339 timestamp."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    micros = int((fraction or "0").ljust(6, "0")[:6])
+    try:
+        if zone == "Z":
+            tz = UTC
+        else:
+            sign = -1 if zone[0] == "-" else 1
+            offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+            if offset >= timedelta(hours=24):
+                return None
+            tz = timezone(sign * offset)
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), micros, tzinfo=tz
+        )
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+
+
+def format_rfc3339(moment: datetime) -> str:
+    """`moment` in UTC, to the second, e.g. 2024-05-01T12:00:00Z (what metav1.Time writes)."""
+    utc = as_utc(moment)
+    return (
+        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
+        f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
+    )
+
+
+def format_go_duration(duration: timedelta) -> str:
+    """Go's time.Duration.String() truncated to whole seconds: 42s, 10m0s, 1h2m3s.
+
+    Negative durations print as 0s; below one second, whole milliseconds (500ms).
+    """
+    micros = duration // timedelta(microseconds=1)
+    if micros <= 0:
+        return "0s"
+    if micros < 1_000_000:
+        return f"{micros // 1000}ms"
+    seconds = micros // 1_000_000
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"

@@ -1,0 +1,571 @@
+"""What each signal says: evidence items in report order, and the finding it offers.
+
+Pure helpers for :mod:`graceful_drain.termination.classify`, which owns the
+decision order; see its docstring for the rules these readings implement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from graceful_drain.termination._raw import as_aware, format_time
+from graceful_drain.termination.evidence import (
+    ContainerTermination,
+    EventRecord,
+    EventsSnapshot,
+    Evidence,
+    OwnerRollout,
+    PodSnapshot,
+    Unavailable,
+)
+from graceful_drain.termination.kubelet import (
+    EVICTED_REASON,
+    PREEMPTING_REASON,
+    KubeletTermination,
+    PressuredResource,
+    kubelet_termination_kind,
+    parse_eviction_message,
+)
+from graceful_drain.termination.verdict import Cause, EvidenceItem, Fact, Source
+
+EVICTION_BY_EVICTION_API = "EvictionByEvictionAPI"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+DELETION_BY_TAINT_MANAGER = "DeletionByTaintManager"
+DELETION_BY_POD_GC = "DeletionByPodGC"
+TERMINATION_BY_KUBELET = "TerminationByKubelet"
+PREEMPTED_REASON = "Preempted"
+
+_RESOURCE_ORDER = (
+    PressuredResource.MEMORY,
+    PressuredResource.EPHEMERAL_STORAGE,
+    PressuredResource.PID,
+    PressuredResource.OTHER,
+)
+
+
+def absence_is_informative(grace_period_seconds: int, event_retention_seconds: int) -> bool:
+    """The seed's retention rule, for readable events and a known UID."""
+    return event_retention_seconds > 0 and max(grace_period_seconds, 0) <= event_retention_seconds
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: Cause
+    resource: PressuredResource | None
+    item: EvidenceItem
+
+
+@dataclass
+class Reading:
+    """What one signal says: items in report order, and the finding it offers, if any."""
+
+    items: list[EvidenceItem] = field(default_factory=list)
+    finding: Finding | None = None
+
+    def offer(self, finding: Finding) -> Finding:
+        self.items.append(finding.item)
+        if self.finding is None:
+            self.finding = finding
+        return finding
+
+
+@dataclass
+class PodReading(Reading):
+    usable: PodSnapshot | None = None
+    kubelet_eviction: Finding | None = None
+
+
+@dataclass
+class EventsReading(Reading):
+    kubelet_eviction: Finding | None = None
+    absence_informative: bool = False
+
+
+def make_item(
+    source: Source, fact: Fact, detail: str, /, **values: str | int | datetime | None
+) -> EvidenceItem:
+    rendered = tuple(
+        (key, format_time(value) if isinstance(value, datetime) else str(value))
+        for key, value in values.items()
+        if value is not None
+    )
+    return EvidenceItem(source, fact, detail, False, rendered)
+
+
+def _unavailable_values(why: Unavailable) -> dict[str, str | None]:
+    return {"reason": str(why.reason), "error": why.detail or None}
+
+
+def _describe_unavailable(what: str, why: Unavailable) -> str:
+    suffix = f": {why.detail}" if why.detail else ""
+    return f"{what} could not be read ({why.reason}{suffix})."
+
+
+# --- tier 1: the pod's own object -----------------------------------------------------
+
+
+def usable_pod(evidence: Evidence, reading: Reading) -> PodSnapshot | None:
+    pod = evidence.pod
+    expected = evidence.pod_uid or None
+    if isinstance(pod, Unavailable):
+        reading.items.append(
+            make_item(
+                Source.POD,
+                Fact.POD_UNAVAILABLE,
+                _describe_unavailable("The pod's own object", pod),
+                **_unavailable_values(pod),
+            )
+        )
+        return None
+    if expected is None:
+        reading.items.append(
+            make_item(
+                Source.POD,
+                Fact.POD_UID_UNKNOWN,
+                "This pod's UID is unknown (POD_UID unset), so the pod object cannot be "
+                "verified as ours and is not used.",
+                observed_uid=pod.uid,
+            )
+        )
+        return None
+    if pod.uid != expected:
+        reading.items.append(
+            make_item(
+                Source.POD,
+                Fact.POD_UID_MISMATCH,
+                f"The pod object read has UID {pod.uid!r}, not ours ({expected!r}): another "
+                "incarnation of the same name; ignored.",
+                expected_uid=expected,
+                observed_uid=pod.uid,
+            )
+        )
+        return None
+    return pod
+
+
+def read_pod(evidence: Evidence) -> PodReading:
+    reading = PodReading()
+    pod = usable_pod(evidence, reading)
+    if pod is None:
+        return reading
+    reading.usable = pod
+    condition = pod.disruption_target
+    condition_true = condition if condition is not None and condition.is_true else None
+    condition_message = condition_true.message if condition_true is not None else None
+    kind = kubelet_termination_kind(pod.reason, pod.message, condition_message)
+    kubelet_finding = _kubelet_status_finding(pod, kind, condition_message)
+
+    if condition_true is not None:
+        cause = _condition_cause(condition_true.reason, kubelet_finding)
+        item = make_item(
+            Source.POD,
+            Fact.DISRUPTION_TARGET,
+            _condition_detail(condition_true.reason, recognised=cause is not None),
+            reason=condition_true.reason,
+            message=condition_true.message,
+            last_transition_time=condition_true.last_transition_time,
+        )
+        if cause is not None:
+            reading.offer(Finding(cause[0], cause[1], item))
+        else:
+            reading.items.append(item)
+    if kubelet_finding is not None:
+        # Recorded next to the condition; decides only if the condition did not.
+        reading.offer(kubelet_finding)
+        if kind is KubeletTermination.EVICTION:
+            reading.kubelet_eviction = kubelet_finding
+    if reading.finding is None and condition_true is None:
+        if pod.deletion_timestamp is not None:
+            reading.offer(
+                Finding(
+                    Cause.VOLUNTARY,
+                    None,
+                    make_item(
+                        Source.POD,
+                        Fact.DELETION_REQUESTED,
+                        "deletionTimestamp is set and there is no DisruptionTarget condition: "
+                        "the pod was deleted through the API (delete, rollout, scale-down).",
+                        deletion_timestamp=pod.deletion_timestamp,
+                        deletion_grace_period_seconds=pod.deletion_grace_period_seconds,
+                    ),
+                )
+            )
+        else:
+            reading.items.append(
+                make_item(
+                    Source.POD,
+                    Fact.KUBELET_INITIATED,
+                    "deletionTimestamp is unset and there is no DisruptionTarget condition: "
+                    "the kubelet started this termination; its cause is not on the pod yet.",
+                    phase=pod.phase,
+                    reason=pod.reason,
+                )
+            )
+    for termination in pod.last_terminations:
+        if termination.oom_killed:
+            reading.items.append(termination_item(termination, at_sigterm=True))
+    return reading
+
+
+def _condition_cause(
+    reason: str | None, kubelet_finding: Finding | None
+) -> tuple[Cause, PressuredResource | None] | None:
+    """The cause a True DisruptionTarget names; None for an unrecognised reason."""
+    if reason == EVICTION_BY_EVICTION_API:
+        return Cause.VOLUNTARY, None
+    if reason == PREEMPTION_BY_SCHEDULER:
+        return Cause.PREEMPTED, None
+    if reason in (DELETION_BY_TAINT_MANAGER, DELETION_BY_POD_GC):
+        return Cause.INVOLUNTARY_EVICTION, None
+    if reason == TERMINATION_BY_KUBELET:
+        if kubelet_finding is not None:
+            return kubelet_finding.cause, kubelet_finding.resource
+        return Cause.INVOLUNTARY_EVICTION, None
+    return None
+
+
+def _condition_detail(reason: str | None, *, recognised: bool) -> str:
+    meaning = {
+        EVICTION_BY_EVICTION_API: "evicted through the Eviction API (a drain; PDB-governed)",
+        PREEMPTION_BY_SCHEDULER: "preempted by the scheduler for a higher-priority pod",
+        DELETION_BY_TAINT_MANAGER: "deleted by the taint manager (NoExecute taint)",
+        DELETION_BY_POD_GC: "deleted by the pod garbage collector (node gone or out of service)",
+        TERMINATION_BY_KUBELET: "terminated by the kubelet",
+    }
+    if not recognised:
+        return (
+            f"DisruptionTarget=True with unrecognised reason {reason!r}: a disruption, "
+            "but not a known voluntary one."
+        )
+    return f"DisruptionTarget=True, reason {reason}: {meaning.get(reason or '', reason)}."
+
+
+def _kubelet_status_finding(
+    pod: PodSnapshot, kind: KubeletTermination, condition_message: str | None
+) -> Finding | None:
+    values: dict[str, str | None] = {"reason": pod.reason, "message": pod.message}
+    if kind is KubeletTermination.EVICTION:
+        parsed = parse_eviction_message(pod.message)
+        if not parsed.recognised and condition_message:
+            parsed = parse_eviction_message(condition_message)
+        return Finding(
+            Cause.INVOLUNTARY_EVICTION,
+            parsed.resource,
+            make_item(
+                Source.POD,
+                Fact.KUBELET_STATUS,
+                f"The kubelet evicted this pod (node pressure or local-storage limit); "
+                f"pressured resource: {parsed.resource}.",
+                resource=parsed.resource.value,
+                resource_name=parsed.resource_name,
+                threshold=parsed.threshold,
+                available=parsed.available,
+                **values,
+            ),
+        )
+    if kind is KubeletTermination.PREEMPTION:
+        return Finding(
+            Cause.PREEMPTED,
+            None,
+            make_item(
+                Source.POD,
+                Fact.KUBELET_STATUS,
+                "The kubelet preempted this pod to admit a critical pod.",
+                **values,
+            ),
+        )
+    if kind is KubeletTermination.NODE_SHUTDOWN:
+        return Finding(
+            Cause.INVOLUNTARY_EVICTION,
+            None,
+            make_item(
+                Source.POD,
+                Fact.KUBELET_STATUS,
+                "The kubelet is terminating this pod because the node is shutting down.",
+                **values,
+            ),
+        )
+    return None
+
+
+def termination_item(termination: ContainerTermination, *, at_sigterm: bool) -> EvidenceItem:
+    name = termination.container or "?"
+    when = format_time(termination.finished_at) if termination.finished_at else "an unknown time"
+    if termination.oom_killed:
+        detail = f"The previous instance of container {name} was OOM-killed at {when}"
+        detail += (
+            "; an OOM kill delivers SIGKILL, so it is not why this SIGTERM arrived."
+            if at_sigterm
+            else "."
+        )
+        fact = Fact.CONTAINER_OOM_KILLED
+    else:
+        detail = (
+            f"The previous instance of container {name} ended at {when} "
+            f"with reason {termination.reason!r}, exit code {termination.exit_code}."
+        )
+        fact = Fact.CONTAINER_TERMINATED
+    return make_item(
+        Source.POD,
+        fact,
+        detail,
+        container=termination.container,
+        reason=termination.reason,
+        exit_code=termination.exit_code,
+        finished_at=termination.finished_at,
+    )
+
+
+# --- tier 2: events -------------------------------------------------------------------
+
+
+def read_events(
+    evidence: Evidence, now: datetime, grace_period_seconds: int, event_retention_seconds: int
+) -> EventsReading:
+    reading = EventsReading()
+    events = evidence.events
+    uid = evidence.pod_uid or None
+    if isinstance(events, Unavailable):
+        reading.items.append(
+            make_item(
+                Source.EVENTS,
+                Fact.EVENTS_UNAVAILABLE,
+                _describe_unavailable("Events", events).rstrip(".")
+                + "; the absence of an Evicted event proves nothing.",
+                **_unavailable_values(events),
+            )
+        )
+        return reading
+    if uid is None:
+        reading.items.append(
+            make_item(
+                Source.EVENTS,
+                Fact.EVENTS_UNATTRIBUTABLE,
+                "This pod's UID is unknown, so no event can be attributed to it.",
+                events_read=len(events.events),
+            )
+        )
+        return reading
+    own = [e for e in _by_time(events) if e.involved_uid == uid]
+    for event in own:
+        if event.reason == EVICTED_REASON and event.type == "Warning" and event.from_kubelet:
+            finding = reading.offer(_evicted_event_finding(event, now))
+            reading.kubelet_eviction = reading.kubelet_eviction or finding
+        elif event.reason == EVICTED_REASON:
+            reading.items.append(
+                make_item(
+                    Source.EVENTS,
+                    Fact.OTHER_EVICTED_EVENT,
+                    f"An Evicted event for this pod from {event.source_component!r} "
+                    f"(type {event.type!r}) is not a kubelet Warning; not used.",
+                    **_event_values(event),
+                )
+            )
+    for event in own:
+        if _is_preemption(event):
+            reading.offer(_preemption_finding(event, now))
+    if reading.kubelet_eviction is None:
+        reading.absence_informative = absence_is_informative(
+            grace_period_seconds, event_retention_seconds
+        )
+        if reading.absence_informative:
+            detail = (
+                f"No kubelet Evicted event for this UID among {len(events.events)} events read; "
+                f"the grace period ({grace_period_seconds}s) is within event retention "
+                f"({event_retention_seconds}s), so the absence is informative."
+            )
+        else:
+            detail = (
+                f"No kubelet Evicted event for this UID, but the grace period "
+                f"({grace_period_seconds}s) is not within event retention "
+                f"({event_retention_seconds}s): an event may have expired, so the absence "
+                "proves nothing."
+            )
+        reading.items.append(
+            make_item(
+                Source.EVENTS,
+                Fact.NO_EVICTED_EVENT,
+                detail,
+                informative=str(reading.absence_informative).lower(),
+                events_read=len(events.events),
+                grace_period_seconds=grace_period_seconds,
+                event_retention_seconds=event_retention_seconds,
+            )
+        )
+    return reading
+
+
+def _by_time(events: EventsSnapshot) -> list[EventRecord]:
+    """Newest first, so the first finding offered is the latest event."""
+    dated = [e for e in events.events if e.observed_at is not None]
+    undated = [e for e in events.events if e.observed_at is None]
+    dated.sort(key=lambda e: as_aware(e.observed_at or datetime.min), reverse=True)
+    return dated + undated
+
+
+def _is_preemption(event: EventRecord) -> bool:
+    if event.reason == PREEMPTING_REASON:
+        return event.from_kubelet  # kubelet critical-pod preemption (preemption.go)
+    return event.reason == PREEMPTED_REASON  # scheduler: reason Preempted, action Preempting
+
+
+def _event_values(event: EventRecord) -> dict[str, str | None]:
+    return {
+        "reason": event.reason,
+        "type": event.type,
+        "source": event.source_component,
+        "involved_uid": event.involved_uid,
+        "message": event.message,
+        "observed_at": format_time(event.observed_at) if event.observed_at else None,
+    }
+
+
+def _ago(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "at an unknown time"
+    seconds = int((as_aware(now) - as_aware(moment)).total_seconds())
+    return f"{seconds}s before the verdict" if seconds >= 0 else f"{-seconds}s after the verdict"
+
+
+def _evicted_event_finding(event: EventRecord, now: datetime) -> Finding:
+    parsed = parse_eviction_message(event.message, event.starved_resource)
+    return Finding(
+        Cause.INVOLUNTARY_EVICTION,
+        parsed.resource,
+        make_item(
+            Source.EVENTS,
+            Fact.KUBELET_EVICTED_EVENT,
+            f"The kubelet recorded a Warning Evicted event for this UID "
+            f"({_ago(event.observed_at, now)}); pressured resource: {parsed.resource}.",
+            resource=parsed.resource.value,
+            resource_name=parsed.resource_name,
+            threshold=parsed.threshold,
+            available=parsed.available,
+            **_event_values(event),
+        ),
+    )
+
+
+def _preemption_finding(event: EventRecord, now: datetime) -> Finding:
+    by = "the kubelet (critical pod)" if event.from_kubelet else repr(event.source_component)
+    return Finding(
+        Cause.PREEMPTED,
+        None,
+        make_item(
+            Source.EVENTS,
+            Fact.PREEMPTION_EVENT,
+            f"A {event.reason} event for this UID from {by} ({_ago(event.observed_at, now)}).",
+            action=event.action,
+            **_event_values(event),
+        ),
+    )
+
+
+# --- tier 3: the node -----------------------------------------------------------------
+
+
+def read_node(evidence: Evidence) -> Reading:
+    reading = Reading()
+    node = evidence.node
+    if isinstance(node, Unavailable):
+        reading.items.append(
+            make_item(
+                Source.NODE,
+                Fact.NODE_UNAVAILABLE,
+                _describe_unavailable("The node", node),
+                **_unavailable_values(node),
+            )
+        )
+        return reading
+    pressures = sorted(node.pressures(), key=lambda p: _RESOURCE_ORDER.index(p.resource))
+    if not pressures:
+        reading.items.append(
+            make_item(
+                Source.NODE,
+                Fact.NODE_NO_PRESSURE,
+                f"Node {node.name!r} reports no memory, disk or PID pressure.",
+                node=node.name,
+            )
+        )
+        return reading
+    for pressure in pressures:
+        reading.offer(
+            Finding(
+                Cause.INVOLUNTARY_EVICTION,
+                pressure.resource,
+                make_item(
+                    Source.NODE,
+                    Fact.NODE_PRESSURE,
+                    f"Node {node.name!r} is under {pressure.resource} pressure "
+                    f"({pressure.via} {pressure.name}); the kubelet evicts under pressure "
+                    "and its event may lag.",
+                    node=node.name,
+                    resource=pressure.resource.value,
+                    via=pressure.via,
+                    name=pressure.name,
+                ),
+            )
+        )
+    return reading
+
+
+# --- tier 4: the owning Deployment ----------------------------------------------------
+
+
+def read_owner(evidence: Evidence, pod_usable: bool, absence_informative: bool) -> Reading:
+    reading = Reading()
+    owner = evidence.owner
+    if isinstance(owner, Unavailable):
+        reading.items.append(
+            make_item(
+                Source.OWNER,
+                Fact.OWNER_UNAVAILABLE,
+                _describe_unavailable("The owning Deployment", owner),
+                **_unavailable_values(owner),
+            )
+        )
+        return reading
+    if owner.deployment is None:
+        reading.items.append(
+            make_item(
+                Source.OWNER,
+                Fact.NO_OWNING_DEPLOYMENT,
+                "The pod has no owning Deployment, so no graceful-drain rollout applies.",
+            )
+        )
+        return reading
+    if not owner.marker_present:
+        reading.items.append(
+            make_item(
+                Source.OWNER,
+                Fact.NO_ROLLOUT_MARKER,
+                f"Deployment {owner.deployment!r} carries no graceful-drain restarted-at marker.",
+                deployment=owner.deployment,
+            )
+        )
+        return reading
+    reading.items.append(_marker_item(owner, pod_usable, absence_informative))
+    if not pod_usable and absence_informative:
+        reading.finding = Finding(Cause.VOLUNTARY, None, reading.items[-1])
+    return reading
+
+
+def _marker_item(owner: OwnerRollout, pod_usable: bool, absence_informative: bool) -> EvidenceItem:
+    detail = (
+        f"graceful-drain requested a rollout of Deployment {owner.deployment!r} "
+        f"(restarted-at {owner.restarted_at_raw})"
+    )
+    if pod_usable:
+        detail += "; not consulted: the pod's own object is authoritative."
+    elif not absence_informative:
+        detail += "; not trusted alone: a kubelet eviction cannot be excluded from events."
+    else:
+        detail += ": a voluntary disruption marker."
+    return make_item(
+        Source.OWNER,
+        Fact.ROLLOUT_MARKER,
+        detail,
+        deployment=owner.deployment,
+        restarted_at=owner.restarted_at_raw,
+    )

@@ -1,0 +1,56 @@
+"""Label and field selectors as kube-apiserver parses and matches them.
+
+The public face of :mod:`~kubesim.apiserver.label_selectors`,
+:mod:`~kubesim.apiserver.label_parser` and
+:mod:`~kubesim.apiserver.field_selectors`. Any parse or conversion failure
+raises :class:`SelectorError`; answer it with 400 BadRequest and ``str(error)``
+as the Status message, as kube-apiserver does.
+"""
+
+from kubesim.apiserver.field_selectors import (
+    FieldRequirement,
+    FieldSelector,
+    compile_field_selector,
+    convert_field_label,
+    escape_field_value,
+    field_value,
+    parse_field_selector,
+    selectable_fields,
+    supported_field_labels,
+    unescape_field_value,
+)
+from kubesim.apiserver.label_parser import parse_label_selector
+from kubesim.apiserver.label_selectors import (
+    EVERYTHING,
+    NOTHING,
+    LabelSelector,
+    Operator,
+    Requirement,
+    SelectorError,
+    label_selector_from_object,
+    label_selector_from_set,
+    new_requirement,
+)
+
+__all__ = [
+    "EVERYTHING",
+    "NOTHING",
+    "FieldRequirement",
+    "FieldSelector",
+    "LabelSelector",
+    "Operator",
+    "Requirement",
+    "SelectorError",
+    "compile_field_selector",
+    "convert_field_label",
+    "escape_field_value",
+    "field_value",
+    "label_selector_from_object",
+    "label_selector_from_set",
+    "new_requirement",
+    "parse_field_selector",
+    "parse_label_selector",
+    "selectable_fields",
+    "supported_field_labels",
+    "unescape_field_value",
+]

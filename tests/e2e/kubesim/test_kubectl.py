@@ -1,0 +1,140 @@
+"""kubectl, whichever version the dispatcher picks for kubesim's /version, as a real client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kubesim.sim import KubeSim
+from tests.conftest import run_kubectl
+
+pytestmark = pytest.mark.e2e
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: app
+        image: nginx:IMAGE_TAG
+"""
+
+
+def _manifest(tmp_path: Path, tag: str) -> Path:
+    path = tmp_path / f"web-{tag}.yaml"
+    path.write_text(DEPLOYMENT.replace("IMAGE_TAG", tag))
+    return path
+
+
+async def kubectl(sim: KubeSim, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(run_kubectl, sim.kubeconfig_path, *args, check=check)
+
+
+async def _get_json(sim: KubeSim, *args: str) -> dict[str, object]:
+    result = await kubectl(sim, "get", *args, "-o", "json")
+    parsed: dict[str, object] = json.loads(result.stdout)
+    return parsed
+
+
+async def test_create_apply_get_annotate_label_delete(sim: KubeSim, tmp_path: Path) -> None:
+    created = await kubectl(sim, "create", "-f", str(_manifest(tmp_path, "1.26")))
+    assert created.stdout.strip() == "deployment.apps/web created"
+    again = await kubectl(sim, "create", "-f", str(_manifest(tmp_path, "1.26")), check=False)
+    assert again.returncode != 0
+    assert 'deployments.apps "web" already exists' in again.stderr
+
+    applied = await kubectl(sim, "apply", "-f", str(_manifest(tmp_path, "1.27")))
+    assert applied.stdout.strip() == "deployment.apps/web configured"
+    reapplied = await kubectl(sim, "apply", "-f", str(_manifest(tmp_path, "1.27")))
+    assert reapplied.stdout.strip() == "deployment.apps/web unchanged"
+    dep = await _get_json(sim, "deployment", "web")
+    spec = dep["spec"]
+    assert isinstance(spec, dict)
+    assert spec["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": "25%", "maxUnavailable": "25%"}
+
+    table = await kubectl(sim, "get", "deployments")
+    assert table.stdout.split("\n")[0].split()[0] == "NAME"
+    assert "web" in table.stdout
+
+    await kubectl(sim, "annotate", "deployment", "web", "team=drain")
+    await kubectl(sim, "label", "deployment", "web", "tier=frontend")
+    dep = await _get_json(sim, "deployment", "web")
+    meta = dep["metadata"]
+    assert isinstance(meta, dict)
+    assert meta["annotations"]["team"] == "drain"
+    assert meta["labels"] == {"tier": "frontend"}
+    selected = await kubectl(sim, "get", "deployments", "-l", "tier=frontend", "-o", "name")
+    assert selected.stdout.split() == ["deployment.apps/web"]
+
+    deleted = await kubectl(sim, "delete", "deployment", "web")
+    assert deleted.stdout.strip() == 'deployment.apps "web" deleted'
+    missing = await kubectl(sim, "get", "deployment", "web", check=False)
+    assert missing.returncode == 1
+    assert 'deployments.apps "web" not found' in missing.stderr
+
+
+async def test_patch_types(sim: KubeSim, tmp_path: Path) -> None:
+    await kubectl(sim, "create", "-f", str(_manifest(tmp_path, "1.26")))
+    await kubectl(sim, "patch", "deployment", "web", "--type=merge",
+                  "-p", '{"spec":{"replicas":3}}')  # fmt: skip
+    await kubectl(sim, "patch", "deployment", "web", "--type=json",
+                  "-p", '[{"op":"replace","path":"/spec/replicas","value":2}]')  # fmt: skip
+    await kubectl(sim, "patch", "deployment", "web", "--type=strategic", "-p",
+                  '{"spec":{"template":{"spec":{"containers":[{"name":"sidecar",'
+                  '"image":"busybox:1.36"}]}}}}')  # fmt: skip
+    dep = await _get_json(sim, "deployment", "web")
+    spec = dep["spec"]
+    assert isinstance(spec, dict)
+    assert spec["replicas"] == 2
+    names = [c["name"] for c in spec["template"]["spec"]["containers"]]
+    assert sorted(names) == ["app", "sidecar"]  # merged by the `name` key, not replaced
+    failed = await kubectl(sim, "patch", "deployment", "web", "--type=json", "-p",
+                           '[{"op":"test","path":"/spec/replicas","value":9}]',
+                           check=False)  # fmt: skip
+    assert failed.returncode != 0
+    assert "The request is invalid" in failed.stderr
+
+
+async def test_cordon_and_uncordon(sim: KubeSim) -> None:
+    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+    await kubectl(sim, "cordon", "node-a")
+    node = await _get_json(sim, "node", "node-a")
+    assert node["spec"] == {"unschedulable": True}
+    await kubectl(sim, "uncordon", "node-a")
+    node = await _get_json(sim, "node", "node-a")
+    assert not (node.get("spec") or {}).get("unschedulable")  # type: ignore[attr-defined]
+
+
+async def test_get_watch_sees_updates(sim: KubeSim) -> None:
+    sim.create({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "watched", "namespace": "default"}})  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", str(sim.kubeconfig_path), "get", "configmap", "watched",
+        "-w", "-o", "jsonpath={.metadata.name}:{.data.k}{\"\\n\"}", "--request-timeout=30s",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        first = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert first.decode().strip() == "watched:"
+        await kubectl(sim, "patch", "configmap", "watched", "--type=merge",
+                      "-p", '{"data":{"k":"v"}}')  # fmt: skip
+        second = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert second.decode().strip() == "watched:v"
+    finally:
+        proc.kill()
+        await proc.wait()

@@ -1,0 +1,117 @@
+"""Watch semantics: resume from a resourceVersion, bookmarks, timeoutSeconds, 410 Gone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap
+
+from kubesim.client import ApiStatusError, KubeClient
+from kubesim.sim import KubeSim
+
+pytestmark = pytest.mark.e2e
+
+CMS = "/api/v1/namespaces/default/configmaps"
+
+
+@pytest.fixture
+async def raw(sim: KubeSim) -> Any:
+    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
+    yield client
+    await client.close()
+
+
+async def test_watch_resumes_after_resource_version(lk: AsyncClient) -> None:
+    first = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="a")))
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="b")))
+    await lk.delete(ConfigMap, "a", namespace="default")
+    seen: list[tuple[str, str | None]] = []
+
+    async def collect() -> None:
+        async for event, obj in lk.watch(
+            ConfigMap, namespace="default", resource_version=first.metadata.resourceVersion
+        ):
+            seen.append((event, obj.metadata.name))
+            if len(seen) == 2:
+                return
+
+    await asyncio.wait_for(collect(), 10)
+    assert seen == [("ADDED", "b"), ("DELETED", "a")]
+
+
+async def test_watch_without_version_starts_with_current_state(lk: AsyncClient) -> None:
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="present")))
+
+    async def first_event() -> tuple[str, str | None]:
+        async for event, obj in lk.watch(ConfigMap, namespace="default"):
+            return event, obj.metadata.name
+        raise AssertionError("watch ended")
+
+    assert await asyncio.wait_for(first_event(), 10) == ("ADDED", "present")
+
+
+async def test_label_selector_transitions_become_added_and_deleted(
+    lk: AsyncClient, raw: KubeClient
+) -> None:
+    cm = await raw.create(CMS, {"metadata": {"name": "sel", "labels": {"app": "x"}}})
+    events: list[str] = []
+
+    async def collect() -> None:
+        async for event in raw.watch(
+            CMS, cm["metadata"]["resourceVersion"], 30, {"labelSelector": "app=y"}
+        ):
+            events.append(event["type"])
+            if len(events) == 2:
+                return
+
+    task = asyncio.create_task(collect())
+    cm["metadata"]["labels"] = {"app": "y"}
+    cm = await raw.replace(f"{CMS}/sel", cm)
+    cm["metadata"]["labels"] = {"app": "z"}
+    await raw.replace(f"{CMS}/sel", cm)
+    await asyncio.wait_for(task, 10)
+    assert events == ["ADDED", "DELETED"]
+
+
+async def test_bookmarks_carry_the_current_resource_version(sim: KubeSim, raw: KubeClient) -> None:
+    sim.server.bookmark_interval = 0.2
+    sim_rv = (await raw.get(CMS))["metadata"]["resourceVersion"]
+    bookmark: dict[str, Any] = {}
+
+    async def first_bookmark() -> None:
+        async for event in raw.watch(CMS, sim_rv, 30):
+            if event["type"] == "BOOKMARK":
+                bookmark.update(event["object"])
+                return
+
+    await asyncio.wait_for(first_bookmark(), 15)
+    assert bookmark["kind"] == "ConfigMap"
+    assert int(bookmark["metadata"]["resourceVersion"]) >= int(sim_rv)
+
+
+async def test_timeout_seconds_ends_the_stream(raw: KubeClient) -> None:
+    rv = (await raw.get(CMS))["metadata"]["resourceVersion"]
+
+    async def drain() -> int:
+        count = 0
+        async for event in raw.watch(CMS, rv, 1, {"allowWatchBookmarks": "false"}):
+            count += event["type"] != "BOOKMARK"
+        return count
+
+    assert await asyncio.wait_for(drain(), 10) == 0
+
+
+async def test_compacted_resource_version_is_410(sim: KubeSim, raw: KubeClient) -> None:
+    created = await raw.create(CMS, {"metadata": {"name": "old"}})
+    await raw.create(CMS, {"metadata": {"name": "newer"}})
+    sim.store.compact()  # the change that created "newer" is no longer in history
+    with pytest.raises(ApiStatusError) as err:
+        async for _ in raw.watch(CMS, created["metadata"]["resourceVersion"], 5):
+            pass
+    assert err.value.code == 410
+    assert err.value.status["reason"] == "Expired"
+    assert err.value.status["message"].startswith("too old resource version:")

@@ -1,0 +1,528 @@
+"""The decision table of DESIGN.md, row by row, and the order in which rows are tried."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import cast
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from graceful_drain.controller.decide import (
+    DENYING_REASONS,
+    ROW_OF_REASON,
+    Decision,
+    DecisionConfig,
+    DeploymentFound,
+    EvictionRequest,
+    FollowUp,
+    NoDeployment,
+    OwnerLookup,
+    OwnerUnresolved,
+    PodFound,
+    PodGone,
+    PodLookup,
+    PodUnavailable,
+    Reason,
+    after_stamp_failure,
+    decide,
+    precheck,
+    resolve_owner,
+    stamp_patch,
+    unexpected_error,
+)
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+ENABLED = "graceful-drain.stonal.com/enabled"
+
+REQUEST = EvictionRequest(
+    uid="req-1",
+    operation="CREATE",
+    group="",
+    version="v1",
+    resource="pods",
+    sub_resource="eviction",
+    namespace="default",
+    name="web-5d9-abcde",
+    dry_run=False,
+    username="system:serviceaccount:kube-system:cluster-autoscaler",
+)
+POD = PodInfo(
+    namespace="default",
+    name="web-5d9-abcde",
+    uid="pod-uid",
+    node_name="node-a",
+    terminating=False,
+    phase="Running",
+    ready=True,
+    owner_kind="ReplicaSet",
+    owner_replicaset="web-5d9",
+)
+DEPLOYMENT = DeploymentInfo(
+    namespace="default",
+    name="web",
+    uid="dep-uid",
+    resource_version="42",
+    generation=3,
+    deleting=False,
+    has_annotations=True,
+    replicas=1,
+    strategy_type="RollingUpdate",
+    max_surge=1,
+    paused=False,
+    observed_generation=3,
+    status_replicas=1,
+    updated_replicas=1,
+    ready_replicas=1,
+    available_replicas=1,
+    restarted_at=None,
+    restarted_at_raw=None,
+    enabled=False,
+    template_restarted_at=None,
+)
+FOUND: PodLookup = PodFound(POD)
+OWNED: OwnerLookup = DeploymentFound(DEPLOYMENT)
+DEFAULT_CONFIG = DecisionConfig()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything decide() reads. The base matches no row before 16."""
+
+    request: EvictionRequest = REQUEST
+    pod: PodLookup = FOUND
+    owner: OwnerLookup = OWNED
+    config: DecisionConfig = DEFAULT_CONFIG
+    now: datetime = NOW
+
+    def decide(self) -> Decision:
+        return decide(self.request, self.pod, self.owner, self.config, self.now)
+
+    def with_request(self, **changes: object) -> Scenario:
+        return replace(self, request=replace(self.request, **changes))  # type: ignore[arg-type]
+
+    def with_pod(self, **changes: object) -> Scenario:
+        # Pod changes only make sense while the pod is found: triggers are applied from the
+        # highest row down, so rows 3/4 replace the lookup after these ran.
+        assert isinstance(self.pod, PodFound)
+        return replace(self, pod=PodFound(replace(self.pod.pod, **changes)))  # type: ignore[arg-type]
+
+    def with_deployment(self, **changes: object) -> Scenario:
+        assert isinstance(self.owner, DeploymentFound)
+        deployment = replace(self.owner.deployment, **changes)  # type: ignore[arg-type]
+        return replace(self, owner=DeploymentFound(deployment))
+
+    def restarted(self, ago: timedelta) -> Scenario:
+        stamp = self.now - ago
+        raw = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self.with_deployment(restarted_at=stamp, restarted_at_raw=raw)
+
+
+Trigger = Callable[[Scenario], Scenario]
+
+# One way to make each row match; rows that have several situations list them all.
+TRIGGERS: dict[int, dict[str, Trigger]] = {
+    1: {
+        "request.dryRun": lambda s: s.with_request(dry_run=True),
+        "deleteOptions.dryRun": lambda s: s.with_request(options_dry_run=True),
+    },
+    2: {
+        "DELETE pods": lambda s: s.with_request(operation="DELETE", sub_resource=""),
+        "CREATE pods": lambda s: s.with_request(sub_resource=""),
+        "UPDATE eviction": lambda s: s.with_request(operation="UPDATE"),
+        "other group": lambda s: s.with_request(group="apps"),
+        "other resource": lambda s: s.with_request(resource="deployments"),
+    },
+    3: {"live GET 404": lambda s: replace(s, pod=PodGone())},
+    4: {"live GET failed": lambda s: replace(s, pod=PodUnavailable("connection refused"))},
+    5: {
+        "terminating": lambda s: s.with_pod(terminating=True),
+        "Succeeded": lambda s: s.with_pod(phase="Succeeded"),
+        "Failed": lambda s: s.with_pod(phase="Failed"),
+    },
+    6: {
+        "other uid": lambda s: s.with_request(precondition_uid="someone-else"),
+        "empty uid": lambda s: s.with_request(precondition_uid=""),
+    },
+    7: {
+        "StatefulSet": lambda s: replace(s, owner=NoDeployment("controlled by a StatefulSet")),
+        "unresolved": lambda s: replace(s, owner=OwnerUnresolved("ReplicaSet not found")),
+    },
+    8: {"deleting": lambda s: s.with_deployment(deleting=True)},
+    9: {
+        "annotation absent": lambda s: replace(
+            s.with_deployment(enabled=False),
+            config=replace(s.config, enabled_annotation=ENABLED),
+        )
+    },
+    10: {
+        "3 replicas": lambda s: s.with_deployment(replicas=3),
+        "0 replicas": lambda s: s.with_deployment(replicas=0),
+        "malformed replicas": lambda s: s.with_deployment(replicas=None),
+    },
+    11: {
+        "Recreate": lambda s: s.with_deployment(strategy_type="Recreate", max_surge=0),
+        "maxSurge 0": lambda s: s.with_deployment(max_surge=0),
+        "paused": lambda s: s.with_deployment(paused=True),
+    },
+    12: {"pod not Ready": lambda s: s.with_pod(ready=False)},
+    13: {
+        "2 ready": lambda s: s.with_deployment(ready_replicas=2),
+        "3 ready": lambda s: s.with_deployment(ready_replicas=3),
+    },
+    14: {
+        "11m ago": lambda s: s.restarted(timedelta(minutes=11)),
+        "exactly 10m ago": lambda s: s.restarted(timedelta(minutes=10)),
+        "beyond the timeout in the future": lambda s: s.restarted(-timedelta(minutes=11)),
+    },
+    15: {
+        "42s ago": lambda s: s.restarted(timedelta(seconds=42)),
+        "slightly in the future": lambda s: s.restarted(-timedelta(seconds=3)),
+        "9m59s ago": lambda s: s.restarted(timedelta(minutes=9, seconds=59)),
+    },
+}
+EXPECTED_REASON: dict[tuple[int, str], Reason] = {
+    (7, "unresolved"): Reason.OWNER_UNRESOLVED,
+}
+ROW_REASON = {
+    1: Reason.DRY_RUN,
+    2: Reason.NOT_EVICTION,
+    3: Reason.POD_GONE,
+    4: Reason.CACHE_COLD,
+    5: Reason.POD_TERMINATING,
+    6: Reason.UID_MISMATCH,
+    7: Reason.NO_DEPLOYMENT,
+    8: Reason.DEPLOYMENT_DELETING,
+    9: Reason.NOT_ENABLED,
+    10: Reason.REPLICAS_NOT_ONE,
+    11: Reason.CANNOT_SURGE,
+    12: Reason.POD_NOT_READY,
+    13: Reason.SURGE_READY,
+    14: Reason.ROLLOUT_TIMEOUT,
+    15: Reason.ROLLOUT_IN_PROGRESS,
+    16: Reason.ROLLOUT_REQUESTED,
+}
+CASES = [(row, name) for row, triggers in TRIGGERS.items() for name in triggers]
+
+
+def first_trigger(row: int) -> Trigger:
+    return next(iter(TRIGGERS[row].values()))
+
+
+def apply(scenario: Scenario, rows: set[int], chosen: dict[int, Trigger] | None = None) -> Scenario:
+    """Apply the triggers of `rows`, highest row first (see Scenario.with_pod)."""
+    for row in sorted(rows, reverse=True):
+        trigger = (chosen or {}).get(row) or first_trigger(row)
+        scenario = trigger(scenario)
+    return scenario
+
+
+def test_the_base_scenario_requests_a_rollout() -> None:
+    decision = Scenario().decide()
+
+    assert decision.reason is Reason.ROLLOUT_REQUESTED
+    assert decision.row == 16
+    assert not decision.allowed
+    assert decision.stamp is not None
+    assert decision.stamp.deployment == DEPLOYMENT
+    assert decision.stamp.value == "2024-05-01T12:00:00Z"
+
+
+@pytest.mark.parametrize(("row", "situation"), CASES, ids=[f"row{r}-{n}" for r, n in CASES])
+def test_each_row_alone(row: int, situation: str) -> None:
+    decision = TRIGGERS[row][situation](Scenario()).decide()
+
+    expected = EXPECTED_REASON.get((row, situation), ROW_REASON[row])
+    assert decision.reason is expected
+    assert decision.row == row
+    assert decision.allowed is (expected not in DENYING_REASONS)
+    assert decision.stamp is None
+    assert decision.message.startswith("graceful-drain: ")
+
+
+@pytest.mark.parametrize(("row", "situation"), CASES, ids=[f"row{r}-{n}" for r, n in CASES])
+def test_each_row_wins_over_every_later_row(row: int, situation: str) -> None:
+    later = set(range(row + 1, 16))
+    scenario = apply(Scenario(), later | {row}, {row: TRIGGERS[row][situation]})
+
+    decision = scenario.decide()
+
+    assert decision.row == row
+    assert decision.reason is EXPECTED_REASON.get((row, situation), ROW_REASON[row])
+
+
+@given(st.sets(st.integers(min_value=1, max_value=15)), st.data())
+def test_the_lowest_matching_row_wins(rows: set[int], data: st.DataObject) -> None:
+    chosen = {row: data.draw(st.sampled_from(list(TRIGGERS[row].values()))) for row in rows}
+
+    decision = apply(Scenario(), rows, chosen).decide()
+
+    assert decision.row == min(rows, default=16)
+
+
+def test_row_17_an_unexpected_error_allows() -> None:
+    broken = DeploymentFound(cast(DeploymentInfo, object()))  # a bug upstream of decide()
+    decision = replace(Scenario(), owner=broken).decide()
+
+    assert decision.reason is Reason.ERROR
+    assert decision.row == 17
+    assert decision.allowed
+    assert decision.stamp is None
+    assert "AttributeError" in decision.message
+
+
+def test_row_17_for_errors_raised_by_the_caller() -> None:
+    decision = unexpected_error(REQUEST, TimeoutError("cache lookup timed out"))
+
+    assert decision.allowed and decision.row == 17
+    assert decision.message == (
+        "graceful-drain: unexpected error for pod default/web-5d9-abcde "
+        "(TimeoutError: cache lookup timed out); allowing the eviction"
+    )
+
+
+def test_precheck_is_rows_1_and_2_only() -> None:
+    assert precheck(REQUEST) is None
+    dry = precheck(replace(REQUEST, dry_run=True))
+    assert dry is not None and dry.reason is Reason.DRY_RUN
+    other = precheck(replace(REQUEST, operation="DELETE"))
+    assert other is not None and other.reason is Reason.NOT_EVICTION
+
+
+def test_every_reason_maps_to_one_row_and_every_row_has_a_reason() -> None:
+    assert set(ROW_OF_REASON) == set(Reason)
+    assert set(ROW_OF_REASON.values()) == set(range(1, 18))
+    denying = {Reason.CACHE_COLD, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED}
+    assert denying == DENYING_REASONS
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def test_rollout_in_progress_message_names_the_deployment_and_the_wait() -> None:
+    decision = Scenario().restarted(timedelta(seconds=42)).decide()
+
+    assert decision.message == (
+        "graceful-drain: waiting for a replacement of Deployment default/web to become Ready "
+        "on another node (rollout requested 42s ago, gives up after 10m0s)"
+    )
+    assert decision.deployment == ObjectRef("default", "web")
+    assert decision.waited == timedelta(seconds=42)
+
+
+def test_rollout_requested_message_uses_the_configured_timeout() -> None:
+    scenario = replace(Scenario(), config=DecisionConfig(rollout_timeout=timedelta(minutes=3)))
+
+    decision = scenario.decide()
+
+    assert decision.message == (
+        "graceful-drain: waiting for a replacement of Deployment default/web to become Ready "
+        "on another node (rollout requested 0s ago, gives up after 3m0s)"
+    )
+    assert decision.waited == timedelta(0)
+
+
+def test_cache_cold_denial_names_the_pod() -> None:
+    decision = replace(Scenario(), pod=PodUnavailable("connection\nrefused")).decide()
+
+    assert not decision.allowed
+    assert decision.deployment is None
+    assert decision.message == (
+        "graceful-drain: pod default/web-5d9-abcde is not in the controller's cache yet and "
+        "could not be read (connection refused); retry shortly"
+    )
+
+
+def test_timeout_reports_how_long_it_waited() -> None:
+    decision = Scenario().restarted(timedelta(minutes=12, seconds=5)).decide()
+
+    assert decision.waited == timedelta(minutes=12, seconds=5)
+    assert "after 12m5s (rolloutTimeout 10m0s)" in decision.message
+
+
+def test_cannot_surge_asks_for_a_warning_event() -> None:
+    decision = Scenario().with_deployment(strategy_type="Recreate", max_surge=0).decide()
+
+    assert decision.allowed and decision.warning_event
+    assert "strategy Recreate" in decision.message
+
+
+def test_only_cannot_surge_asks_for_a_warning_event() -> None:
+    for row, situation in CASES:
+        decision = TRIGGERS[row][situation](Scenario()).decide()
+        assert decision.warning_event is (row == 11)
+
+
+def test_a_naive_now_is_taken_as_utc() -> None:
+    scenario = replace(Scenario().restarted(timedelta(seconds=5)), now=NOW.replace(tzinfo=None))
+
+    assert scenario.decide().waited == timedelta(seconds=5)
+
+
+# --- row 16: the stamp patch and its retry rule -----------------------------------------------
+
+
+def test_stamp_patch_adds_the_annotation_guarded_by_uid_and_resource_version() -> None:
+    assert stamp_patch(DEPLOYMENT, NOW) == [
+        {"op": "test", "path": "/metadata/uid", "value": "dep-uid"},
+        {"op": "add", "path": "/metadata/resourceVersion", "value": "42"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations/graceful-drain.stonal.com~1restarted-at",
+            "value": "2024-05-01T12:00:00Z",
+        },
+    ]
+
+
+def test_stamp_patch_creates_the_annotations_map_when_there_is_none() -> None:
+    deployment = replace(DEPLOYMENT, has_annotations=False)
+
+    assert stamp_patch(deployment, NOW + timedelta(microseconds=999_999))[-1] == {
+        "op": "add",
+        "path": "/metadata/annotations",
+        "value": {"graceful-drain.stonal.com/restarted-at": "2024-05-01T12:00:00Z"},
+    }
+
+
+def test_stamp_patch_without_a_resource_version_has_no_precondition_on_it() -> None:
+    ops = stamp_patch(replace(DEPLOYMENT, resource_version=""), NOW)
+
+    assert [op["path"] for op in ops] == [
+        "/metadata/uid",
+        "/metadata/annotations/graceful-drain.stonal.com~1restarted-at",
+    ]
+
+
+def test_the_stamp_intent_carries_the_patch() -> None:
+    decision = Scenario().decide()
+
+    assert decision.stamp is not None
+    assert decision.stamp.patch == stamp_patch(DEPLOYMENT, NOW)
+
+
+def test_stamp_replaces_a_malformed_restarted_at() -> None:
+    malformed = Scenario().with_deployment(restarted_at=None, restarted_at_raw="yesterday")
+
+    decision = malformed.decide()
+
+    assert decision.reason is Reason.ROLLOUT_REQUESTED
+    assert decision.stamp is not None
+    assert decision.stamp.patch[-1]["op"] == "add"  # add replaces an existing member
+
+
+REQUESTED = Scenario().decide()
+
+
+@pytest.mark.parametrize(
+    ("status", "attempt", "retry"),
+    [
+        (409, 1, True),
+        (409, 2, False),
+        (422, 1, False),
+        (404, 1, False),
+        (403, 1, False),
+        (500, 1, False),
+        (None, 1, False),
+    ],
+)
+def test_stamp_failure_rule(status: int | None, attempt: int, retry: bool) -> None:
+    follow_up = after_stamp_failure(REQUESTED, status=status, attempt=attempt)
+
+    if retry:
+        assert follow_up is FollowUp.REREAD_AND_DECIDE
+    else:
+        assert isinstance(follow_up, Decision)
+        assert follow_up.allowed
+        assert follow_up.reason is Reason.STAMP_FAILED
+        assert follow_up.row == 16
+        assert follow_up.deployment == ObjectRef("default", "web")
+        assert follow_up.stamp is None
+
+
+def test_stamp_failure_message() -> None:
+    follow_up = after_stamp_failure(REQUESTED, status=500, attempt=1, detail="etcd timeout")
+
+    assert isinstance(follow_up, Decision)
+    assert follow_up.message == (
+        "graceful-drain: could not request a rollout of Deployment default/web "
+        "(HTTP 500: etcd timeout); allowing the eviction"
+    )
+
+
+def test_after_a_conflict_the_second_decision_sees_the_other_stamp() -> None:
+    """What the caller does on 409: re-read, decide again; another replica's stamp -> row 15."""
+    first = Scenario().decide()
+    assert after_stamp_failure(first, status=409, attempt=1) is FollowUp.REREAD_AND_DECIDE
+
+    reread = Scenario().restarted(timedelta(seconds=1))
+    second = reread.decide()
+
+    assert second.reason is Reason.ROLLOUT_IN_PROGRESS
+    assert second.stamp is None
+
+
+# --- resolve_owner ------------------------------------------------------------------------------
+
+REPLICASET = ReplicaSetInfo(namespace="default", name="web-5d9", uid="rs", owner_deployment="web")
+
+
+def test_resolve_owner_walks_pod_replicaset_deployment() -> None:
+    replicasets = {("default", "web-5d9"): REPLICASET}
+    deployments = {("default", "web"): DEPLOYMENT}
+
+    lookup = resolve_owner(
+        POD,
+        lambda ns, name: replicasets.get((ns, name)),
+        lambda ns, name: deployments.get((ns, name)),
+    )
+
+    assert lookup == DeploymentFound(DEPLOYMENT)
+
+
+@pytest.mark.parametrize(
+    ("pod", "replicaset", "deployment", "expected"),
+    [
+        (
+            replace(POD, owner_kind=None, owner_replicaset=None),
+            REPLICASET,
+            DEPLOYMENT,
+            NoDeployment("bare pod"),
+        ),
+        (
+            replace(POD, owner_kind="StatefulSet", owner_replicaset=None),
+            REPLICASET,
+            DEPLOYMENT,
+            NoDeployment("controlled by a StatefulSet"),
+        ),
+        (
+            POD,
+            None,
+            DEPLOYMENT,
+            OwnerUnresolved("ReplicaSet default/web-5d9 not found"),
+        ),
+        (
+            POD,
+            replace(REPLICASET, owner_deployment=None),
+            DEPLOYMENT,
+            NoDeployment("ReplicaSet default/web-5d9 has no owning Deployment"),
+        ),
+        (POD, REPLICASET, None, OwnerUnresolved("Deployment default/web not found")),
+    ],
+)
+def test_resolve_owner_dead_ends(
+    pod: PodInfo,
+    replicaset: ReplicaSetInfo | None,
+    deployment: DeploymentInfo | None,
+    expected: OwnerLookup,
+) -> None:
+    assert resolve_owner(pod, lambda ns, n: replicaset, lambda ns, n: deployment) == expected
+
+
+def test_decision_is_immutable() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        REQUESTED.allowed = True  # type: ignore[misc]

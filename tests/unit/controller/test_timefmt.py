@@ -1,0 +1,87 @@
+"""RFC 3339 timestamps of the restarted-at annotation and Go-style durations in messages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from graceful_drain.controller.timefmt import (
+    as_utc,
+    format_go_duration,
+    format_rfc3339,
+    parse_rfc3339,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-05-01T12:00:00Z", datetime(2024, 5, 1, 12, tzinfo=UTC)),
+        ("2024-05-01T12:00:00.123456789Z", datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)),
+        ("2024-05-01T13:30:00+01:30", datetime(2024, 5, 1, 12, tzinfo=UTC)),
+        ("2024-05-01T00:00:00-02:00", datetime(2024, 5, 1, 2, tzinfo=UTC)),
+        ("2024-02-30T00:00:00Z", None),
+        ("2024-05-01T24:00:00Z", None),
+        ("2024-05-01T12:00:60Z", None),
+        ("2024-05-01t12:00:00z", None),  # Go's RFC 3339 parser is case-sensitive
+        ("2024-05-01T12:00:00", None),
+        ("2024-05-01", None),
+        ("2024-05-01T12:00:00+24:00", None),
+        ("0001-01-01T00:00:00+01:00", None),  # before datetime.min once in UTC
+        (" 2024-05-01T12:00:00Z", None),
+        ("\uff12\uff10\uff12\uff14-05-01T12:00:00Z", None),  # fullwidth digits
+        ("", None),
+    ],
+)
+def test_parse_rfc3339(text: str, expected: datetime | None) -> None:
+    assert parse_rfc3339(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2024, 5, 1, 12, 0, 0, 999999, tzinfo=UTC), "2024-05-01T12:00:00Z"),
+        (datetime(2024, 5, 1, 14, tzinfo=timezone(timedelta(hours=2))), "2024-05-01T12:00:00Z"),
+        (datetime(5, 1, 2, 3, 4, 5), "0005-01-02T03:04:05Z"),
+    ],
+)
+def test_format_rfc3339(moment: datetime, text: str) -> None:
+    assert format_rfc3339(moment) == text
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_format_then_parse_is_the_second(moment: datetime) -> None:
+    assert parse_rfc3339(format_rfc3339(moment)) == moment.replace(microsecond=0)
+
+
+@given(st.text(max_size=40))
+def test_parse_never_raises(text: str) -> None:
+    parsed = parse_rfc3339(text)
+    assert parsed is None or parsed.tzinfo is UTC
+
+
+def test_as_utc() -> None:
+    assert as_utc(datetime(2024, 1, 1)) == datetime(2024, 1, 1, tzinfo=UTC)
+    east = datetime(2024, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    assert as_utc(east).tzinfo is UTC and as_utc(east).hour == 0
+
+
+@pytest.mark.parametrize(
+    ("duration", "text"),
+    [
+        (timedelta(0), "0s"),
+        (timedelta(seconds=-5), "0s"),
+        (timedelta(milliseconds=500), "500ms"),
+        (timedelta(seconds=42), "42s"),
+        (timedelta(seconds=42, milliseconds=900), "42s"),
+        (timedelta(minutes=10), "10m0s"),
+        (timedelta(minutes=1, seconds=5), "1m5s"),
+        (timedelta(hours=1), "1h0m0s"),
+        (timedelta(hours=26, minutes=3, seconds=4), "26h3m4s"),
+    ],
+)
+def test_format_go_duration(duration: timedelta, text: str) -> None:
+    assert format_go_duration(duration) == text
