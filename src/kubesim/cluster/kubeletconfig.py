@@ -24,5 +24,6 @@ class KubeletConfig:
     host_ip: str = "10.0.0.2"
     # Pulled/Created/Started/Killing/BackOff events on pods.
     container_events: bool = True
-    # Watch only this node's pods server-side (needs field selector support on the server).
-    use_field_selector: bool = False
+    # A standalone kubelet watches only its pods (fieldSelector spec.nodeName=<node>), as the
+    # real one does; a NodeSet shares one unfiltered watch between its kubelets instead.
+    use_field_selector: bool = True

@@ -6,14 +6,15 @@
     await nodes["node-1"].set_pressure("memory", available="87Mi", threshold="100Mi")
 
 Node i gets the pod CIDR 10.244.<i+1>.0/24 and the address 172.18.0.<i+2>,
-like a kind cluster. The kubelets share one pod watch.
+like a kind cluster. The kubelets share one pod watch (made with `client`);
+`client_for(node)`, when given, supplies each kubelet's own client (identity).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from ..client import KubeClient
@@ -29,6 +30,7 @@ class NodeSet:
         client: KubeClient,
         nodes: Mapping[str, NodeShape] | Iterable[str],
         config: KubeletConfig | None = None,
+        client_for: Callable[[str], KubeClient] | None = None,
     ) -> None:
         self.client = client
         shapes = dict(nodes) if isinstance(nodes, Mapping) else {n: NodeShape() for n in nodes}
@@ -37,7 +39,8 @@ class NodeSet:
         self.kubelets: dict[str, Kubelet] = {}
         for i, (name, shape) in enumerate(shapes.items()):
             own = replace(base, pod_cidr=f"10.244.{i + 1}.0/24", host_ip=f"172.18.0.{i + 2}")
-            self.kubelets[name] = Kubelet(client, name, own, shape, pods=self.pods)
+            own_client = client_for(name) if client_for is not None else client
+            self.kubelets[name] = Kubelet(own_client, name, own, shape, pods=self.pods)
         self._watch: asyncio.Task[None] | None = None
 
     def __getitem__(self, name: str) -> Kubelet:

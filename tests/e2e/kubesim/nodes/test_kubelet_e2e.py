@@ -23,6 +23,7 @@ from kubesim.cluster.behaviour import (
     READY_DELAY,
     START_DELAY,
 )
+from kubesim.cluster.kubelet import Kubelet
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
@@ -315,3 +316,26 @@ async def test_init_containers_complete_first(
     assert setup["state"]["terminated"]["reason"] == "Completed"
     assert (setup["ready"], setup["started"]) == (True, False)
     assert status_of(ready, "Initialized") == "True"
+
+
+async def test_standalone_kubelet_registers_and_runs_its_pods(
+    kube: KubeClient, watch: Watch, fast_config: KubeletConfig
+) -> None:
+    kubelet = Kubelet(kube, "solo", fast_config, NodeShape(cpu="3", labels={"tier": "edge"}))
+    pods = await watch(PODS)
+    await kubelet.start()
+    try:
+        node = await kube.get(resource_path("v1", "nodes", None, "solo"))
+        assert node["status"]["allocatable"]["cpu"] == "3"
+        assert node["metadata"]["labels"]["tier"] == "edge"
+        assert conditions(node)["Ready"]["status"] == "True"
+        await kube.create(PODS, make_pod("pinned", nodeName="solo"))
+        await kube.create(PODS, make_pod("elsewhere", nodeName="other"))
+        await pods.until(named("pinned", lambda p: status_of(p, "Ready") == "True"))
+        # the kubelet's watch is filtered server-side by spec.nodeName
+        assert [name for _, name in kubelet.pods.cache] == ["pinned"]
+        assert len(kubelet.workers) == 1
+        other = await kube.get(f"{PODS}/elsewhere")
+        assert "containerStatuses" not in other["status"]
+    finally:
+        await kubelet.stop()
