@@ -254,3 +254,13 @@ async def test_no_preemption_with_policy_never(
     )
     low = await kube.get(f"{PODS}/low")
     assert condition(low, "DisruptionTarget") is None
+
+
+async def test_no_nodes(kube: KubeClient, cluster: Cluster, watch: Watch) -> None:
+    await cluster({})
+    pods = await watch(PODS)
+    await kube.create(PODS, make_pod("lonely"))
+    pending = await pods.until_obj(named("lonely", unschedulable))
+    scheduled = condition(pending, "PodScheduled")
+    assert scheduled is not None
+    assert scheduled["message"] == "no nodes available to schedule pods"
