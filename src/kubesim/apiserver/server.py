@@ -604,6 +604,7 @@ class ApiServer:
             )
         new = json.loads(json.dumps(pod))
         new["spec"]["nodeName"] = target
+        _set_pod_scheduled(new)
         if not ctx.dry_run:
             current, prepared = pod, new
             prepared["metadata"]["resourceVersion"] = pod["metadata"]["resourceVersion"]
@@ -685,6 +686,21 @@ def _attributes(user: UserInfo, info: RequestInfo) -> RequestAttributes:
         user, info.verb, True, info.namespace, info.api_group, info.api_version, info.resource,
         info.subresource, info.name, info.path,
     )  # fmt: skip
+
+
+def _set_pod_scheduled(pod: Obj) -> None:
+    """BindingREST.setPodNodeAndMetadata: PodScheduled=True in the same write as nodeName."""
+    conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for i, cond in enumerate(conditions):
+        if cond.get("type") == "PodScheduled":
+            if cond.get("status") != "True":
+                conditions[i] = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                 "lastTransitionTime": now}  # fmt: skip
+            return
+    conditions.append(
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+    )
 
 
 def _options(ctx: RequestContext, kind: str) -> Obj:
