@@ -22,6 +22,7 @@ from tests.unit.deploy.rendered import (
     controller_container,
     literal_env,
     objects,
+    one,
 )
 
 by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
@@ -30,10 +31,7 @@ NOT_A_VALUE = "not a valid value!"
 
 
 def _config_module() -> ModuleType:
-    try:
-        return importlib.import_module("graceful_drain.config")
-    except ModuleNotFoundError:
-        pytest.skip("graceful_drain.config is not on this branch yet")
+    return _module_or_skip("graceful_drain.config")
 
 
 def _argv_and_env(variant: Variant) -> tuple[list[str], dict[str, str]]:
@@ -73,3 +71,24 @@ def test_every_variable_in_the_manifest_is_read(variable: str) -> None:
     argv, env = _argv_and_env(SELF_SIGNED)
     with pytest.raises(config_module.ConfigError, match=variable):
         config_module.parse_controller_config(argv, {**env, variable: NOT_A_VALUE})
+
+
+def _module_or_skip(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        pytest.skip(f"{name} is not on this branch yet")
+
+
+def test_webhook_configuration_calls_the_handler_path() -> None:
+    webhook_module = _module_or_skip("graceful_drain.controller.webhook")
+    configuration = one(objects(SELF_SIGNED), "ValidatingWebhookConfiguration")
+    path = configuration["webhooks"][0]["clientConfig"]["service"]["path"]
+    assert path == webhook_module.WEBHOOK_PATH
+
+
+def test_grace_period_covers_pre_stop_and_in_flight_requests() -> None:
+    app_module = _module_or_skip("graceful_drain.controller.app")
+    pod = one(objects(SELF_SIGNED), "Deployment")["spec"]["template"]["spec"]
+    pre_stop = int(pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][1])
+    assert pod["terminationGracePeriodSeconds"] > pre_stop + app_module.SHUTDOWN_TIMEOUT_SECONDS
