@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 import yaml
 
+from kubesim.apiserver.auth import service_account_user
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient
 from kubesim.sim import KubeSim
 from tests.conftest import run_kubectl
@@ -27,24 +28,19 @@ from tests.unit.deploy.rbac_expectations import (
 )
 from tests.unit.deploy.rendered import (
     NAMESPACE,
+    SELF_SIGNED,
     SERVICE_ACCOUNT,
-    VARIANTS,
     Obj,
     Variant,
+    by_variant,
     is_cert_manager,
     objects,
     one,
 )
 
 pytestmark = pytest.mark.e2e
-by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 WEBHOOK_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-SERVICE_ACCOUNT_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-SERVICE_ACCOUNT_GROUPS = [
-    "system:serviceaccounts",
-    f"system:serviceaccounts:{NAMESPACE}",
-    "system:authenticated",
-]
+CONTROLLER = service_account_user(NAMESPACE, SERVICE_ACCOUNT)
 
 # kubectl names objects as <resource>.<group>/<name> in its output.
 RESOURCE_OF = {
@@ -193,8 +189,8 @@ async def _access_review(admin: KubeClient, request: Request) -> bool:
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
             "spec": {
-                "user": SERVICE_ACCOUNT_USER,
-                "groups": SERVICE_ACCOUNT_GROUPS,
+                "user": CONTROLLER.username,
+                "groups": list(CONTROLLER.groups),
                 "resourceAttributes": {
                     "verb": request.verb,
                     "group": request.group,
@@ -224,7 +220,7 @@ async def test_installed_rbac_is_enforced_as_modelled(
 
 
 async def test_controller_can_keep_its_secret_and_read_no_other(sim: KubeSim) -> None:
-    await _install(sim, VARIANTS[0])
+    await _install(sim, SELF_SIGNED)
     token = sim.service_account_token(NAMESPACE, SERVICE_ACCOUNT)
     controller = KubeClient(sim.url, token, sim.ca_pem)
     secrets = f"/api/v1/namespaces/{NAMESPACE}/secrets"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[3]
@@ -34,6 +35,7 @@ class Variant:
 SELF_SIGNED = Variant("self-signed", DEPLOY, self_signed=True)
 CERT_MANAGER = Variant("cert-manager", DEPLOY / "overlays" / "cert-manager", self_signed=False)
 VARIANTS = (SELF_SIGNED, CERT_MANAGER)
+by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 
 
 @functools.cache

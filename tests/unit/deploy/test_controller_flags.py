@@ -16,8 +16,8 @@ import pytest
 from tests.unit.deploy.rendered import (
     CERT_MANAGER,
     SELF_SIGNED,
-    VARIANTS,
     Variant,
+    by_variant,
     container_port,
     controller_container,
     literal_env,
@@ -25,7 +25,6 @@ from tests.unit.deploy.rendered import (
     one,
 )
 
-by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 IN_CLUSTER = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 NOT_A_VALUE = "not a valid value!"
 

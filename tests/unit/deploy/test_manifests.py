@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,9 +13,9 @@ from tests.unit.deploy.rendered import (
     NAMESPACE,
     SELF_SIGNED,
     SERVICE_ACCOUNT,
-    VARIANTS,
     Obj,
     Variant,
+    by_variant,
     container_port,
     controller_container,
     find,
@@ -62,8 +61,6 @@ CLUSTER_SCOPED = {
 }
 EXCLUDED_NAMESPACES = {"kube-system", NAMESPACE}
 SHUTDOWN_SECONDS = 5  # graceful_drain.controller.app.SHUTDOWN_TIMEOUT_SECONDS (webhook branch)
-
-by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 
 
 def _pod_labels(items: list[Obj]) -> dict[str, str]:

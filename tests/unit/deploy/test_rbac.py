@@ -23,15 +23,14 @@ from tests.unit.deploy.rbac_expectations import (
 from tests.unit.deploy.rendered import (
     NAMESPACE,
     SERVICE_ACCOUNT,
-    VARIANTS,
     Obj,
     Variant,
+    by_variant,
     objects,
 )
 
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 CONTROLLER = service_account_user(NAMESPACE, SERVICE_ACCOUNT)
-by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 
 
 def _rbac(variant: Variant) -> list[Obj]:

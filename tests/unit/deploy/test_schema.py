@@ -12,12 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
 from lightkube import codecs
 
-from tests.unit.deploy.rendered import VARIANTS, Variant, is_cert_manager, objects, one
-
-by_variant = pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
+from tests.unit.deploy.rendered import VARIANTS, Variant, by_variant, is_cert_manager, objects, one
 
 # The cert-manager.io/v1 fields these manifests may use; `None` means "any value".
 Schema = dict[str, Any]
