@@ -24,11 +24,11 @@ def build_predicate(
     except SelectorError as err:
         raise bad_request(str(err)) from None
     if not checks:
-        return _everything
+        return match_everything
     if len(checks) == 1:
         return checks[0]
     return lambda o: all(check(o) for check in checks)
 
 
-def _everything(obj: Obj) -> bool:
+def match_everything(obj: Obj) -> bool:
     return True

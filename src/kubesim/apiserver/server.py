@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import json
 import logging
+from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +26,12 @@ from .errors import ApiError, bad_request, method_not_allowed, path_not_found, u
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
 from .protobuf import decode_body
+from .query import match_everything
 from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
 from .requestinfo import RequestInfo, parse_request
 from .resources import ResourceRegistry, ResourceType
-from .store import Obj, Predicate, WatchEvent
+from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
 log = logging.getLogger(__name__)
@@ -346,10 +348,12 @@ class ApiServer:
         obj = self.registry.get(self._stored_type(ctx.rt), ctx.namespace, ctx.info.name)
         return self._respond_object(ctx, obj)
 
-    def _predicate(self, ctx: RequestContext) -> Predicate:
+    def _predicate(self, ctx: RequestContext, *, scoped: bool = True) -> Predicate:
+        """The request's selectors, and its namespace unless `scoped` is False (lists take
+        the namespace as a range of storage keys instead)."""
         from .query import build_predicate
 
-        namespace = ctx.info.namespace if ctx.rt.namespaced else None
+        namespace = ctx.info.namespace if ctx.rt.namespaced and scoped else None
         return build_predicate(
             ctx.rt,
             namespace or None,
@@ -358,27 +362,27 @@ class ApiServer:
         )
 
     def _list(self, ctx: RequestContext) -> web.Response:
-        predicate = self._predicate(ctx)
+        predicate = self._predicate(ctx, scoped=False)
         stored = self._stored_type(ctx.rt)
         namespace = ctx.info.namespace if ctx.rt.namespaced and ctx.info.namespace else None
-        items = [o for o in self.store.list(stored.storage_key, namespace) if predicate(o)]
         list_rv = self._rv_str()
         limit_raw = ctx.request.query.get("limit")
         cont = ctx.request.query.get("continue")
         meta: Obj = {}
+        after: str | None = None
         if cont:
-            start, list_rv = _decode_continue(cont)
-            items = [o for o in items if _sort_key(o) > start]
+            after, list_rv = _decode_continue(cont)
+        limit = 0
         if limit_raw:
             try:
                 limit = int(limit_raw)
             except ValueError:
                 raise bad_request(f"invalid limit: {limit_raw}") from None
-            if 0 < limit < len(items):
-                last = items[limit - 1]
-                meta["continue"] = _encode_continue(_sort_key(last), list_rv)
-                meta["remainingItemCount"] = len(items) - limit
-                items = items[:limit]
+        ordered = self.store.ordered(stored.storage_key)
+        items, remaining = list_page(ordered, namespace, predicate, after, limit)
+        if remaining:
+            meta["continue"] = _encode_continue(storage_order_key(items[-1]), list_rv)
+            meta["remainingItemCount"] = remaining
         meta["resourceVersion"] = list_rv
         out_items = [self._out(ctx.rt, o) for o in items]
         if tables.wants_table(ctx.request.headers.get("Accept", "")):
@@ -733,9 +737,35 @@ def _scale_of(obj: Obj) -> Obj:
     }
 
 
-def _sort_key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return f"{meta.get('namespace', '')}/{meta['name']}"
+def list_page(ordered: Ordered, namespace: str | None, predicate: Predicate, after: str | None,
+              limit: int) -> tuple[list[Obj], int]:  # fmt: skip
+    """The matching objects in storage order past the continue key `after`, at most `limit`
+    of them (none: all), and how many matching ones remain beyond the page.
+
+    A namespace is one contiguous run of keys ("<namespace>/..."), found by bisection, as is
+    the continue key, so a page costs its own size unless selectors must be checked."""
+    keys = ordered.keys
+    start, stop = 0, len(keys)
+    if namespace:
+        prefix = f"{namespace}/"
+        start = bisect_left(keys, prefix)
+        stop = bisect_left(keys, f"{namespace}0")  # "0" sorts right after "/"
+    if after is not None:
+        start = max(start, bisect_right(keys, after))
+    if predicate is match_everything and limit > 0:  # no selectors: counting is arithmetic
+        end = min(stop, start + limit)
+        return ordered.objects[start:end], max(0, stop - end)
+    items: list[Obj] = []
+    remaining = 0
+    for position in range(start, max(start, stop)):
+        obj = ordered.objects[position]
+        if not predicate(obj):
+            continue
+        if 0 < limit <= len(items):
+            remaining += 1
+        else:
+            items.append(obj)
+    return items, remaining
 
 
 def _encode_continue(start: str, rv: str) -> str:

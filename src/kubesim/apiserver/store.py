@@ -81,14 +81,30 @@ class Watcher:
             self.queue.put_nowait(None)
 
 
+def storage_order_key(obj: Obj) -> str:
+    """ "namespace/name": the order of etcd's keys (/registry/<resource>/<namespace>/<name>),
+    in which lists are served and continue tokens resume."""
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '') or ''}/{meta['name']}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ordered:
+    """Every object of one resource in storage order, with the keys to bisect on."""
+
+    keys: list[str]
+    objects: list[Obj]
+
+
 class _Bucket:
-    __slots__ = ("compacted_through", "history", "objects", "watchers")
+    __slots__ = ("compacted_through", "history", "objects", "ordered", "watchers")
 
     def __init__(self, history_limit: int) -> None:
         self.objects: dict[ObjectKey, Obj] = {}
         self.history: deque[Change] = deque(maxlen=history_limit)
         self.compacted_through = 0
         self.watchers: set[Watcher] = set()
+        self.ordered: Ordered | None = None  # built on demand, dropped by the next write
 
 
 class Store:
@@ -126,6 +142,16 @@ class Store:
     def iter_all(self, key: StorageKey) -> Iterator[Obj]:
         return iter(list(self._bucket(key).objects.values()))
 
+    def ordered(self, key: StorageKey) -> Ordered:
+        """All objects in storage order; kept until the resource's next write, so the pages of
+        one paginated list cost one sort, not one each."""
+        bucket = self._bucket(key)
+        if bucket.ordered is None:
+            pairs = sorted(((storage_order_key(o), o) for o in bucket.objects.values()),
+                           key=lambda pair: pair[0])  # fmt: skip
+            bucket.ordered = Ordered([k for k, _ in pairs], [o for _, o in pairs])
+        return bucket.ordered
+
     # writes: the caller has stamped metadata.resourceVersion with next_revision()
 
     def put(self, key: StorageKey, obj: Obj) -> Change:
@@ -133,6 +159,7 @@ class Store:
         okey = object_key(obj)
         previous = bucket.objects.get(okey)
         bucket.objects[okey] = obj
+        bucket.ordered = None
         change = Change(
             "ADDED" if previous is None else "MODIFIED",
             obj,
@@ -146,6 +173,7 @@ class Store:
         """Delete; `obj` is the final state, stamped with a fresh resourceVersion."""
         bucket = self._bucket(key)
         previous = bucket.objects.pop(object_key(obj), None)
+        bucket.ordered = None
         change = Change("DELETED", obj, previous, int(obj["metadata"]["resourceVersion"]))
         self._publish(key, bucket, change)
         return change

@@ -1,0 +1,1 @@
+"""graceful-drain benchmarks: `python -m bench` (see bench/README.md)."""

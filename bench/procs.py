@@ -1,0 +1,104 @@
+"""Child processes for the benchmarks: fresh interpreters (spawn), a pipe each, bounded waits.
+
+Every benchmark process is spawned, never forked: it starts with nothing the parent built, so
+memory figures are its own and no event loop is shared. Waits are bounded; a child that
+overruns is killed (by its own pid) and reported as an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Coroutine
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
+from typing import Any
+
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+class ChildFailed(RuntimeError):
+    pass
+
+
+class Child:
+    """One spawned process running `target(connection, *args)`."""
+
+    def __init__(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        self.name = name
+        parent, child = _SPAWN.Pipe()
+        self.connection: Connection = parent
+        self.process: SpawnProcess = _SPAWN.Process(
+            target=target, args=(child, *args), name=name, daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    def receive(self, timeout: float) -> Any:
+        """The next message; ChildFailed if none comes in time or the child died."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChildFailed(f"{self.name}: no answer within {timeout:.0f}s")
+            try:
+                if self.connection.poll(min(remaining, 0.5)):
+                    message = self.connection.recv()
+                    if isinstance(message, ChildError):
+                        raise ChildFailed(f"{self.name} failed: {message.text}")
+                    return message
+            except (EOFError, OSError):
+                raise ChildFailed(f"{self.name} exited (code {self.process.exitcode})") from None
+            if not self.process.is_alive() and not self.connection.poll(0):
+                raise ChildFailed(f"{self.name} exited (code {self.process.exitcode})")
+
+    def ask(self, message: Any, timeout: float) -> Any:
+        self.connection.send(message)
+        return self.receive(timeout)
+
+    def finish(self, timeout: float = 10.0) -> None:
+        """Wait for the child to exit; kill it (by its pid) if it does not."""
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.connection.close()
+
+
+class ChildError:
+    """Sent by a child whose work raised, so the parent fails fast with the reason."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def run_child(connection: Connection, main: Coroutine[Any, Any, None], *, uvloop: bool) -> None:
+    """Run a child's coroutine on its own loop (uvloop when asked), reporting a failure."""
+    try:
+        if uvloop:
+            import uvloop as _uvloop
+
+            _uvloop.run(main)
+        else:
+            asyncio.run(main)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            connection.send(ChildError(f"{type(error).__name__}: {error}"))
+        raise
+
+
+async def receive_async(connection: Connection) -> Any:
+    """A message from the parent without blocking the child's event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, connection.recv)
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process, from /proc (Linux)."""
+    with open(f"/proc/{os.getpid()}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmRSS not found in /proc/self/status")

@@ -1,0 +1,237 @@
+"""The two HTTPS servers the webhook benchmark loads, each in its own process.
+
+- `webhook`: the controller's `EvictionWebhook` behind the same aiohttp site, TLS source and
+  JSON logging (at info, one line per admission, written to /dev/null) as the controller
+  process, deciding against a `ClusterCache` filled through its informers' list path
+  (transform + store + indexes) from objects generated in memory instead of an API server.
+  Row 16's restarted-at PATCH goes to a patcher that returns at once.
+- `reference`: a trivial aiohttp handler on the same TLS settings that reads the body and
+  returns a canned AdmissionResponse: the cost of the stack itself.
+
+Protocol with the parent: the child sends `Ready` once serving, then answers "cpu" with its
+process CPU seconds until it is told "stop".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.core.resource import Resource
+from lightkube.resources.apps_v1 import Deployment, ReplicaSet
+from lightkube.resources.core_v1 import Pod
+
+from bench.procs import receive_async, rss_bytes, run_child
+from bench.webhook import breakdown, population
+from bench.webhook.population import PopulationSpec, PreparedRequest
+from graceful_drain.controller.app import HttpSite
+from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.controller.metrics import Metrics
+from graceful_drain.controller.tls import ReloadingTLS, server_context
+from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.kube.cache import ClusterCache
+from graceful_drain.kube.client import RawWatchEvent
+from graceful_drain.kube.informer import ListChunk, ListWatch
+from graceful_drain.logs import configure_logging
+
+LIST_PAGE = 500
+# Nothing listens here: a pod missing from the cache fails its live GET at once (row 4), which
+# the load generator then counts as a wrong answer.
+NO_API_SERVER = "https://127.0.0.1:9"
+
+CANNED_RESPONSE = json.dumps(
+    {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True},
+    },
+    separators=(",", ":"),
+).encode()
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    kind: str  # "webhook" or "reference"
+    cert_pem: bytes
+    key_pem: bytes
+    spec: PopulationSpec
+    requests: tuple[PreparedRequest, ...]  # verified against the cache before serving
+    uvloop: bool = True
+
+
+@dataclass(frozen=True)
+class Ready:
+    port: int
+    rss_before: int  # bytes, before the cache was filled
+    rss_after: int  # bytes, once serving
+    fill_seconds: float  # list + transform + index of every object
+    objects: dict[str, int]  # cached objects per resource
+    mismatches: list[str]  # requests whose decision row differs from the expected one
+    breakdown: dict[str, float]  # µs per request by stage (breakdown.py); empty for the reference
+
+
+class MemoryListWatch:
+    """A ListWatch whose list pages come from an iterable of raw objects, and whose watch
+    stays open without events until cancelled."""
+
+    def __init__(self, items: Iterable[dict[str, Any]], page: int = LIST_PAGE) -> None:
+        self._items = items
+        self._page = page
+
+    async def list(self) -> AsyncIterator[ListChunk]:
+        page: list[dict[str, Any]] = []
+        for item in self._items:
+            page.append(item)
+            if len(page) == self._page:
+                yield ListChunk("1", page)
+                page = []
+        yield ListChunk("1", page)
+
+    async def watch(
+        self, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[RawWatchEvent]:
+        await asyncio.Event().wait()  # until cancelled
+        nothing: tuple[RawWatchEvent, ...] = ()
+        for event in nothing:
+            yield event
+
+
+def memory_sources(spec: PopulationSpec, now: datetime) -> dict[type[Resource], ListWatch]:
+    layout = population.plan(spec)
+    return {
+        Pod: MemoryListWatch(population.raw_pods(layout, spec)),
+        ReplicaSet: MemoryListWatch(population.raw_replicasets(layout)),
+        Deployment: MemoryListWatch(population.raw_deployments(layout, now)),
+    }
+
+
+async def filled_cache(spec: PopulationSpec, config: DecisionConfig) -> ClusterCache:
+    sources = memory_sources(spec, datetime.now(UTC))
+    client = AsyncClient(_unreachable_config())
+    cache = ClusterCache(
+        client,
+        enabled_annotation=config.enabled_annotation,
+        list_watch=lambda resource, _scope: sources[resource],
+    )
+    await cache.start()
+    await cache.wait_synced()
+    return cache
+
+
+def _unreachable_config() -> KubeConfig:
+    return KubeConfig.from_dict(
+        {
+            "clusters": [{"name": "none", "cluster": {"server": NO_API_SERVER}}],
+            "users": [{"name": "bench", "user": {"token": "unused"}}],
+            "contexts": [{"name": "bench", "context": {"cluster": "none", "user": "bench"}}],
+            "current-context": "bench",
+        }
+    )
+
+
+class InstantPatcher:
+    """Row 16's PATCH, answered at once: the API server's cost is not the webhook's."""
+
+    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
+        return None
+
+
+def decision_config() -> DecisionConfig:
+    return DecisionConfig(
+        rollout_timeout=population.ROLLOUT_TIMEOUT,
+        enabled_annotation=population.ENABLED_ANNOTATION,
+    )
+
+
+async def verify_rows(webhook: EvictionWebhook, requests: Iterable[PreparedRequest]) -> list[str]:
+    """Each request's decision row, as the webhook decides it, against the expected one."""
+    mismatches = []
+    for prepared in requests:
+        _, outcome = await webhook.review(prepared.body)
+        row = outcome.decision.row
+        if row != prepared.case.row:
+            mismatches.append(
+                f"{prepared.case.namespace}/{prepared.case.pod} ({prepared.case.shape}): "
+                f"row {row} ({outcome.decision.reason}), expected {prepared.case.row}"
+            )
+    return mismatches
+
+
+def _write_pair(directory: Path, options: ServerOptions) -> tuple[Path, Path]:
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    cert.write_bytes(options.cert_pem)
+    key.write_bytes(options.key_pem)
+    return cert, key
+
+
+async def _serve(connection: Connection, options: ServerOptions) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
+        cert, key = _write_pair(Path(tmp), options)
+        gc.collect()
+        rss_before = rss_bytes()
+        cache: ClusterCache | None = None
+        mismatches: list[str] = []
+        stages: dict[str, float] = {}
+        objects: dict[str, int] = {}
+        tls: ReloadingTLS | None = None
+        started = time.perf_counter()
+        if options.kind == "webhook":
+            config = decision_config()
+            cache = await filled_cache(options.spec, config)
+            objects = {resource.resource: len(resource) for resource in cache.resources}
+            fill_seconds = time.perf_counter() - started
+            webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
+            mismatches = await verify_rows(webhook, options.requests)
+            stages = await breakdown.measure(webhook, options.requests)
+            tls = ReloadingTLS(cert, key)
+            await tls.start()
+            site = HttpSite("webhook", webhook.app(), "127.0.0.1", 0, tls.context)
+        else:
+            fill_seconds = 0.0
+            context = server_context()
+            context.load_cert_chain(cert, key)
+            site = HttpSite("reference", reference_app(), "127.0.0.1", 0, context)
+        await site.start()
+        gc.collect()
+        connection.send(
+            Ready(site.port, rss_before, rss_bytes(), fill_seconds, objects, mismatches, stages)
+        )
+        while (command := await receive_async(connection)) != "stop":
+            if command == "cpu":
+                connection.send(time.process_time())
+        await site.stop()
+        if tls is not None:
+            await tls.stop()
+        if cache is not None:
+            await cache.stop()
+        connection.send("stopped")
+
+
+def reference_app() -> web.Application:
+    async def canned(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=CANNED_RESPONSE, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post(WEBHOOK_PATH, canned)
+    return app
+
+
+def server_main(connection: Connection, options: ServerOptions) -> None:
+    """Process entry point (spawned)."""
+    # As the controller logs: JSON at info, one line per admission (here to /dev/null).
+    configure_logging("json", "info", stream=open(os.devnull, "w"))  # noqa: SIM115
+    run_child(connection, _serve(connection, options), uvloop=options.uvloop)

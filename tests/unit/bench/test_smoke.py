@@ -1,0 +1,55 @@
+"""Every benchmark runs end to end at a tiny size and writes its tables (seconds, not figures).
+
+Nothing here looks at timings: the benchmark itself reports targets as table text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench import cli
+
+
+def run_parts(tmp_path: Path, parts: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert cli.main(["--smoke", "--only", parts, "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed == (tmp_path / "latest.md").read_text(encoding="utf-8") + "\n"
+    document: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text("utf-8"))
+    return document
+
+
+def tables_by_key(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {table["key"]: table for table in document["tables"]}
+
+
+def test_webhook_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tables = tables_by_key(run_parts(tmp_path, "webhook", capsys))
+    webhook = tables["webhook"]
+    servers = [(row["server"], row["concurrency"]) for row in webhook["rows"]]
+    assert servers == [("reference", 1), ("webhook", 1), ("reference", 4), ("webhook", 4)]
+    assert all(row["requests"] > 0 for row in webhook["rows"])
+    assert not any("unexpected row" in note for note in webhook["notes"])
+    assert not any("wrong decision" in n or "uid not echoed" in n for n in webhook["notes"])
+    assert [t["where"] for t in webhook["targets"]] == []  # concurrency 32 is not in the smoke
+    stages = [row["stage"] for row in tables["webhook_cost"]["rows"]]
+    assert len(stages) == 7
+    assert all(row["micros"] is not None for row in tables["webhook_cost"]["rows"])
+
+
+def test_memory_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tables = tables_by_key(run_parts(tmp_path, "memory", capsys))
+    memory = tables["memory"]
+    assert [row["pods"] for row in memory["rows"]] == [20, 60]
+    assert all(row["cached"].endswith("/ 2 / 2") for row in memory["rows"])
+    [target] = memory["targets"]
+    assert target["value"] is not None
+    assert len(tables["decode"]["rows"]) == 4
+
+
+def test_unknown_parts_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--only", "webhook,nonsense"])
+    assert "nonsense" in capsys.readouterr().err
