@@ -82,8 +82,8 @@ def build_table(profile: MemoryProfile, results: list[SyncResult],
         f"`sim.create` (no HTTP) in {sum(seeding):.0f} s; "
         f"{profile.namespaces} namespaces, one Deployment and ReplicaSet each, pods of about "
         "3 KiB of JSON (kubesim keeps no managedFields).",
-        "Time to synced includes kubesim serving the pages (it re-filters its whole store for "
-        "each page of 500: quadratic in the pod count); the cache's own cost is its CPU column.",
+        "Time to synced includes kubesim serving the pages over HTTPS from another process; "
+        "the cache's own cost is its CPU column.",
     ]
     if per_pod is not None and not PER_POD_TARGET.met_by(per_pod):
         table.notes.append(

@@ -5,7 +5,7 @@ in-cluster service account, else $KUBECONFIG / ~/.kube/config.
 
 `RawApi` lists, watches and gets objects as plain JSON (dicts) instead of lightkube models:
 the informer turns each object into a slim view at once and drops the JSON, and decoding into
-dicts costs a fraction of building a full model (bench/informer_decode.py). It builds its
+dicts costs a fraction of building a full model (bench/decode.py). It builds its
 requests with lightkube's own GenericAsyncClient (URL, auth, TLS, connection pool), so there is
 one HTTP stack; only the bodies are decoded here, with msgspec like lightkube itself.
 """
