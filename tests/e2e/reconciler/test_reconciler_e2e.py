@@ -38,6 +38,7 @@ from graceful_drain.kube.events import (
     DrainEvents,
     EventRecorder,
 )
+from graceful_drain.kube.lease import LeaderElector
 from kubesim.sim import KubeSim
 
 from .conftest import (
@@ -98,6 +99,7 @@ async def replica(
     clock: Callable[[], datetime] | None = None,
     rollout_timeout: timedelta = TIMEOUT,
     instance: str = "replica-1",
+    start_reconciler: bool = True,
 ) -> AsyncIterator[Replica]:
     async with AsyncExitStack() as stack:
         client = lightkube_client(sim)
@@ -115,7 +117,8 @@ async def replica(
             metrics=metrics,
             clock=clock or utc_now,
         )
-        await reconciler.start()
+        if start_reconciler:
+            await reconciler.start()
         stack.push_async_callback(reconciler.stop)
         yield Replica(client, deployments, recorder, reconciler, metrics)
 
@@ -320,6 +323,53 @@ async def test_stopped_reconciler_does_nothing_and_resumes_on_start(
 
         await one.reconciler.start()
         await one.deployments.wait_for(lambda: copied(one.deployments, value))
+
+
+async def test_with_leader_election_only_the_leader_reconciles(
+    sim: KubeSim, lk: AsyncClient
+) -> None:
+    sim.create(deployment_manifest())
+    async with (
+        replica(sim, instance="replica-a", start_reconciler=False) as a,
+        replica(sim, instance="replica-b", start_reconciler=False) as b,
+    ):
+        elector_a, elector_b = (
+            LeaderElector(
+                each.client,
+                namespace=NS,
+                name="graceful-drain",
+                identity=identity,
+                leading=each.reconciler,
+                lease_duration=1.5,
+                renew_deadline=1.0,
+                retry_period=0.2,
+            )
+            for each, identity in ((a, "replica-a"), (b, "replica-b"))
+        )
+        try:
+            await elector_a.start()
+            async with asyncio.timeout(DEADLINE):
+                await elector_a.wait_until_leader()
+            await elector_b.start()
+
+            first = now_stamp()
+            await stamp(lk, first)
+            await a.deployments.wait_for(lambda: copied(a.deployments, first))
+            await write_complete_status(lk)
+            event = await wait_for_event(lk, DRAIN_COMPLETED)
+            assert event["reportingInstance"] == "replica-a"
+            assert a.reconciler.running and not b.reconciler.running
+
+            await elector_a.stop()  # a rolling update of the controller: the Lease moves on
+            async with asyncio.timeout(DEADLINE):
+                await elector_b.wait_until_leader()
+            assert b.reconciler.running and not a.reconciler.running
+            second = format_rfc3339(parse_rfc3339(first) + timedelta(seconds=1))
+            await stamp(lk, second)
+            await b.deployments.wait_for(lambda: copied(b.deployments, second))
+        finally:
+            await elector_b.stop()
+            await elector_a.stop()
 
 
 # --- helpers ----------------------------------------------------------------------------------
