@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import structlog
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
@@ -49,6 +48,9 @@ from graceful_drain.controller.pki import (
     renewed,
     service_dns_names,
 )
+from graceful_drain.controller.tls import server_context
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.logs import get_logger
 
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
@@ -58,23 +60,11 @@ RETRY_MAX_SECONDS = 60.0
 MAX_TIMER_SECONDS = 24 * 3600.0  # re-judge at least daily (wall-clock jumps, suspended VMs)
 MANAGED_BY = {"app.kubernetes.io/managed-by": "graceful-drain"}
 
-_log = structlog.get_logger(component="self-signed-tls")
+_log = get_logger("self-signed-tls")
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def server_context() -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
-def _status(error: BaseException) -> int | None:
-    if isinstance(error, ApiError) and error.status is not None and error.status.code:
-        return int(error.status.code)
-    return None
 
 
 def ca_bundle_patch(configuration: dict[str, Any], ca_bundle_b64: str) -> list[dict[str, Any]]:
@@ -154,7 +144,7 @@ class SelfSignedCertificates:
             renew_in = await self.sync()
         except Exception as error:
             _log.warning("could not set up the serving certificate yet; retrying",
-                         error=_detail(error))  # fmt: skip
+                         error=error_detail(error))  # fmt: skip
             renew_in = None
         self._tasks = [
             asyncio.create_task(self._keep_fresh(renew_in), name="self-signed-renewal"),
@@ -187,7 +177,7 @@ class SelfSignedCertificates:
             try:
                 secret = await self._client.get(Secret, self.secret_name, namespace=self.namespace)
             except ApiError as error:
-                if _status(error) != HTTP_NOT_FOUND:
+                if http_status(error) != HTTP_NOT_FOUND:
                     raise
                 secret = None
             stored = None if secret is None else bundle_from_secret_data(secret.data)
@@ -238,7 +228,7 @@ class SelfSignedCertificates:
                     )
                 )
         except ApiError as error:
-            if _status(error) == HTTP_CONFLICT:
+            if http_status(error) == HTTP_CONFLICT:
                 self.secret_conflicts += 1
                 _log.info("another replica wrote the certificate Secret first; reading it")
                 return False
@@ -275,7 +265,7 @@ class SelfSignedCertificates:
             except Exception as error:
                 failures += 1
                 delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
-                _log.warning("certificate renewal failed; retrying", error=_detail(error),
+                _log.warning("certificate renewal failed; retrying", error=error_detail(error),
                              retry_in_seconds=delay)  # fmt: skip
 
     # --- the caBundle ------------------------------------------------------------------------
@@ -289,7 +279,7 @@ class SelfSignedCertificates:
                 ValidatingWebhookConfiguration, self.webhook_configuration
             )
         except ApiError as error:
-            if _status(error) == HTTP_NOT_FOUND:
+            if http_status(error) == HTTP_NOT_FOUND:
                 _log.info("ValidatingWebhookConfiguration not found yet",
                           name=self.webhook_configuration)  # fmt: skip
                 return False
@@ -323,7 +313,7 @@ class SelfSignedCertificates:
                 failures += 1
                 delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
                 delay *= 1 + self._rng.random() / 2
-                _log.warning("caBundle upkeep failed; retrying", error=_detail(error),
+                _log.warning("caBundle upkeep failed; retrying", error=error_detail(error),
                              retry_in_seconds=round(delay, 2))  # fmt: skip
                 await asyncio.sleep(delay)
 
@@ -359,9 +349,3 @@ class SelfSignedCertificates:
 
 async def _next(events: AsyncIterator[Any]) -> Any:
     return await anext(events)
-
-
-def _detail(error: BaseException) -> str:
-    if isinstance(error, ApiError) and error.status is not None:
-        return f"{error.status.code} {error.status.reason}: {error.status.message}"
-    return f"{type(error).__name__}: {error}"

@@ -1,6 +1,6 @@
 """The Deployment reconciler: turns restarted-at into a rollout, and clears it when done.
 
-    reconciler = Reconciler(cache.deployments, LightkubeJsonPatcher(client), events,
+    reconciler = Reconciler(cache.deployments, LightkubeDeploymentPatcher(client), events,
                             rollout_timeout=timedelta(minutes=10), metrics=metrics)
     await reconciler.start()   # a component; the leader elector may start and stop it often
 
@@ -21,11 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-import structlog
-from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.apps_v1 import Deployment
-from lightkube.types import PatchType
 
 from graceful_drain.controller.model import DeploymentInfo
 from graceful_drain.controller.rollout import (
@@ -42,8 +38,11 @@ from graceful_drain.controller.rollout import (
     next_step,
     removal_patch,
 )
+from graceful_drain.controller.webhook import DeploymentPatcher
+from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.events import DrainEvents
 from graceful_drain.kube.workqueue import WorkQueue
+from graceful_drain.logs import get_logger
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -54,7 +53,7 @@ RETRY_MAX_SECONDS = 60.0
 MIN_TIMER_SECONDS = 0.01
 DEFAULT_WORKERS = 2
 
-_log = structlog.get_logger(component="reconciler")
+_log = get_logger("reconciler")
 
 
 # --- what the reconciler needs from the rest of the process -----------------------------------
@@ -78,48 +77,29 @@ class DeploymentSource(Protocol):
     def add_handler(self, handler: Callable[[DeploymentChange], None]) -> None: ...
 
 
-class JsonPatcher(Protocol):
-    async def patch_json(self, namespace: str, name: str, patch: JsonPatch) -> None:
-        """Apply an application/json-patch+json patch; raise lightkube's ApiError on refusal."""
-
-
 class RolloutMetrics(Protocol):
-    def rollout_completed(self, seconds: float) -> None: ...
+    """What the reconciler reports (controller/metrics.py's Metrics)."""
 
-    def rollout_timed_out(self, seconds: float) -> None: ...
+    def record_rollout_completed(self, seconds: float) -> None: ...
 
-    def drains_in_progress(self, count: int) -> None: ...
+    def record_rollout_timed_out(self, seconds: float) -> None: ...
+
+    def set_drains_in_progress(self, count: int) -> None: ...
 
 
 class NoMetrics:
-    def rollout_completed(self, seconds: float) -> None:
+    def record_rollout_completed(self, seconds: float) -> None:
         pass
 
-    def rollout_timed_out(self, seconds: float) -> None:
+    def record_rollout_timed_out(self, seconds: float) -> None:
         pass
 
-    def drains_in_progress(self, count: int) -> None:
+    def set_drains_in_progress(self, count: int) -> None:
         pass
-
-
-class LightkubeJsonPatcher:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
-
-    async def patch_json(self, namespace: str, name: str, patch: JsonPatch) -> None:
-        await self._client.patch(
-            Deployment, name, patch, namespace=namespace, patch_type=PatchType.JSON
-        )
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _status_code(error: BaseException) -> int | None:
-    if isinstance(error, ApiError) and error.status is not None and error.status.code:
-        return int(error.status.code)
-    return None
 
 
 # --- the reconciler ---------------------------------------------------------------------------
@@ -140,7 +120,7 @@ class Reconciler:
     def __init__(
         self,
         deployments: DeploymentSource,
-        patcher: JsonPatcher,
+        patcher: DeploymentPatcher,
         events: DrainEvents | None = None,
         *,
         rollout_timeout: timedelta,
@@ -205,7 +185,7 @@ class Reconciler:
             self._in_progress.add(key)
         else:
             self._in_progress.discard(key)
-        self._metrics.drains_in_progress(len(self._in_progress))
+        self._metrics.set_drains_in_progress(len(self._in_progress))
         if self._queue is None:
             return
         if carrying:
@@ -229,7 +209,7 @@ class Reconciler:
                 self._failures[key] = failures
                 delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
                 _log.warning("reconcile failed, retrying", deployment=f"{key[0]}/{key[1]}",
-                             error=_detail(error), retry_in_seconds=delay)  # fmt: skip
+                             error=error_detail(error), retry_in_seconds=delay)  # fmt: skip
                 queue.add_after(key, delay)
             finally:
                 queue.done(key)
@@ -268,7 +248,7 @@ class Reconciler:
         try:
             await self._patcher.patch_json(deployment.namespace, deployment.name, patch)
         except ApiError as error:
-            if _status_code(error) in (HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
+            if http_status(error) in (HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
                 return False
             raise
         return True
@@ -291,13 +271,13 @@ class Reconciler:
             return Result(step, already_done=True)
         if isinstance(step, Completed):
             log.info("drain rollout completed", duration_seconds=step.duration.total_seconds())
-            self._metrics.rollout_completed(step.duration.total_seconds())
+            self._metrics.record_rollout_completed(step.duration.total_seconds())
             if self._events is not None:
                 self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
         elif isinstance(step, TimedOut):
             log.warning("drain rollout timed out", waited_seconds=step.waited.total_seconds(),
                         from_the_future=step.from_the_future)  # fmt: skip
-            self._metrics.rollout_timed_out(step.waited.total_seconds())
+            self._metrics.record_rollout_timed_out(step.waited.total_seconds())
             if self._events is not None:
                 self._events.timed_out(
                     deployment,
@@ -311,9 +291,3 @@ class Reconciler:
             if self._events is not None:
                 self._events.invalid_annotation(deployment, value=step.value)
         return Result(step, applied=True)
-
-
-def _detail(error: BaseException) -> str:
-    if isinstance(error, ApiError) and error.status is not None:
-        return f"{error.status.code} {error.status.reason}: {error.status.message}"
-    return f"{type(error).__name__}: {error}"

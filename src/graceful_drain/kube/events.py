@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, cast
 
-import structlog
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
@@ -41,6 +40,9 @@ from lightkube.types import PatchType
 
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef
 from graceful_drain.controller.timefmt import format_go_duration, format_rfc3339
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.ratelimit import RateLimiter
+from graceful_drain.logs import get_logger
 
 REPORTING_CONTROLLER: Final = "graceful-drain.stonal.com/controller"
 NORMAL: Final = "Normal"
@@ -61,7 +63,7 @@ MAX_MESSAGE_CHARS = 1024  # the API server rejects messages over 1 KiB (events.k
 STOP_FLUSH_SECONDS = 2.0
 HTTP_NOT_FOUND = 404
 
-_log = structlog.get_logger(component="events")
+_log = get_logger("events")
 
 
 def utc_now() -> datetime:
@@ -188,31 +190,6 @@ class SeriesCache:
         return len(self._series)
 
 
-class RateLimiter:
-    """At most one `allow(key)` per `interval` seconds per key (a monotonic clock)."""
-
-    def __init__(
-        self, interval: float, *, clock: Callable[[], float] = time.monotonic, max_keys: int = 4096
-    ) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._max_keys = max_keys
-        self._last: dict[Hashable, float] = {}
-
-    def allow(self, key: Hashable) -> bool:
-        now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self.interval:
-            return False
-        if len(self._last) >= self._max_keys:
-            self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
-            while len(self._last) >= self._max_keys:
-                del self._last[next(iter(self._last))]
-        self._last.pop(key, None)
-        self._last[key] = now
-        return True
-
-
 # --- the writer -----------------------------------------------------------------------------
 
 
@@ -278,7 +255,7 @@ class EventRecorder:
             _log.warning("event dropped: queue full", reason=reason, object=regarding.name)
         except Exception as error:  # a clock or a bug: an event is never worth an exception
             self.stats.dropped += 1
-            _log.warning("event dropped", reason=reason, error=_detail(error))
+            _log.warning("event dropped", reason=reason, error=error_detail(error))
 
     async def flush(self) -> None:
         """Until every event queued so far has been written (or has failed)."""
@@ -320,7 +297,7 @@ class EventRecorder:
                     "could not write event",
                     reason=record.reason,
                     object=f"{record.regarding.namespace}/{record.regarding.name}",
-                    error=_detail(error),
+                    error=error_detail(error),
                 )
             finally:
                 self._queue.task_done()
@@ -343,7 +320,7 @@ class EventRecorder:
                     patch_type=PatchType.MERGE,
                 )
             except ApiError as error:
-                if error.status.code != HTTP_NOT_FOUND:
+                if http_status(error) != HTTP_NOT_FOUND:
                     raise
                 self._series.forget(key)  # the Event expired (TTL) or was deleted: start over
             else:
@@ -355,12 +332,6 @@ class EventRecorder:
         await self._client.create(event)
         self._series.remember(key, Series(name, 1, record.at))
         self.stats.created += 1
-
-
-def _detail(error: BaseException) -> str:
-    if isinstance(error, ApiError) and error.status is not None:
-        return f"{error.status.code} {error.status.reason}: {error.status.message}"
-    return f"{type(error).__name__}: {error}"
 
 
 # --- the graceful-drain events --------------------------------------------------------------

@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-import structlog
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
+
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.logs import get_logger
 
 LEASE_DURATION_SECONDS = 15.0
 RENEW_DEADLINE_SECONDS = 10.0
@@ -43,7 +45,7 @@ RELEASED_LEASE_DURATION_SECONDS = 1
 HTTP_NOT_FOUND = 404
 HTTP_CONFLICT = 409
 
-_log = structlog.get_logger(component="leader-election")
+_log = get_logger("leader-election")
 
 
 class Leading(Protocol):
@@ -126,12 +128,6 @@ def released(record: LeaseRecord, now: datetime) -> LeaseRecord:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _status(error: BaseException) -> int | None:
-    if isinstance(error, ApiError) and error.status is not None and error.status.code:
-        return int(error.status.code)
-    return None
 
 
 class LeaderElector:
@@ -251,7 +247,7 @@ class LeaderElector:
         except TimeoutError:
             return False
         except Exception as error:
-            _log.warning("lease request failed", lease=self.lease_name, error=_detail(error))
+            _log.warning("lease request failed", lease=self.lease_name, error=error_detail(error))
             return False
 
     async def _try_acquire_or_renew(self) -> bool:
@@ -259,7 +255,7 @@ class LeaderElector:
         try:
             lease = await self._client.get(Lease, self.lease_name, namespace=self.namespace)
         except ApiError as error:
-            if _status(error) != HTTP_NOT_FOUND:
+            if http_status(error) != HTTP_NOT_FOUND:
                 raise
             return await self._create(claimed(None, self.identity, self._duration_seconds, now))
 
@@ -285,7 +281,7 @@ class LeaderElector:
         try:
             created = await self._client.create(lease)
         except ApiError as error:
-            if _status(error) == HTTP_CONFLICT:  # another replica created it first
+            if http_status(error) == HTTP_CONFLICT:  # another replica created it first
                 return False
             raise
         self._remember(record, created)
@@ -301,7 +297,7 @@ class LeaderElector:
         try:
             updated = await self._client.replace(lease)
         except ApiError as error:
-            if _status(error) == HTTP_CONFLICT:  # written by someone else since we read it
+            if http_status(error) == HTTP_CONFLICT:  # written by someone else since we read it
                 return False
             raise
         self._remember(record, updated)
@@ -320,7 +316,7 @@ class LeaderElector:
             _log.info("lease released", lease=self.lease_name, identity=self.identity)
         except Exception as error:  # the Lease then expires on its own
             _log.warning("could not release the lease", lease=self.lease_name,
-                         error=_detail(error))  # fmt: skip
+                         error=error_detail(error))  # fmt: skip
 
     async def _set_leader(self, leader: bool) -> None:
         if leader == self._is_leader:
@@ -336,12 +332,6 @@ class LeaderElector:
                 await (self._leading.start() if leader else self._leading.stop())
             except Exception as error:
                 _log.error("leading component failed to " + ("start" if leader else "stop"),
-                           error=_detail(error))  # fmt: skip
+                           error=error_detail(error))  # fmt: skip
         async with self._changed:
             self._changed.notify_all()
-
-
-def _detail(error: BaseException) -> str:
-    if isinstance(error, ApiError) and error.status is not None:
-        return f"{error.status.code} {error.status.reason}: {error.status.message}"
-    return f"{type(error).__name__}: {error}"

@@ -1,9 +1,4 @@
-"""Reconciler, events, Lease and certificates against kubesim: shared fixtures and helpers.
-
-`WatchedDeployments` is a minimal stand-in for the controller's informer cache
-(kube/cache.py on the `webhook` branch): one watch from the current state, DeploymentInfo
-views, change handlers. Delete it once that cache is on main and use the real one.
-"""
+"""Reconciler, events, Lease and certificates against kubesim: shared fixtures and helpers."""
 
 from __future__ import annotations
 
@@ -12,7 +7,6 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +19,8 @@ from lightkube.types import PatchType
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
 from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.backoff import Backoff
+from graceful_drain.kube.cache import ClusterCache, ResourceCache
 from kubesim.sim import KubeSim
 
 NS = "default"
@@ -33,74 +29,47 @@ DEADLINE = 15.0  # bound on every wait for a controller to catch up
 KUBECTL_TIMEOUT = 60.0
 
 Obj = dict[str, Any]
-Key = tuple[str, str]
 
 
 def lightkube_client(sim: KubeSim) -> AsyncClient:
     return AsyncClient(KubeConfig.from_file(str(sim.kubeconfig_path)), field_manager="test")
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    key: Key
-    new: DeploymentInfo | None
-
-
 class WatchedDeployments:
-    """Deployments of one namespace as DeploymentInfo, kept current by one watch."""
+    """The controller's informer cache (kube/cache.py) of one namespace, with a way to wait
+    for what it shows."""
 
     def __init__(self, client: AsyncClient, namespace: str = NS) -> None:
-        self._client = client
-        self._namespace = namespace
-        self._objects: dict[Key, DeploymentInfo] = {}
-        self._handlers: list[Callable[[Change], None]] = []
-        self._changed = asyncio.Condition()
-        self._task: asyncio.Task[None] | None = None
+        self.cache = ClusterCache(client, namespaces=[namespace], backoff=quick_backoff)
+
+    @property
+    def source(self) -> ResourceCache[DeploymentInfo]:
+        """What a Reconciler reads."""
+        return self.cache.deployments
 
     def get(self, namespace: str, name: str) -> DeploymentInfo | None:
-        return self._objects.get((namespace, name))
-
-    def items(self) -> list[DeploymentInfo]:
-        return list(self._objects.values())
-
-    def add_handler(self, handler: Callable[[Change], None]) -> None:
-        self._handlers.append(handler)
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        return self.cache.deployment(namespace, name)
 
     async def wait_for(self, predicate: Callable[[], bool], within: float = DEADLINE) -> None:
-        async with asyncio.timeout(within), self._changed:
-            await self._changed.wait_for(predicate)
+        (informer,) = self.cache.deployments.informers
+        async with asyncio.timeout(within):
+            await informer.wait_for(predicate)
 
-    async def _run(self) -> None:
-        async for kind, obj in self._client.watch(Deployment, namespace=self._namespace):
-            raw = obj.to_dict()
-            key = (raw["metadata"]["namespace"], raw["metadata"]["name"])
-            new = None if kind == "DELETED" else DeploymentInfo.from_object(raw)
-            if new is None:
-                self._objects.pop(key, None)
-            else:
-                self._objects[key] = new
-            for handler in self._handlers:
-                handler(Change(key, new))
-            async with self._changed:
-                self._changed.notify_all()
+
+def quick_backoff() -> Backoff:
+    return Backoff(0.02, 0.2)
 
 
 @asynccontextmanager
 async def watched(client: AsyncClient) -> AsyncIterator[WatchedDeployments]:
     deployments = WatchedDeployments(client)
-    await deployments.start()
+    await deployments.cache.start()
     try:
+        async with asyncio.timeout(DEADLINE):
+            await deployments.cache.wait_synced()
         yield deployments
     finally:
-        await deployments.stop()
+        await deployments.cache.stop()
 
 
 # --- workloads --------------------------------------------------------------------------------

@@ -23,14 +23,10 @@ from graceful_drain.controller.model import (
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.controller.reconciler import (
-    JsonPatcher,
-    LightkubeJsonPatcher,
-    Reconciler,
-    utc_now,
-)
+from graceful_drain.controller.reconciler import Reconciler, utc_now
 from graceful_drain.controller.rollout import Completed, CopyToTemplate, JsonPatch
 from graceful_drain.controller.timefmt import format_rfc3339, parse_rfc3339
+from graceful_drain.controller.webhook import DeploymentPatcher, LightkubeDeploymentPatcher
 from graceful_drain.kube.events import (
     DRAIN_COMPLETED,
     DRAIN_TIMEOUT,
@@ -70,13 +66,13 @@ class RecordingMetrics:
     timed_out: list[float] = field(default_factory=list)
     in_progress: list[int] = field(default_factory=list)
 
-    def rollout_completed(self, seconds: float) -> None:
+    def record_rollout_completed(self, seconds: float) -> None:
         self.completed.append(seconds)
 
-    def rollout_timed_out(self, seconds: float) -> None:
+    def record_rollout_timed_out(self, seconds: float) -> None:
         self.timed_out.append(seconds)
 
-    def drains_in_progress(self, count: int) -> None:
+    def set_drains_in_progress(self, count: int) -> None:
         self.in_progress.append(count)
 
 
@@ -95,7 +91,7 @@ class Replica:
 async def replica(
     sim: KubeSim,
     *,
-    patcher: JsonPatcher | None = None,
+    patcher: DeploymentPatcher | None = None,
     clock: Callable[[], datetime] | None = None,
     rollout_timeout: timedelta = TIMEOUT,
     instance: str = "replica-1",
@@ -110,8 +106,8 @@ async def replica(
         stack.push_async_callback(recorder.stop)
         metrics = RecordingMetrics()
         reconciler = Reconciler(
-            deployments,
-            patcher or LightkubeJsonPatcher(client),
+            deployments.source,
+            patcher or LightkubeDeploymentPatcher(client),
             DrainEvents(recorder),
             rollout_timeout=rollout_timeout,
             metrics=metrics,
@@ -137,7 +133,7 @@ class RacingPatcher:
     """Holds its first patch until every replica's first patch is in flight, then lets them
     all go at once, and records how each ended."""
 
-    def __init__(self, inner: LightkubeJsonPatcher, barrier: asyncio.Barrier) -> None:
+    def __init__(self, inner: LightkubeDeploymentPatcher, barrier: asyncio.Barrier) -> None:
         self._inner = inner
         self._barrier = barrier
         self.outcomes: list[int] = []  # 200, or the HTTP status of the refusal
@@ -169,7 +165,7 @@ async def test_two_reconcilers_racing_trigger_exactly_one_rollout(
         for index in range(2):
             client = lightkube_client(sim)
             stack.push_async_callback(client.close)
-            patchers.append(RacingPatcher(LightkubeJsonPatcher(client), barrier))
+            patchers.append(RacingPatcher(LightkubeDeploymentPatcher(client), barrier))
             replicas.append(
                 await stack.enter_async_context(
                     replica(sim, patcher=patchers[-1], instance=f"replica-{index}")
@@ -237,7 +233,7 @@ async def test_a_stale_view_neither_restarts_again_nor_removes_a_newer_stamp(
     done = await get_deployment(lk)
 
     stale = Reconciler(
-        StaticDeployments(stamped_view), LightkubeJsonPatcher(lk), rollout_timeout=TIMEOUT,
+        StaticDeployments(stamped_view), LightkubeDeploymentPatcher(lk), rollout_timeout=TIMEOUT,
         clock=lambda: first_at + timedelta(minutes=1),
     )  # fmt: skip
     result = await stale.reconcile(KEY)
@@ -249,7 +245,7 @@ async def test_a_stale_view_neither_restarts_again_nor_removes_a_newer_stamp(
     await stamp(lk, second)
     complete_view = DeploymentInfo.from_object(done)
     stale = Reconciler(
-        StaticDeployments(_with_stamp(complete_view, first)), LightkubeJsonPatcher(lk),
+        StaticDeployments(_with_stamp(complete_view, first)), LightkubeDeploymentPatcher(lk),
         rollout_timeout=TIMEOUT, clock=lambda: first_at + timedelta(minutes=5),
     )  # fmt: skip
     result = await stale.reconcile(KEY)
