@@ -62,7 +62,7 @@ class ControllerConfig:
     # the in-cluster service account, else DEFAULT_CONTROLLER_NAMESPACE.
     controller_namespace: str | None = None
     service_name: str = "graceful-drain"
-    self_signed_secret: str = "graceful-drain-tls"
+    self_signed_secret: str = "graceful-drain-webhook-tls"
     webhook_configuration: str = "graceful-drain"
     lease_name: str = "graceful-drain"
 
@@ -123,7 +123,7 @@ _OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "--self-signed-secret",
-        "Secret keeping the --self-signed CA and certificate (default graceful-drain-tls)",
+        "Secret keeping the --self-signed CA and certificate (default graceful-drain-webhook-tls)",
     ),
     _Option(
         "--webhook-configuration",

@@ -224,7 +224,7 @@ def test_own_object_names_default_to_the_manifests() -> None:
     config = parse()
     assert config.controller_namespace is None  # resolved in the cluster at start
     assert (config.lease_name, config.service_name) == ("graceful-drain", "graceful-drain")
-    assert config.self_signed_secret == "graceful-drain-tls"
+    assert config.self_signed_secret == "graceful-drain-webhook-tls"
     assert config.webhook_configuration == "graceful-drain"
 
 

@@ -1,7 +1,8 @@
 """`--self-signed`: the controller keeps its own CA and serving certificate.
 
     tls = SelfSignedCertificates(client, namespace="graceful-drain",
-                                 secret_name="graceful-drain-tls", service_name="graceful-drain",
+                                 secret_name="graceful-drain-webhook-tls",
+                                 service_name="graceful-drain",
                                  webhook_configuration="graceful-drain")
     await tls.start()       # a component; `tls.context` serves the webhook, `tls.loaded` gates
                             # /readyz
@@ -16,8 +17,10 @@ Every replica runs this; the Secret is the single source of truth:
 The certificate is loaded into one long-lived SSLContext (connections opened afterwards get
 it), and `caBundle` is written into every webhook of the ValidatingWebhookConfiguration with a
 JSON patch touching only `/webhooks/<i>/clientConfig/caBundle` (each guarded by a `test` of
-the webhook's name). The configuration is watched, so one created after the controller, or
-re-applied without a caBundle, is fixed at once. A timer at the renewal time starts over.
+the webhook's name), at the first load and whenever the CA changes, retried with back-off
+until the configuration exists (it may be applied after the controller). It is not watched:
+the shipped RBAC grants get and patch on it only, and `kubectl apply` of the manifests leaves
+a caBundle it never set alone. A timer at the renewal time starts over.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import asyncio
 import random
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,7 +141,7 @@ class SelfSignedCertificates:
 
     async def start(self) -> None:
         """One attempt in line (so the site usually starts with a certificate), then the
-        renewal timer and the caBundle watch in the background."""
+        renewal timer and the caBundle upkeep in the background."""
         renew_in: float | None
         try:
             renew_in = await self.sync()
@@ -301,51 +304,22 @@ class SelfSignedCertificates:
         return True
 
     async def _keep_ca_bundle(self) -> None:
-        """Watch the configuration; patch caBundle whenever it or our CA changes."""
-        failures = 0
+        """Publish the caBundle whenever the CA changes (first load included), retrying with
+        back-off until it is written: the configuration may be applied after the controller."""
         while True:
-            try:
-                await self._watch_configuration()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
+            await self._bundle_changed.wait()
+            self._bundle_changed.clear()
+            failures = 0
+            while not await self._try_publish():
                 failures += 1
                 delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
-                delay *= 1 + self._rng.random() / 2
-                _log.warning("caBundle upkeep failed; retrying", error=error_detail(error),
-                             retry_in_seconds=round(delay, 2))  # fmt: skip
-                await asyncio.sleep(delay)
+                await asyncio.sleep(delay * (1 + self._rng.random() / 2))
 
-    async def _watch_configuration(self) -> None:
-        assert self.webhook_configuration is not None
-        pending_change = asyncio.create_task(self._bundle_changed.wait())
-        events = aiter(
-            self._client.watch(
-                ValidatingWebhookConfiguration,
-                fields={"metadata.name": self.webhook_configuration},
-            )
-        )
-        next_event: asyncio.Task[Any] = asyncio.create_task(_next(events))
+    async def _try_publish(self) -> bool:
         try:
-            while True:
-                done, _ = await asyncio.wait(
-                    {pending_change, next_event}, return_when=asyncio.FIRST_COMPLETED
-                )
-                if pending_change in done:
-                    self._bundle_changed.clear()
-                    pending_change = asyncio.create_task(self._bundle_changed.wait())
-                    await self.publish_ca_bundle()
-                if next_event in done:
-                    kind, configuration = next_event.result()
-                    next_event = asyncio.create_task(_next(events))
-                    if kind != "DELETED":
-                        await self._patch_ca_bundle(configuration.to_dict())
-        finally:
-            pending_change.cancel()
-            next_event.cancel()
-            await asyncio.gather(pending_change, next_event, return_exceptions=True)
-
-
-async def _next(events: AsyncIterator[Any]) -> Any:
-    return await anext(events)
+            return await self.publish_ca_bundle()
+        except Exception as error:
+            _log.warning("could not write the caBundle; retrying",
+                         configuration=self.webhook_configuration,
+                         error=error_detail(error))  # fmt: skip
+            return False

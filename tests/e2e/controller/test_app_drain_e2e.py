@@ -200,7 +200,7 @@ async def test_self_signed_controller_publishes_its_ca_and_serves_with_it(
     async with running_controller(sim, certs, **self_signed) as app:
         async with asyncio.timeout(DEADLINE):
             await app.cache.wait_synced()
-        secret = await lk.get(Secret, "graceful-drain-tls", namespace="graceful-drain")
+        secret = await lk.get(Secret, "graceful-drain-webhook-tls", namespace="graceful-drain")
         assert secret.data is not None
         ca_pem = base64.b64decode(secret.data["ca.crt"]).decode()
         context = ssl.create_default_context(cadata=ca_pem)

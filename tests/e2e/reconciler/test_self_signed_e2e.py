@@ -18,7 +18,6 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.core_v1 import Pod, Secret
-from lightkube.types import PatchType
 
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.pki import service_dns_names
@@ -29,7 +28,7 @@ from .conftest import DEADLINE, lightkube_client
 
 pytestmark = pytest.mark.e2e
 
-HOOK_NS, HOOK_SVC, SECRET = "graceful-drain", "graceful-drain", "graceful-drain-tls"
+HOOK_NS, HOOK_SVC, SECRET = "graceful-drain", "graceful-drain", "graceful-drain-webhook-tls"
 CONFIGURATION = "graceful-drain"
 EVICTION_RULES = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                    "resources": ["pods/eviction"], "scope": "*"}]  # fmt: skip
@@ -200,21 +199,13 @@ async def test_serving_certificate_is_renewed_by_a_timer_with_the_same_ca(
     assert await ca_bundles(lk) == [first.ca_bundle_b64, first.ca_bundle_b64]
 
 
-async def test_a_configuration_applied_later_or_stripped_of_its_ca_bundle_gets_it_back(
+async def test_a_configuration_applied_after_the_controller_gets_its_ca_bundle(
     sim: KubeSim, lk: AsyncClient, namespace: str
 ) -> None:
     async with self_signed(sim) as certs:
         assert certs.bundle is not None
-        expected = certs.bundle.ca_bundle_b64
         sim.create(webhook_configuration())  # after the controller started
-        await wait_for_ca_bundles(lk, expected)
-
-        await lk.patch(
-            ValidatingWebhookConfiguration, CONFIGURATION,
-            [{"op": "remove", "path": "/webhooks/1/clientConfig/caBundle"}],
-            patch_type=PatchType.JSON,
-        )  # fmt: skip
-        await wait_for_ca_bundles(lk, expected)
+        await wait_for_ca_bundles(lk, certs.bundle.ca_bundle_b64)
 
 
 def test_dns_names_lead_with_the_service_name_the_api_server_uses() -> None:
