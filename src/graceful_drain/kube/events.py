@@ -59,7 +59,7 @@ DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
 SERIES_WINDOW = timedelta(minutes=6)
 HELD_EVENT_INTERVAL_SECONDS = 30.0
 QUEUE_LIMIT = 1024
-MAX_MESSAGE_CHARS = 1024  # the API server rejects messages over 1 KiB (events.k8s.io note)
+MAX_MESSAGE_CHARS = 1024  # events.k8s.io caps `note` at 1 KiB; core events stay within it too
 STOP_FLUSH_SECONDS = 2.0
 HTTP_NOT_FOUND = 404
 
