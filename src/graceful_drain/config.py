@@ -61,7 +61,7 @@ class ControllerConfig:
     # Where the controller's own objects live (Lease, self-signed Secret); None: read it from
     # the in-cluster service account, else DEFAULT_CONTROLLER_NAMESPACE.
     controller_namespace: str | None = None
-    service_name: str = "graceful-drain"
+    service_name: str = "graceful-drain-webhook"  # deploy/base/service.yaml
     self_signed_secret: str = "graceful-drain-webhook-tls"
     webhook_configuration: str = "graceful-drain"
     lease_name: str = "graceful-drain"
@@ -119,7 +119,8 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("--lease-name", "Lease used by --leader-elect (default graceful-drain)"),
     _Option(
         "--service-name",
-        "the webhook's Service, named in the --self-signed certificate (default graceful-drain)",
+        "the webhook's Service, named in the --self-signed certificate "
+        "(default graceful-drain-webhook)",
     ),
     _Option(
         "--self-signed-secret",

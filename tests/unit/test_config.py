@@ -220,12 +220,25 @@ def test_cli_refuses_an_unusable_kubeconfig(
 # --- the controller's own objects: Lease, self-signed Secret, webhook configuration ----------
 
 
+def _manifest_name(file: str, kind: str) -> str:
+    import yaml
+
+    path = Path(__file__).parents[2] / "deploy" / file
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc and doc.get("kind") == kind:
+            return str(doc["metadata"]["name"])
+    raise AssertionError(f"no {kind} in {path}")
+
+
 def test_own_object_names_default_to_the_manifests() -> None:
     config = parse()
     assert config.controller_namespace is None  # resolved in the cluster at start
-    assert (config.lease_name, config.service_name) == ("graceful-drain", "graceful-drain")
+    assert config.lease_name == "graceful-drain"
+    assert config.service_name == _manifest_name("base/service.yaml", "Service")
+    assert config.webhook_configuration == _manifest_name(
+        "base/webhook.yaml", "ValidatingWebhookConfiguration"
+    )
     assert config.self_signed_secret == "graceful-drain-webhook-tls"
-    assert config.webhook_configuration == "graceful-drain"
 
 
 @pytest.mark.parametrize(

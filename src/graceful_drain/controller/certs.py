@@ -2,7 +2,7 @@
 
     tls = SelfSignedCertificates(client, namespace="graceful-drain",
                                  secret_name="graceful-drain-webhook-tls",
-                                 service_name="graceful-drain",
+                                 service_name="graceful-drain-webhook",
                                  webhook_configuration="graceful-drain")
     await tls.start()       # a component; `tls.context` serves the webhook, `tls.loaded` gates
                             # /readyz

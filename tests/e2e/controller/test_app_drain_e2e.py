@@ -188,7 +188,7 @@ async def test_self_signed_controller_publishes_its_ca_and_serves_with_it(
         "webhooks": [{
             "name": "evictions.graceful-drain.stonal.com",
             "clientConfig": {"service": {"namespace": "graceful-drain",
-                                         "name": "graceful-drain", "path": WEBHOOK_PATH}},
+                                         "name": "graceful-drain-webhook", "path": WEBHOOK_PATH}},
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                        "resources": ["pods/eviction"]}],
             "failurePolicy": "Ignore", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 5,
@@ -209,7 +209,7 @@ async def test_self_signed_controller_publishes_its_ca_and_serves_with_it(
             url = f"https://127.0.0.1:{app.webhook_site.port}{WEBHOOK_PATH}"
             async with session.post(
                 url, json=eviction_review(NS, "gone"),
-                server_hostname="graceful-drain.graceful-drain.svc",
+                server_hostname="graceful-drain-webhook.graceful-drain.svc",
             ) as response:  # fmt: skip
                 answer = await response.json()
             async with session.get(f"http://127.0.0.1:{app.health_site.port}/readyz") as ready:
