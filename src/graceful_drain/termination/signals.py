@@ -105,9 +105,9 @@ async def collect_evidence(
     pod_task = asyncio.create_task(_read_pod(reader, identity))
     collectors: dict[str, asyncio.Task[Any]] = {"pod": pod_task}
     if trigger is Trigger.SIGTERM:
-        collectors["events"] = asyncio.create_task(_guard(_read_events(reader, identity)))
-        collectors["node"] = asyncio.create_task(_guard(_read_node(reader, identity, pod_task)))
-        collectors["owner"] = asyncio.create_task(_guard(_read_owner(reader, identity, pod_task)))
+        collectors["events"] = asyncio.create_task(_guard(_read_events, reader, identity))
+        collectors["node"] = asyncio.create_task(_guard(_read_node, reader, identity, pod_task))
+        collectors["owner"] = asyncio.create_task(_guard(_read_owner, reader, identity, pod_task))
     grace = await _wait_until(deadline, collectors, pod_task, identity, budget_for_grace)
 
     results: dict[str, Any] = {}
@@ -165,10 +165,13 @@ async def _wait_until(
     return grace
 
 
-async def _guard(work: Coroutine[Any, Any, T]) -> T | Unavailable:
-    """A collector's answer, or its failure as evidence; only cancellation escapes."""
+async def _guard(read: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T | Unavailable:
+    """A collector's answer, or its failure as evidence; only cancellation escapes.
+
+    The collector's coroutine is made here, so one cancelled before it ran leaves none
+    behind un-awaited."""
     try:
-        return await work
+        return await read(*args)
     except ReadFailure as failure:
         return failure.unavailable
     except Exception as error:
