@@ -110,12 +110,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def process_age_seconds(stat_path: Path = Path("/proc/self/stat")) -> float:
-    """Seconds since this process started, from /proc; 0.0 where that cannot be read."""
+def _seconds_since_boot() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def process_age_seconds(
+    stat_path: Path = Path("/proc/self/stat"),
+    *,
+    since_boot: Callable[[], float] = _seconds_since_boot,
+    ticks_per_second: int | None = None,
+) -> float:
+    """Seconds since this process started, from /proc; 0.0 where that cannot be read.
+
+    ``starttime`` (field 22 of /proc/PID/stat) is in clock ticks since boot; the
+    command name before it is parenthesised and may hold spaces and parentheses.
+    """
     try:
         fields = stat_path.read_text().rpartition(")")[2].split()
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started
+        ticks = ticks_per_second or os.sysconf("SC_CLK_TCK")
+        age = since_boot() - int(fields[19]) / ticks
     except (OSError, ValueError, IndexError, AttributeError):
         return 0.0
     return age if 0.0 <= age <= MAX_PROCESS_AGE_SECONDS else 0.0
