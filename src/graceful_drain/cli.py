@@ -1,16 +1,25 @@
-"""`graceful-drain <subcommand>`: every subcommand registers the same way.
+"""`graceful-drain <subcommand>`: the controller and termination-cause; more register the same way.
 
-Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a
-`Subcommand` to SUBCOMMANDS.
+Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
+to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
+and exits 2, like argparse's own usage errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from graceful_drain.config import (
+    EXIT_CONFIG_ERROR,
+    ConfigError,
+    add_controller_arguments,
+    check_files,
+    resolve,
+)
 from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
@@ -24,7 +33,22 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int]
 
 
+def _run_controller(args: argparse.Namespace) -> int:
+    config = resolve(args, os.environ)
+    check_files(config)
+    from graceful_drain.controller.app import preflight, run_controller  # loads the server stack
+
+    preflight(config)
+    return run_controller(config)
+
+
 SUBCOMMANDS: list[Subcommand] = [
+    Subcommand(
+        "controller",
+        "run the eviction webhook controller",
+        add_controller_arguments,
+        _run_controller,
+    ),
     Subcommand(
         termination_cli.NAME,
         termination_cli.HELP,
@@ -52,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     subcommand: Subcommand = args._subcommand
     try:
         return subcommand.run(args)
+    except ConfigError as error:
+        print(f"{PROG} {subcommand.name}: error: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         return 130
 

@@ -1,11 +1,13 @@
 """The detector's few API calls, as raw JSON, with every failure named as evidence.
 
 :class:`ClusterReader` is what the collectors need; :class:`LightkubeReader` implements
-it over lightkube's async client (in-cluster service account, or a kubeconfig).  Reads
-return whatever ``json.loads`` made of the body, for the tolerant ``from_object``
-parsers in :mod:`graceful_drain.termination.evidence`.  Every failure is raised as a
-:class:`ReadFailure` carrying the :class:`Unavailable` it stands for: 401/403 →
-forbidden, 404 → not_found, a client-side timeout → timeout, anything else → error.
+it over the project's shared access layer (:mod:`graceful_drain.kube.client`: a lightkube
+async client from an explicit kubeconfig, else the in-cluster service account, else
+$KUBECONFIG; raw-JSON reads).  Reads return decoded JSON, for the tolerant
+``from_object`` parsers in :mod:`graceful_drain.termination.evidence`.  Every failure
+is raised as a :class:`ReadFailure` carrying the :class:`Unavailable` it stands for:
+401/403 → forbidden, 404 → not_found, a client-side timeout → timeout, anything
+else → error.
 
 Reads never send ``resourceVersion``, so the API server answers from etcd with a quorum
 read, not from its watch cache (``resourceVersion=0`` could return a pod from before
@@ -14,21 +16,20 @@ the deletion that is the reason we are asking).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol, TypeVar, cast
 
 import httpx2
 from lightkube import AsyncClient, ConfigError
-from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
-from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Event, Node, Pod
 
+from graceful_drain.kube.client import RawApi, create_client, decode, http_status
 from graceful_drain.termination.evidence import Unavailable, UnavailableReason
 
-FIELD_MANAGER = "graceful-drain-termination-detector"
+T = TypeVar("T")
 EVENTS_PAGE_LIMIT = 500  # events for one pod UID; more than this is not worth a second page
 
 
@@ -60,7 +61,7 @@ def failure_of(error: BaseException) -> ReadFailure:
     """Name a failed call: HTTP status first, then the transport, then anything else."""
     if isinstance(error, ReadFailure):
         return error
-    status = _http_status(error)
+    status = http_status(error)
     if status is not None:
         detail = f"HTTP {status}: {_message(error)}"
         if status in (401, 403):
@@ -77,14 +78,6 @@ def failure_of(error: BaseException) -> ReadFailure:
     return ReadFailure(UnavailableReason.ERROR, _describe(error))
 
 
-def _http_status(error: BaseException) -> int | None:
-    if isinstance(error, ApiError) and error.status is not None and error.status.code:
-        return int(error.status.code)
-    if isinstance(error, httpx2.HTTPStatusError):
-        return int(error.response.status_code)
-    return None
-
-
 def _message(error: BaseException) -> str:
     if isinstance(error, ApiError) and error.status is not None and error.status.message:
         return str(error.status.message)
@@ -98,20 +91,12 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def load_kube_config(kubeconfig: Path | None = None, context: str | None = None) -> KubeConfig:
-    """An explicit kubeconfig wins; else in-cluster; else $KUBECONFIG / ~/.kube/config."""
-    if kubeconfig is not None:
-        return KubeConfig.from_file(kubeconfig)
-    return KubeConfig.from_env()
-
-
 class LightkubeReader:
-    """:class:`ClusterReader` over a lightkube AsyncClient (its URL, auth, TLS and pool)."""
+    """:class:`ClusterReader` over a lightkube AsyncClient and the shared RawApi."""
 
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
-        # lightkube's request builder; its methods are untyped.
-        self._generic: Any = client._client
+        self._raw = RawApi(client)
 
     @classmethod
     def open(
@@ -123,50 +108,42 @@ class LightkubeReader:
     ) -> LightkubeReader:
         """A reader on a new client; raises ReadFailure(error) when there is no usable config."""
         try:
-            config = load_kube_config(kubeconfig, context).get(context_name=context)
-            client = AsyncClient(
-                config,
-                timeout=httpx2.Timeout(max(timeout_seconds, 0.001)),
-                field_manager=FIELD_MANAGER,
-            )
+            client = create_client(kubeconfig, context, timeout_seconds=max(timeout_seconds, 0.001))
         except (ConfigError, OSError, ValueError, KeyError) as error:
             raise ReadFailure(
                 UnavailableReason.ERROR, f"no usable Kubernetes configuration: {_describe(error)}"
             ) from error
         return cls(client)
 
-    async def _send(self, method: str, resource: type[Resource], **kwargs: Any) -> object:
-        try:
-            request = self._generic.prepare_request(method, res=resource, **kwargs)
-            response = await self._generic.send(self._generic.build_adapter_request(request))
-            self._generic.raise_for_status(response)
-            return json.loads(response.content)
-        except ReadFailure:
-            raise
-        except Exception as error:
-            raise failure_of(error) from error
-
     async def get_pod(self, namespace: str, name: str) -> object:
-        return await self._send("get", Pod, name=name, namespace=namespace)
+        return await _failing_as_evidence(self._raw.get(Pod, name, namespace))
 
     async def list_events(self, namespace: str, field_selector: str) -> object:
-        params = {"fieldSelector": field_selector, "limit": EVENTS_PAGE_LIMIT}
-        return await self._send("list", Event, namespace=namespace, params=params)
+        page = await _failing_as_evidence(
+            self._raw.list_page(
+                Event, namespace, limit=EVENTS_PAGE_LIMIT, field_selector=field_selector
+            )
+        )
+        return [decode(item) for item in page.items]
 
     async def get_node(self, name: str) -> object:
-        return await self._send("get", Node, name=name)
+        return await _failing_as_evidence(self._raw.get(Node, name, None))
 
     async def get_replicaset(self, namespace: str, name: str) -> object:
-        return await self._send("get", ReplicaSet, name=name, namespace=namespace)
+        return await _failing_as_evidence(self._raw.get(ReplicaSet, name, namespace))
 
     async def get_deployment(self, namespace: str, name: str) -> object:
-        return await self._send("get", Deployment, name=name, namespace=namespace)
+        return await _failing_as_evidence(self._raw.get(Deployment, name, namespace))
 
     async def create_event(self, namespace: str, event: dict[str, object]) -> None:
-        try:
-            await self.client.create(cast(Event, Event.from_dict(event)))
-        except Exception as error:
-            raise failure_of(error) from error
+        await _failing_as_evidence(self.client.create(cast(Event, Event.from_dict(event))))
 
     async def close(self) -> None:
         await self.client.close()
+
+
+async def _failing_as_evidence(call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except Exception as error:
+        raise failure_of(error) from error

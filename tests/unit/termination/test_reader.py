@@ -64,20 +64,18 @@ async def test_reads_are_raw_json_without_resource_version() -> None:
     seen: list[httpx2.Request] = []
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "uid": "u1"},
            "status": {"conditions": [{"type": "DisruptionTarget", "reason": "X"}]}}  # fmt: skip
+    event = {"reason": "Evicted", "involvedObject": {"uid": "u1"}}
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         seen.append(request)
         if request.url.path.endswith("/events"):
-            return httpx2.Response(200, json={"kind": "EventList", "items": []})
+            return httpx2.Response(200, json={"kind": "EventList", "items": [event]})
         return httpx2.Response(200, json=pod)
 
     reader = reader_answering(httpx2.MockTransport(answer))
     try:
         assert await reader.get_pod("shop", "web-0") == pod
-        assert await reader.list_events("shop", "involvedObject.uid=u1") == {
-            "kind": "EventList",
-            "items": [],
-        }
+        assert await reader.list_events("shop", "involvedObject.uid=u1") == [event]
     finally:
         await reader.close()
     assert [r.url.path for r in seen] == [
