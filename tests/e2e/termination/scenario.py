@@ -4,20 +4,14 @@ A namespace with the workload's ServiceAccount, bound to the RBAC from
 ``deploy/detector`` (applied as shipped, with the ``my-app`` placeholders replaced), a
 node, and pods.  The detector runs with that ServiceAccount's token.
 
-Until kubesim's simulated kubelet and scheduler land (branch ``nodes``), their writes
-are made here through the API exactly as upstream makes them:
-
-* node-pressure eviction — pkg/kubelet/eviction/eviction_manager.go ``evictPod``: a
-  Warning ``Evicted`` event from source ``kubelet`` (``AnnotatedEventf`` with
-  ``starved_resource``, ``offending_containers``, ``offending_containers_usage``), then
-  the status: phase Failed, reason Evicted, the message, and a DisruptionTarget
-  condition with reason ``TerminationByKubelet``; no deletionTimestamp;
-* scheduler preemption — pkg/scheduler/framework/preemption/preemption.go
-  ``prepareCandidate``: the DisruptionTarget ``PreemptionByScheduler`` condition
-  (status patch), a plain DELETE of the victim (deletionTimestamp), then an
-  events.k8s.io ``Preempted`` event (action ``Preempting``) from ``default-scheduler``;
-* an OOM kill — the kubelet's container status: ``lastState.terminated`` with reason
-  ``OOMKilled`` and exit code 137, ``restartCount`` bumped.
+Node-pressure evictions, preemptions and OOM kills come from kubesim's simulated
+kubelet, scheduler and node lifecycle controller (:func:`real_nodes`), which write them
+as upstream does.  The moment the kubelet sends SIGTERM is its ``Killing`` event; that
+is when a preStop hook or a SIGTERM handler would run the detector, so the scenarios
+wait for it.  A pod that ignores SIGTERM (``exit-delay``) under a kubelet whose kill
+grace is held long (:data:`HOLD_SIGTERM_WINDOW`) stays in that window for the test.
+Without those, the scenarios that need no kubelet (drain, delete, fallbacks) bind and
+start their pods through the API themselves.
 """
 
 from __future__ import annotations
@@ -25,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +28,16 @@ import yaml
 
 from graceful_drain.termination.detector import Detector, DetectorConfig
 from graceful_drain.termination.identity import PodIdentity
-from kubesim.apiserver.meta import rfc3339, rfc3339_micro
-from kubesim.client import STRATEGIC_MERGE_PATCH, KubeClient, resource_path
+from kubesim.apiserver.meta import rfc3339
+from kubesim.client import KubeClient, resource_path
+from kubesim.cluster.behaviour import EXIT_DELAY, MEMORY_USAGE, OOM_AFTER
+from kubesim.cluster.kubeletconfig import KubeletConfig
+from kubesim.cluster.node_lifecycle import NodeLifecycleController
+from kubesim.cluster.nodeset import NodeSet
+from kubesim.cluster.nodestatus import NodeShape
+from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
+from kubesim.watchlog import WatchLog
 
 Obj = dict[str, Any]
 NS = "shop"
@@ -53,6 +55,11 @@ MEMORY_EVICTION_MESSAGE = (
     "The node was low on resource: memory. Threshold quantity: 100Mi, available: 87Mi. "
     "Container web was using 612Mi, request is 128Mi, has larger consumption of memory. "
 )
+# Real kubelet behaviour, with a quick eviction loop and crash back-off.
+KUBELET = KubeletConfig(eviction_monitoring_interval=0.2, backoff_initial=0.05, backoff_max=0.4)
+# ... and a kill grace held open, so a pod that ignores SIGTERM stays terminating.
+HOLD_SIGTERM_WINDOW = replace(KUBELET, minimum_kill_grace=600.0)
+IGNORES_SIGTERM = {EXIT_DELAY: "600s"}
 
 
 def detector_rbac(namespace: str, service_account: str, *, nodes: bool = True) -> list[Obj]:
@@ -107,26 +114,29 @@ def running_status(pod: Obj) -> Obj:
     }
 
 
-def pod_manifest(name: str, *, owner: Obj | None = None, grace: int = 30) -> Obj:
+def pod_manifest(
+    name: str,
+    *,
+    owner: Obj | None = None,
+    grace: int = 30,
+    annotations: dict[str, str] | None = None,
+    cpu: str | None = None,
+    priority: int | None = None,
+) -> Obj:
     meta: Obj = {"name": name, "namespace": NS, "labels": dict(APP)}
     if owner is not None:
         meta["ownerReferences"] = [owner_reference(owner)]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {
-            "serviceAccountName": SA,
-            "terminationGracePeriodSeconds": grace,
-            "containers": [
-                {
-                    "name": "web",
-                    "image": "nginx:1.27",
-                    "resources": {"requests": {"memory": "128Mi"}},
-                }
-            ],
-        },
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    requests = {"memory": "128Mi"} | ({"cpu": cpu} if cpu else {})
+    spec: Obj = {
+        "serviceAccountName": SA,
+        "terminationGracePeriodSeconds": grace,
+        "containers": [{"name": "web", "image": "nginx:1.27", "resources": {"requests": requests}}],
     }
+    if priority is not None:
+        spec["priority"] = priority
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def owner_reference(owner: Obj) -> Obj:
@@ -172,7 +182,8 @@ class Workload:
         self.directory = directory
         self.kubeconfig = directory / "workload-kubeconfig"
 
-    async def setup(self, *, node_rbac: bool = True) -> Workload:
+    async def setup(self, *, node_rbac: bool = True, create_node: bool = True) -> Workload:
+        """``create_node=False`` when a simulated kubelet registers the node itself."""
         await self.admin.create(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
@@ -184,9 +195,10 @@ class Workload:
             plural = obj["kind"].lower() + "s"
             namespace = obj["metadata"].get("namespace")
             await self.admin.create(resource_path(obj["apiVersion"], plural, namespace), obj)
-        await self.admin.create(
-            "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
-        )
+        if create_node:
+            await self.admin.create(
+                "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+            )
         token = self.sim.service_account_token(NS, SA)
         self.sim.write_kubeconfig(self.kubeconfig, token=token, user=f"{NS}-{SA}")
         return self
@@ -279,161 +291,101 @@ class Workload:
         """The kubelet, once the containers are gone: delete with grace period 0."""
         await self.admin.delete(resource_path("v1", "pods", NS, name), {"gracePeriodSeconds": 0})
 
-    # --- the kubelet and the scheduler, as upstream writes them -------------------------
+    # --- with the simulated kubelet and scheduler ------------------------------------
 
-    async def node_pressure(self, condition_type: str, taint: str) -> None:
-        """The kubelet's node condition and the node lifecycle controller's taint."""
-        node = await self.admin.get(f"/api/v1/nodes/{NODE}")
-        stamp = rfc3339(now())
-        node["status"] = {
-            "conditions": [
-                {
-                    "type": condition_type,
-                    "status": "True",
-                    "reason": "KubeletHasInsufficientMemory",
-                    "message": "kubelet has insufficient memory available",
-                    "lastHeartbeatTime": stamp,
-                    "lastTransitionTime": stamp,
-                },
-                {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
-            ]
-        }  # fmt: skip
-        node = await self.admin.replace(f"/api/v1/nodes/{NODE}/status", node)
-        node.setdefault("spec", {})["taints"] = [
-            {"key": taint, "effect": "NoSchedule", "timeAdded": stamp}
-        ]
-        await self.admin.replace(f"/api/v1/nodes/{NODE}", node)
+    async def create_pod(self, manifest: Obj) -> Obj:
+        return await self.admin.create(resource_path("v1", "pods", NS), manifest)
 
-    async def kubelet_evicted_event(self, pod: Obj, message: str, resource: str) -> None:
-        stamp = rfc3339(now())
-        meta = pod["metadata"]
-        await self.admin.create(
-            resource_path("v1", "events", NS),
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "name": f"{meta['name']}.{int(now().timestamp() * 1e9):x}",
-                    "namespace": NS,
-                    "annotations": {
-                        "offending_containers": "web",
-                        "offending_containers_usage": "612Mi",
-                        "starved_resource": resource,
-                    },
-                },
-                "involvedObject": {
-                    "kind": "Pod",
-                    "namespace": NS,
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "apiVersion": "v1",
-                    "resourceVersion": meta["resourceVersion"],
-                },
-                "reason": "Evicted",
-                "message": message,
-                "source": {"component": "kubelet", "host": NODE},
-                "firstTimestamp": stamp,
-                "lastTimestamp": stamp,
-                "count": 1,
-                "type": "Warning",
-                "eventTime": None,
-                "reportingComponent": "kubelet",
-                "reportingInstance": NODE,
-            },
+    async def sigterm_delivered(self, events: WatchLog, name: str) -> Obj:
+        """Wait for the kubelet's ``Killing`` event (it sends SIGTERM); the pod as it is then."""
+        await events.until(
+            lambda _t, e: e.get("reason") == "Killing" and e["involvedObject"]["name"] == name,
+            within=WAIT_SECONDS,
         )
+        return await self.read_pod(name)
 
-    async def kubelet_evicted_status(self, pod: Obj, message: str) -> Obj:
-        current = await self.read_pod(pod["metadata"]["name"])
-        status = dict(current["status"])
-        status.update(phase="Failed", reason="Evicted", message=message)
-        status["conditions"] = [
-            c for c in status.get("conditions", []) if c.get("type") != "DisruptionTarget"
-        ] + [
-            {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": rfc3339(now()),
-                "reason": "TerminationByKubelet",
-                "message": message,
-            }
-        ]
-        return await self.admin.replace(
-            resource_path("v1", "pods", NS, pod["metadata"]["name"], "status"),
-            {**current, "status": status},
-        )
 
-    async def scheduler_preempts(self, victim: Obj, preemptor_uid: str) -> None:
-        name = victim["metadata"]["name"]
-        condition_patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "DisruptionTarget",
-                        "status": "True",
-                        "lastTransitionTime": rfc3339(now()),
-                        "reason": "PreemptionByScheduler",
-                        "message": "default-scheduler: preempting to accommodate a higher "
-                        "priority pod",
-                    }
-                ]
-            }
-        }
-        await self.admin.patch(
-            resource_path("v1", "pods", NS, name, "status"), condition_patch, STRATEGIC_MERGE_PATCH
-        )
-        await self.admin.delete(resource_path("v1", "pods", NS, name))
-        stamp = now()
-        await self.admin.create(
-            resource_path("events.k8s.io/v1", "events", NS),
-            {
-                "apiVersion": "events.k8s.io/v1",
-                "kind": "Event",
-                "metadata": {"name": f"{name}.{int(stamp.timestamp() * 1e9):x}", "namespace": NS},
-                "eventTime": rfc3339_micro(stamp),
-                "reportingController": "default-scheduler",
-                "reportingInstance": "default-scheduler-control-plane",
-                "action": "Preempting",
-                "reason": "Preempted",
-                "regarding": {"kind": "Pod", "namespace": NS, "name": name,
-                              "uid": victim["metadata"]["uid"], "apiVersion": "v1"},
-                "related": {"kind": "Pod", "namespace": NS, "name": "critical",
-                            "uid": preemptor_uid, "apiVersion": "v1"},
-                "note": f"Preempted by pod {preemptor_uid} on node {NODE}",
-                "type": "Normal",
-            },
-        )  # fmt: skip
+def pods_log(client: KubeClient) -> Awaitable[WatchLog]:
+    return WatchLog(client, resource_path("v1", "pods", NS)).start()
 
-    async def kubelet_reports_oom(self, pod: Obj) -> Obj:
-        current = await self.read_pod(pod["metadata"]["name"])
-        finished = now()
-        started = finished - dt.timedelta(minutes=3)
-        status = dict(current["status"])
-        status["containerStatuses"] = [
-            {
-                "name": "web",
-                "ready": True,
-                "restartCount": 1,
-                "started": True,
-                "image": "nginx:1.27",
-                "imageID": "",
-                "state": {"running": {"startedAt": rfc3339(finished)}},
-                "lastState": {
-                    "terminated": {
-                        "exitCode": 137,
-                        "reason": "OOMKilled",
-                        "startedAt": rfc3339(started),
-                        "finishedAt": rfc3339(finished),
-                        "containerID": "containerd://0f3c",
-                    }
-                },
-            }
-        ]
-        return await self.admin.replace(
-            resource_path("v1", "pods", NS, pod["metadata"]["name"], "status"),
-            {**current, "status": status},
+
+def events_log(client: KubeClient) -> Awaitable[WatchLog]:
+    return WatchLog(client, resource_path("v1", "events", NS)).start()
+
+
+def named(name: str, check: Callable[[Obj], bool]) -> Callable[[str, Obj], bool]:
+    return lambda t, o: t != "DELETED" and o["metadata"]["name"] == name and check(o)
+
+
+def is_running(pod: Obj) -> bool:
+    ready = condition(pod, "Ready")
+    return ready is not None and ready.get("status") == "True"
+
+
+@contextlib.asynccontextmanager
+async def real_nodes(
+    client: KubeClient, shape: NodeShape | None = None, config: KubeletConfig = KUBELET
+) -> AsyncIterator[NodeSet]:
+    """The node lifecycle controller, a kubelet for NODE, and the default scheduler."""
+    lifecycle = NodeLifecycleController(client)
+    nodes = NodeSet(client, {NODE: shape or NodeShape()}, config)
+    scheduler = Scheduler(client)
+    started: list[Any] = []
+    try:
+        for component in (lifecycle, nodes, scheduler):
+            await component.start()
+            started.append(component)
+        yield nodes
+    finally:
+        for component in reversed(started):
+            await component.stop()
+
+
+async def memory_eviction(workload: Workload, nodes: NodeSet, annotations: dict[str, str]) -> str:
+    """A pod over its memory request on a node that runs short: the kubelet evicts it."""
+    name = "batch-0"
+    pods = await pods_log(workload.admin)
+    try:
+        await workload.create_pod(
+            pod_manifest(name, annotations={MEMORY_USAGE: "612Mi", **annotations})
         )
+        await pods.until(named(name, is_running), within=WAIT_SECONDS)
+    finally:
+        await pods.stop()
+    await nodes[NODE].set_pressure("memory", available="87Mi", threshold="100Mi")
+    return name
+
+
+async def preemption(workload: Workload) -> str:
+    """A low-priority pod on a full node; a higher-priority one arrives: the scheduler preempts."""
+    name = "batch-0"
+    pods = await pods_log(workload.admin)
+    try:
+        await workload.create_pod(
+            pod_manifest(name, cpu="800m", priority=0, annotations=IGNORES_SIGTERM)
+        )
+        await pods.until(named(name, is_running), within=WAIT_SECONDS)
+    finally:
+        await pods.stop()
+    await workload.create_pod(pod_manifest("critical-0", cpu="800m", priority=1000))
+    return name
+
+
+async def oom_kill(workload: Workload) -> Obj:
+    """A container the cgroup OOM killer ends shortly after it starts; restarted in place."""
+    name = "web-0"
+    pods = await pods_log(workload.admin)
+    try:
+        await workload.create_pod(pod_manifest(name, annotations={OOM_AFTER: "50ms"}))
+        return await pods.until_obj(named(name, restarted_after_oom), within=WAIT_SECONDS)
+    finally:
+        await pods.stop()
+
+
+def restarted_after_oom(pod: Obj) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    last = (statuses[0].get("lastState") or {}).get("terminated") if statuses else None
+    return bool(last) and last.get("reason") == "OOMKilled"
 
 
 async def watch_until(

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,22 @@ from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.verdict import SCHEMA
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path
+from kubesim.cluster.nodestatus import NodeShape
 from kubesim.sim import KubeSim
+from kubesim.watchlog import WatchLog
 from tests.e2e.termination.scenario import (
-    MEMORY_EVICTION_MESSAGE,
+    HOLD_SIGTERM_WINDOW,
+    IGNORES_SIGTERM,
+    KUBELET,
     NS,
     Obj,
     Workload,
     admin_client,
+    events_log,
+    memory_eviction,
+    oom_kill,
+    preemption,
+    real_nodes,
 )
 
 pytestmark = pytest.mark.e2e
@@ -96,10 +106,10 @@ async def test_the_cli_answers_within_its_deadline_when_the_api_hangs(
     assert json.loads(output.read_text()) == verdict
 
 
-async def test_the_cli_reports_an_oom_kill_after_the_restart(workload: Workload) -> None:
-    pod = await workload.running_pod("web-0")
-    await workload.kubelet_reports_oom(pod)
-    code, out, _ = await run_cli(workload, pod, "--after-restart")
+async def test_the_cli_reports_an_oom_kill_after_the_restart(kubelet_workload: Workload) -> None:
+    async with real_nodes(kubelet_workload.admin):
+        pod = await oom_kill(kubelet_workload)
+        code, out, _ = await run_cli(kubelet_workload, pod, "--after-restart")
     assert code == EXIT_CODES[Outcome.REPORT_ONLY] == 0
     assert "cause:      oom_killed" in out
     assert "action:     report_only (exit 0)" in out
@@ -122,27 +132,54 @@ async def test_a_missing_identity_is_a_usage_error(workload: Workload) -> None:
     assert "cannot determine this pod's namespace" in err
 
 
-@pytest.mark.parametrize("scenario", ["kubelet-eviction", "preemption", "oom-report"])
-async def test_cli_and_library_give_the_same_verdict(workload: Workload, scenario: str) -> None:
-    pod = await workload.running_pod("batch-0")
-    trigger = Trigger.SIGTERM
-    if scenario == "kubelet-eviction":
-        await workload.node_pressure("MemoryPressure", "node.kubernetes.io/memory-pressure")
-        await workload.kubelet_evicted_event(pod, MEMORY_EVICTION_MESSAGE, "memory")
-        await workload.kubelet_evicted_status(pod, MEMORY_EVICTION_MESSAGE)
-    elif scenario == "preemption":
-        await workload.scheduler_preempts(pod, "5f0c7a1e-critical")
-    else:
-        await workload.kubelet_reports_oom(pod)
-        trigger = Trigger.AFTER_RESTART
-    args = ["--json"] + (["--after-restart"] if trigger is Trigger.AFTER_RESTART else [])
+@pytest.fixture
+async def kubelet_workload(sim: KubeSim, tmp_path: Path) -> Any:
+    async with admin_client(sim) as admin:
+        yield await Workload(sim, admin, tmp_path).setup(create_node=False)
 
-    library = (await workload.detector(pod).detect(trigger)).to_dict()
-    code, out, _ = await run_cli(workload, pod, *args)
+
+def tainted(node: Obj) -> bool:
+    return bool((node.get("spec") or {}).get("taints"))
+
+
+@pytest.mark.parametrize("scenario", ["kubelet-eviction", "preemption", "oom-report"])
+async def test_cli_and_library_give_the_same_verdict(
+    kubelet_workload: Workload, scenario: str
+) -> None:
+    """The same cluster state, held still, read by the library and by the CLI process."""
+    workload = kubelet_workload
+    trigger = Trigger.SIGTERM
+    # A crash back-off longer than the test keeps an OOM-killed container's lastState still.
+    config = (
+        HOLD_SIGTERM_WINDOW
+        if scenario != "oom-report"
+        else replace(KUBELET, backoff_initial=600.0, backoff_max=600.0)
+    )
+    shape = NodeShape(cpu="1") if scenario == "preemption" else NodeShape()
+    async with real_nodes(workload.admin, shape, config) as nodes:
+        events = await events_log(workload.admin)
+        node_log = await WatchLog(workload.admin, "/api/v1/nodes").start()
+        try:
+            if scenario == "kubelet-eviction":
+                name = await memory_eviction(workload, nodes, IGNORES_SIGTERM)
+                pod = await workload.sigterm_delivered(events, name)
+                await node_log.until(lambda _t, n: tainted(n), within=30)
+            elif scenario == "preemption":
+                name = await preemption(workload)
+                pod = await workload.sigterm_delivered(events, name)
+                await events.until(lambda _t, e: e.get("reason") == "Preempted", within=30)
+            else:
+                pod = await oom_kill(workload)
+                trigger = Trigger.AFTER_RESTART
+            args = ["--json"] + (["--after-restart"] if trigger is Trigger.AFTER_RESTART else [])
+
+            library = (await workload.detector(pod).detect(trigger)).to_dict()
+            code, out, _ = await run_cli(workload, pod, *args)
+        finally:
+            await events.stop()
+            await node_log.stop()
 
     assert comparable(json.loads(out)) == comparable(library)
     assert json.loads(out)["schema"] == SCHEMA
-    assert (
-        code
-        == {"involuntary_eviction": 10, "preempted": 10, "oom_killed": 0}[str(library["cause"])]
-    )
+    expected = {"involuntary_eviction": 10, "preempted": 10, "oom_killed": 0}
+    assert code == expected[str(library["cause"])]

@@ -16,13 +16,24 @@ from graceful_drain.termination.recording import REASON as RECORDED_REASON
 from graceful_drain.termination.verdict import Action, Cause, Fact, Source, Verdict
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import ApiStatusError, KubeClient, resource_path
+from kubesim.cluster.nodestatus import NodeShape
 from kubesim.sim import KubeSim
 from tests.e2e.termination.scenario import (
+    HOLD_SIGTERM_WINDOW,
+    IGNORES_SIGTERM,
     MEMORY_EVICTION_MESSAGE,
     NODE,
     NS,
     Workload,
     admin_client,
+    condition,
+    events_log,
+    memory_eviction,
+    named,
+    oom_kill,
+    pods_log,
+    preemption,
+    real_nodes,
     watch_until,
 )
 
@@ -119,44 +130,89 @@ async def test_a_delete_is_voluntary(workload: Workload, admin: KubeClient) -> N
     assert facts(verdict)[Fact.DELETION_REQUESTED]["deletion_grace_period_seconds"] == "30"
 
 
-# --- involuntary ----------------------------------------------------------------------
+# --- involuntary: kubesim's kubelet and scheduler ------------------------------------
 
 
-async def test_node_pressure_eviction_is_involuntary_with_the_resource(
-    workload: Workload,
+@pytest.fixture
+async def kubelet_workload(sim: KubeSim, admin: KubeClient, tmp_path: Path) -> Workload:
+    return await Workload(sim, admin, tmp_path).setup(create_node=False)
+
+
+async def test_node_pressure_eviction_at_sigterm_is_involuntary_with_the_resource(
+    kubelet_workload: Workload,
 ) -> None:
-    pod = await workload.running_pod("batch-0")
-    await workload.node_pressure("MemoryPressure", "node.kubernetes.io/memory-pressure")
-    # evictPod: the event first, then the kill with the status function.
-    await workload.kubelet_evicted_event(pod, MEMORY_EVICTION_MESSAGE, "memory")
-    before_status = await workload.detector(pod).detect()
-    await workload.kubelet_evicted_status(pod, MEMORY_EVICTION_MESSAGE)
-    after_status = await workload.detector(pod).detect()
+    """At SIGTERM the kubelet has written its Evicted event but nothing on the pod: it
+    sends the DisruptionTarget and the Failed phase only once the containers are gone
+    (status_manager.go mergePodStatus)."""
+    workload = kubelet_workload
+    async with real_nodes(workload.admin, config=HOLD_SIGTERM_WINDOW) as nodes:
+        events = await events_log(workload.admin)
+        try:
+            name = await memory_eviction(workload, nodes, IGNORES_SIGTERM)
+            pod = await workload.sigterm_delivered(events, name)
+            verdict = await workload.detector(pod).detect()
+        finally:
+            await events.stop()
+    assert not pod["metadata"].get("deletionTimestamp")
+    assert condition(pod, "DisruptionTarget") is None
+    assert (verdict.cause, verdict.resource, verdict.action) == (
+        Cause.INVOLUNTARY_EVICTION,
+        PressuredResource.MEMORY,
+        Action.SHED_LOAD_AND_EXIT_FAST,
+    )
+    assert decisive(verdict) == (Source.EVENTS, Fact.KUBELET_EVICTED_EVENT)
+    evicted = facts(verdict)[Fact.KUBELET_EVICTED_EVENT]
+    assert (evicted["message"], evicted["threshold"], evicted["available"]) == (
+        MEMORY_EVICTION_MESSAGE,
+        "100Mi",
+        "87Mi",
+    )
+    assert Fact.KUBELET_INITIATED in facts(verdict)
+    pressures = {dict(i.values)["name"] for i in verdict.evidence if i.fact is Fact.NODE_PRESSURE}
+    assert "MemoryPressure" in pressures  # the taint may follow; the condition is there
 
-    for verdict in (before_status, after_status):
-        assert verdict.cause is Cause.INVOLUNTARY_EVICTION
-        assert verdict.resource is PressuredResource.MEMORY
-        assert verdict.action is Action.SHED_LOAD_AND_EXIT_FAST
-        assert facts(verdict)[Fact.KUBELET_EVICTED_EVENT]["threshold"] == "100Mi"
-        assert facts(verdict)[Fact.NODE_PRESSURE]["via"] in ("condition", "taint")
-    assert decisive(before_status) == (Source.EVENTS, Fact.KUBELET_EVICTED_EVENT)
-    assert Fact.KUBELET_INITIATED in facts(before_status)
-    assert decisive(after_status) == (Source.POD, Fact.DISRUPTION_TARGET)
-    assert facts(after_status)[Fact.DISRUPTION_TARGET]["reason"] == "TerminationByKubelet"
+
+async def test_node_pressure_eviction_read_afterwards_is_decided_by_the_pod(
+    kubelet_workload: Workload,
+) -> None:
+    workload = kubelet_workload
+    async with real_nodes(workload.admin) as nodes:
+        pods = await pods_log(workload.admin)
+        try:
+            name = await memory_eviction(workload, nodes, {})
+            pod = await pods.until_obj(
+                named(name, lambda p: condition(p, "DisruptionTarget") is not None), within=30
+            )
+        finally:
+            await pods.stop()
+        verdict = await workload.detector(pod).detect()
+    assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "Evicted")
+    assert (verdict.cause, verdict.resource) == (
+        Cause.INVOLUNTARY_EVICTION,
+        PressuredResource.MEMORY,
+    )
+    assert decisive(verdict) == (Source.POD, Fact.DISRUPTION_TARGET)
+    assert facts(verdict)[Fact.DISRUPTION_TARGET]["reason"] == "TerminationByKubelet"
+    assert Fact.KUBELET_EVICTED_EVENT in facts(verdict)
 
 
-async def test_preemption_is_preempted(workload: Workload) -> None:
-    pod = await workload.running_pod("batch-0")
-    await workload.scheduler_preempts(pod, "5f0c7a1e-critical")
-    verdict = await workload.detector(pod).detect()
+async def test_preemption_is_preempted(kubelet_workload: Workload) -> None:
+    workload = kubelet_workload
+    async with real_nodes(workload.admin, NodeShape(cpu="1"), HOLD_SIGTERM_WINDOW):
+        events = await events_log(workload.admin)
+        try:
+            name = await preemption(workload)
+            pod = await workload.sigterm_delivered(events, name)
+            verdict = await workload.detector(pod).detect()
+        finally:
+            await events.stop()
+    assert pod["metadata"].get("deletionTimestamp")
     assert (verdict.cause, verdict.action) == (Cause.PREEMPTED, Action.SHED_LOAD_AND_EXIT_FAST)
     assert decisive(verdict) == (Source.POD, Fact.DISRUPTION_TARGET)
-    assert facts(verdict)[Fact.DISRUPTION_TARGET]["reason"] == "PreemptionByScheduler"
-    event = facts(verdict)[Fact.PREEMPTION_EVENT]
-    assert (event["reason"], event["source"], event["action"]) == (
-        "Preempted",
-        "default-scheduler",
-        "Preempting",
+    target = facts(verdict)[Fact.DISRUPTION_TARGET]
+    assert target["reason"] == "PreemptionByScheduler"
+    assert target["message"] == (
+        "default-scheduler: preempting to accommodate a higher priority pod"
     )
 
 
@@ -204,15 +260,17 @@ async def test_an_unreachable_api_server_falls_back(
     assert "cannot reach the API server" in facts(verdict)[Fact.POD_UNAVAILABLE]["error"]
 
 
-# --- after the fact -------------------------------------------------------------------
+# --- after the fact ---------------------------------------------------------------------
 
 
-async def test_an_oom_kill_is_reported_after_the_restart(workload: Workload) -> None:
-    pod = await workload.running_pod("web-0")
-    await workload.kubelet_reports_oom(pod)
-    verdict = await workload.detector(pod).detect(Trigger.AFTER_RESTART)
+async def test_an_oom_kill_is_reported_after_the_restart(kubelet_workload: Workload) -> None:
+    workload = kubelet_workload
+    async with real_nodes(workload.admin):
+        pod = await oom_kill(workload)
+        verdict = await workload.detector(pod).detect(Trigger.AFTER_RESTART)
     assert (verdict.cause, verdict.action) == (Cause.OOM_KILLED, Action.REPORT_ONLY)
-    assert facts(verdict)[Fact.CONTAINER_OOM_KILLED]["exit_code"] == "137"
+    oom = facts(verdict)[Fact.CONTAINER_OOM_KILLED]
+    assert (oom["container"], oom["exit_code"]) == ("web", "137")
 
 
 # --- recording ------------------------------------------------------------------------
