@@ -25,8 +25,9 @@ never delays the decision.  Only the first SIGTERM starts a detection.
   (uvicorn's own "second Ctrl+C").  Call it before ``serve()``; if uvicorn's handler is
   already installed, the process-level handler is swapped too.
 * :func:`install_threaded` — plain (synchronous) programs.  ``signal.signal`` from the
-  main thread; the handler writes one byte to a non-blocking pipe (no lock, no
-  allocation beyond the byte) and a worker thread started at install time runs the
+  main thread; the handler notes the time and writes one byte to a non-blocking pipe
+  (it takes no lock, so it cannot wait on the code it interrupted), and a worker
+  thread started at install time runs the
   detection with its own event loop and calls ``on_verdict`` in that thread.  The
   previous handler is chained unless it is ``SIG_DFL``/``SIG_IGN``; with ``SIG_DFL``
   SIGTERM no longer ends the process by itself: ``on_verdict`` (or the main thread,
