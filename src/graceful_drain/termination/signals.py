@@ -108,7 +108,12 @@ async def collect_evidence(
         collectors["events"] = asyncio.create_task(_guard(_read_events, reader, identity))
         collectors["node"] = asyncio.create_task(_guard(_read_node, reader, identity, pod_task))
         collectors["owner"] = asyncio.create_task(_guard(_read_owner, reader, identity, pod_task))
-    grace = await _wait_until(deadline, collectors, pod_task, identity, budget_for_grace)
+    try:
+        grace = await _wait_until(deadline, collectors, pod_task, identity, budget_for_grace)
+    except BaseException:  # the caller was cancelled: leave no read behind
+        for task in collectors.values():
+            task.cancel()
+        raise
 
     results: dict[str, Any] = {}
     timed_out: list[str] = []

@@ -292,3 +292,18 @@ async def test_a_gated_read_is_answered_once_opened() -> None:
     assert not task.done()
     gate.opened.set()
     assert isinstance((await task).evidence.pod, PodSnapshot)
+
+
+async def test_cancelling_the_collection_cancels_every_read() -> None:
+    gate = Gate(HANG)
+    reader = FakeReader(pod=gate, events=HANG, node=HANG)
+    task = asyncio.create_task(collect(reader))
+    await gate.reached.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Let the cancelled reads unwind (each records its cancellation).
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if pending:
+        await asyncio.wait(pending, timeout=LONG)
+    assert sorted(reader.cancelled) == ["events", "node", "pod"]
