@@ -229,3 +229,27 @@ async def test_bad_token_is_401(sim: KubeSim) -> None:
         assert err.value.status["message"] == "Unauthorized"
     finally:
         await client.close()
+
+
+async def test_invalid_object_is_422_with_causes(sim: KubeSim) -> None:
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
+    apps = kubernetes.client.AppsV1Api(api)
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        },
+    }  # fmt: skip
+    try:
+        with pytest.raises(ApiException) as err:
+            await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
+    finally:
+        api.close()
+    assert err.value.status == 422
+    assert '"reason":"Invalid"' in err.value.body
+    assert 'Deployment.apps \\"bad\\" is invalid: spec.template.metadata.labels' in err.value.body
+    assert "`selector` does not match template `labels`" in err.value.body
