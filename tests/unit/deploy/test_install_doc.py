@@ -1,30 +1,25 @@
-"""The overlay example in docs/install.md renders against deploy/ and does what it says."""
+"""docs/install.md's configuration reference names every flag the controller accepts."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
-import yaml
+from graceful_drain.config import add_controller_arguments
 
-from tests.unit.deploy.rendered import REPO, controller_container, literal_env, one, render
-
-EXAMPLE = re.compile(r"```yaml\n(apiVersion: kustomize\.config\.k8s\.io/v1beta1\n.*?)```", re.S)
+INSTALL_DOC = Path(__file__).parents[3] / "docs" / "install.md"
 
 
-def test_customising_example_renders(tmp_path: Path) -> None:
-    (example,) = EXAMPLE.findall((REPO / "docs" / "install.md").read_text())
-    (tmp_path / "graceful-drain").symlink_to(REPO, target_is_directory=True)
-    overlay = tmp_path / "mine"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(example)
+def _controller_flags() -> set[str]:
+    parser = argparse.ArgumentParser()
+    add_controller_arguments(parser)
+    return {opt for action in parser._actions for opt in action.option_strings} - {"-h", "--help"}
 
-    items = [doc for doc in yaml.safe_load_all(render(overlay)) if doc]
-    container = controller_container(items)
-    assert container["image"] == "registry.example.com/graceful-drain:0.1.0"
-    assert literal_env(container)["GRACEFUL_DRAIN_ROLLOUT_TIMEOUT"] == "5m"
-    assert container["args"] == ["--self-signed"]
-    metrics_rule = one(items, "NetworkPolicy")["spec"]["ingress"][1]
-    assert metrics_rule["from"][0]["namespaceSelector"] == {
-        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
-    }
+
+def test_configuration_reference_lists_every_flag_and_its_variable() -> None:
+    text = INSTALL_DOC.read_text()
+    documented = set(re.findall(r"^\| `(--[a-z-]+)` \| `(GRACEFUL_DRAIN_[A-Z_]+)`", text, re.M))
+    assert {flag for flag, _ in documented} == _controller_flags()
+    for flag, variable in documented:
+        assert variable == "GRACEFUL_DRAIN_" + flag[2:].upper().replace("-", "_")
