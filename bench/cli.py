@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import decode, machine
+from bench.detector import run as detector
 from bench.memory import run as memory
 from bench.report import Table, json_document, markdown
 from bench.webhook import run as webhook
@@ -34,6 +35,7 @@ class Profile:
     webhook: webhook.WebhookProfile = field(default_factory=webhook.WebhookProfile)
     memory: memory.MemoryProfile = field(default_factory=memory.MemoryProfile)
     decode: decode.DecodeProfile = field(default_factory=decode.DecodeProfile)
+    detector: detector.DetectorProfile = field(default_factory=detector.DetectorProfile)
 
 
 FULL = Profile()
@@ -47,6 +49,14 @@ SMOKE = Profile(
     ),
     memory=memory.MemoryProfile(sizes=(20, 60), namespaces=2),
     decode=decode.DecodeProfile(pods=50, repeats=1),
+    detector=detector.DetectorProfile(
+        healthy_runs=3,
+        hanging_runs=2,
+        hanging_deadline=0.3,
+        cli_healthy_runs=1,
+        cli_hanging_runs=1,
+        cli_deadline=1.5,
+    ),
 )
 
 
@@ -75,7 +85,7 @@ def runners(profile: Profile) -> dict[str, Callable[[], list[Table]]]:
         "webhook": lambda: webhook.run(profile.webhook),
         "memory": lambda: [memory.run(profile.memory), decode.run(profile.decode)],
         "drain": lambda: [not_landed("drain", "Drain to completion", "drain clients + recorder")],
-        "detector": lambda: [not_landed("detector", "Detector time to verdict", "detector")],
+        "detector": lambda: [detector.run(profile.detector)],
     }
 
 

@@ -53,3 +53,14 @@ def test_unknown_parts_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--only", "webhook,nonsense"])
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_detector_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [table] = run_parts(tmp_path, "detector", capsys)["tables"]
+    rows = [(row["how"], row["api"]) for row in table["rows"]]
+    assert rows == [("library", "healthy"), ("CLI process", "healthy"),
+                    ("library", "hanging"), ("CLI process", "hanging")]  # fmt: skip
+    verdicts = [row["verdicts"] for row in table["rows"]]
+    assert verdicts[0].startswith("voluntary / drain_gracefully")
+    assert verdicts[2].startswith("indeterminate / shed_load_and_exit_fast")
+    assert len(table["targets"]) == 4
