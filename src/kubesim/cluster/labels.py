@@ -1,4 +1,4 @@
-"""Matching a `metav1.LabelSelector` object against labels, in-process, for informer caches.
+"""Label helpers for the controllers' informer caches, over the API server's selector code.
 
 Follows `metav1.LabelSelectorAsSelector` (apimachinery/pkg/apis/meta/v1/helpers.go):
 a missing (None) selector selects nothing, an empty one selects everything,
@@ -11,43 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..apiserver.selectors import SelectorError, label_selector_from_object
+
 Labels = Mapping[str, str]
-
-
-def _requirement_matches(expr: Any, labels: Labels) -> bool:
-    if not isinstance(expr, dict):
-        return False
-    key = expr.get("key")
-    operator = expr.get("operator")
-    values = expr.get("values") or []
-    if not isinstance(key, str) or not isinstance(values, list):
-        return False
-    if operator == "In":
-        return bool(values) and key in labels and labels[key] in values
-    if operator == "NotIn":
-        return bool(values) and (key not in labels or labels[key] not in values)
-    if operator == "Exists":
-        return not values and key in labels
-    if operator == "DoesNotExist":
-        return not values and key not in labels
-    return False
 
 
 def selector_matches(selector: Any, labels: Labels | None) -> bool:
     """Whether `selector` (a LabelSelector dict, or None) selects an object with `labels`."""
-    if not isinstance(selector, dict):
+    if selector is not None and not isinstance(selector, dict):
         return False
-    labels = labels or {}
-    match_labels = selector.get("matchLabels") or {}
-    if not isinstance(match_labels, dict):
+    try:
+        return label_selector_from_object(selector).matches(labels or {})
+    except SelectorError:
         return False
-    for key, value in match_labels.items():
-        if labels.get(key) != value:
-            return False
-    expressions = selector.get("matchExpressions") or []
-    if not isinstance(expressions, list):
-        return False
-    return all(_requirement_matches(expr, labels) for expr in expressions)
 
 
 def selects_everything(selector: Any) -> bool:

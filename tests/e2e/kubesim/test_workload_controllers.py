@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import importlib.util
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -600,11 +599,6 @@ async def test_scaling_a_deployment_resizes_its_replica_set(
     assert f"Scaled up replica set {rs['metadata']['name']} from 1 to 3" in messages
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("kubesim.apiserver.patch_request") is None
-    or importlib.util.find_spec("kubesim.apiserver.selectors") is None,
-    reason="kubectl rollout restart PATCHes and rollout status watches with a fieldSelector",
-)
 async def test_kubectl_rollout_restart_and_status(
     cluster: Cluster, client: KubeClient, api: Api, sim: KubeSim
 ) -> None:
