@@ -71,3 +71,54 @@ def format_go_duration(duration: timedelta) -> str:
     if minutes:
         return f"{minutes}m{secs}s"
     return f"{secs}s"
+
+
+# Go's time.ParseDuration units (src/time/format.go unitMap), in nanoseconds.
+_GO_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek small letter mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_GO_TERM = re.compile(r"(\d*)(?:\.(\d*))?([^\d.]+)")
+_GO_MAX_NS = 2**63 - 1
+
+
+def parse_go_duration(text: str) -> timedelta:
+    """Go's time.ParseDuration: "10m", "1h30m", "1.5s", "-2m", "0". Raises ValueError.
+
+    A sign applies to the whole string; every term needs a unit except a lone "0"; the total
+    must fit an int64 of nanoseconds. The result is rounded down to whole microseconds.
+    """
+    original = text
+    negative = text.startswith("-")
+    if text[:1] in ("-", "+"):
+        text = text[1:]
+    if text == "0":
+        return timedelta(0)
+    if text == "":
+        raise ValueError(f"invalid duration {original!r}")
+    total_ns = 0
+    position = 0
+    while position < len(text):
+        match = _GO_TERM.match(text, position)
+        if match is None:
+            raise ValueError(f"invalid duration {original!r}")
+        whole, fraction, unit = match.groups()
+        if whole == "" and not fraction:
+            raise ValueError(f"invalid duration {original!r}")
+        scale = _GO_UNITS_NS.get(unit)
+        if scale is None:
+            raise ValueError(f"unknown unit {unit!r} in duration {original!r}")
+        total_ns += int(whole or "0") * scale
+        if fraction:
+            total_ns += int(fraction) * scale // 10 ** len(fraction)
+        if total_ns > _GO_MAX_NS:
+            raise ValueError(f"invalid duration {original!r}: out of range")
+        position = match.end()
+    micros = total_ns // 1_000
+    return timedelta(microseconds=-micros if negative else micros)

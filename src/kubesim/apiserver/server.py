@@ -149,6 +149,7 @@ class ApiServer:
         try:
             if user is None:
                 raise unauthorized()
+            user = self._impersonate(user, request)
             fault = self.faults.action_for(info, user.username)
             if fault is not None:
                 if fault.hang:
@@ -185,6 +186,37 @@ class ApiServer:
                     str(request.rel_url),
                 )
             )
+
+    def _impersonate(self, user: UserInfo, request: web.Request) -> UserInfo:
+        """Impersonate-User / Impersonate-Group headers, authorized as upstream's filter does
+        (verb `impersonate` on users, groups or serviceaccounts)."""
+        target = request.headers.get("Impersonate-User")
+        groups = request.headers.getall("Impersonate-Group", [])
+        if not target:
+            if groups:
+                raise bad_request("requested impersonation of groups without a user")
+            return user
+        prefix = "system:serviceaccount:"
+        if target.startswith(prefix) and target.count(":") == 3:
+            namespace, name = target[len(prefix) :].split(":")
+            checks = [("serviceaccounts", namespace, name)]
+            if not groups:
+                impersonated = service_account_user(namespace, name)
+                groups = list(impersonated.groups)
+        else:
+            checks = [("users", "", target)]
+        checks += [("groups", "", g) for g in groups if g != "system:authenticated"]
+        for resource, namespace, name in checks:
+            if self.authorizer is None:
+                break
+            attrs = RequestAttributes(user, "impersonate", True, namespace, "", "", resource, "",
+                                      name)  # fmt: skip
+            decision = self.authorizer(attrs)
+            if not decision.allowed:
+                raise ApiError(403, forbidden_message(attrs, decision.reason), "Forbidden")
+        if "system:authenticated" not in groups:
+            groups.append("system:authenticated")
+        return UserInfo(target, tuple(groups))
 
     def _authorize(self, user: UserInfo, info: RequestInfo) -> None:
         if self.authorizer is None:
@@ -572,6 +604,7 @@ class ApiServer:
             )
         new = json.loads(json.dumps(pod))
         new["spec"]["nodeName"] = target
+        _set_pod_scheduled(new)
         if not ctx.dry_run:
             current, prepared = pod, new
             prepared["metadata"]["resourceVersion"] = pod["metadata"]["resourceVersion"]
@@ -653,6 +686,21 @@ def _attributes(user: UserInfo, info: RequestInfo) -> RequestAttributes:
         user, info.verb, True, info.namespace, info.api_group, info.api_version, info.resource,
         info.subresource, info.name, info.path,
     )  # fmt: skip
+
+
+def _set_pod_scheduled(pod: Obj) -> None:
+    """BindingREST.setPodNodeAndMetadata: PodScheduled=True in the same write as nodeName."""
+    conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for i, cond in enumerate(conditions):
+        if cond.get("type") == "PodScheduled":
+            if cond.get("status") != "True":
+                conditions[i] = {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                 "lastTransitionTime": now}  # fmt: skip
+            return
+    conditions.append(
+        {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+    )
 
 
 def _options(ctx: RequestContext, kind: str) -> Obj:

@@ -16,8 +16,9 @@ START_DELAY = PREFIX + "start-delay"  # container start (image pull + exec)
 READY_DELAY = PREFIX + "ready-delay"  # from running to passing readiness
 NEVER_READY = PREFIX + "never-ready"  # "true": readiness never passes
 CRASH_LOOP = PREFIX + "crash-loop"  # "true": exits 1 after start, restarted with back-off
+CRASH_AFTER = PREFIX + "crash-after"  # how long a crash-looping container runs before exiting
 EXIT_DELAY = PREFIX + "exit-delay"  # how long the process takes to exit after SIGTERM
-MEMORY_USAGE = PREFIX + "memory-usage"  # simulated working set, e.g. "300Mi"
+MEMORY_USAGE = PREFIX + "memory-usage"  # working set, "300Mi" or per container "app=300Mi,b=1Mi"
 OOM_AFTER = PREFIX + "oom-after"  # killed by the cgroup OOM killer this long after start
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -48,6 +49,7 @@ class PodBehaviour:
     ready_delay: float = 0.0
     never_ready: bool = False
     crash_loop: bool = False
+    crash_after: float = 0.0
     exit_delay: float = 0.0
     memory_usage: str | None = None
     oom_after: float | None = None
@@ -69,7 +71,28 @@ class PodBehaviour:
             ready_delay=duration(READY_DELAY, 0.0),
             never_ready=str(ann.get(NEVER_READY, "")).lower() == "true",
             crash_loop=str(ann.get(CRASH_LOOP, "")).lower() == "true",
+            crash_after=duration(CRASH_AFTER, 0.0),
             exit_delay=duration(EXIT_DELAY, 0.0),
             memory_usage=ann.get(MEMORY_USAGE),
             oom_after=oom if oom >= 0 else None,
         )
+
+
+def memory_usage_by_container(pod: dict[str, Any]) -> dict[str, str]:
+    """The `memory-usage` annotation per container name.
+
+    A bare quantity is the first container's working set; "app=300Mi,sidecar=20Mi"
+    names each container. Containers not named use nothing.
+    """
+    raw = str((pod.get("metadata", {}).get("annotations") or {}).get(MEMORY_USAGE, "")).strip()
+    if not raw:
+        return {}
+    if "=" not in raw:
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        return {str(containers[0].get("name", "")): raw}
+    out = {}
+    for part in raw.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() and value.strip():
+            out[name.strip()] = value.strip()
+    return out

@@ -18,7 +18,7 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
-def involved_object(obj: Obj) -> Obj:
+def involved_object(obj: Obj, field_path: str = "") -> Obj:
     meta = obj["metadata"]
     ref: Obj = {
         "kind": obj.get("kind", ""),
@@ -27,6 +27,7 @@ def involved_object(obj: Obj) -> Obj:
         "uid": meta.get("uid", ""),
         "apiVersion": obj.get("apiVersion", ""),
         "resourceVersion": meta.get("resourceVersion", ""),
+        "fieldPath": field_path,
     }
     return {k: v for k, v in ref.items() if v}
 
@@ -38,18 +39,30 @@ class EventRecorder:
         self.host = host
         self._seen: dict[tuple[str, str, str, str], tuple[str, int]] = {}
 
-    async def emit(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        """Record an event about `obj`; never raises (events are best effort, as upstream)."""
+    async def emit(
+        self, obj: Obj, type_: str, reason: str, message: str, *, action: str = "",
+        related: Obj | None = None, annotations: dict[str, str] | None = None,
+        field_path: str = "",
+    ) -> None:  # fmt: skip
+        """Record an event about `obj`; never raises (events are best effort, as upstream).
+
+        `action` and `related` are what the events.k8s.io recorder (the scheduler's)
+        sets; `annotations` are client-go's AnnotatedEventf (the kubelet's Evicted);
+        `field_path` names a container (`spec.containers{app}`).
+        """
         try:
-            await self._emit(obj, type_, reason, message)
+            await self._emit(obj, type_, reason, message, action, related, annotations, field_path)
         except (ApiStatusError, OSError) as err:
             log.debug("event %s on %s dropped: %s", reason, obj["metadata"].get("name"), err)
 
-    async def _emit(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        ref = involved_object(obj)
+    async def _emit(
+        self, obj: Obj, type_: str, reason: str, message: str, action: str,
+        related: Obj | None, annotations: dict[str, str] | None, field_path: str,
+    ) -> None:  # fmt: skip
+        ref = involved_object(obj, field_path)
         namespace = ref.get("namespace") or "default"
         now = dt.datetime.now(dt.UTC)
-        key = (str(ref.get("uid", ref["name"])), reason, message, type_)
+        key = (str(ref.get("uid", ref["name"])) + field_path, reason, message, type_)
         seen = self._seen.get(key)
         if seen is not None:
             name, count = seen
@@ -71,6 +84,7 @@ class EventRecorder:
             "metadata": {
                 "name": f"{ref['name']}.{int(now.timestamp() * 1e9):x}",
                 "namespace": namespace,
+                **({"annotations": dict(annotations)} if annotations else {}),
             },
             "involvedObject": ref,
             "reason": reason,
@@ -84,6 +98,10 @@ class EventRecorder:
             "reportingComponent": self.component,
             "reportingInstance": self.host,
         }
+        if action:
+            event["action"] = action
+        if related is not None:
+            event["related"] = involved_object(related)
         created = await self.client.create(resource_path("v1", "events", namespace), event)
         self._seen[key] = (created["metadata"]["name"], 1)
 

@@ -138,3 +138,64 @@ async def test_get_watch_sees_updates(sim: KubeSim) -> None:
     finally:
         proc.kill()
         await proc.wait()
+
+
+def _pod(name: str, node: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+        # No kubelet runs here: grace period 0 makes the deletion immediate.
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }  # fmt: skip
+
+
+async def test_auth_can_i(sim: KubeSim) -> None:
+    assert (await kubectl(sim, "auth", "can-i", "create", "pods")).stdout.strip() == "yes"
+    sim.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "nobody", "namespace": "default"}})  # fmt: skip
+    denied = await kubectl(
+        sim, "auth", "can-i", "create", "pods", "--subresource=eviction",
+        "--as=system:serviceaccount:default:nobody", check=False,
+    )  # fmt: skip
+    assert denied.returncode == 1
+    assert denied.stdout.strip() == "no"
+
+
+async def test_drain_waits_on_a_pdb_until_it_is_deleted(sim: KubeSim) -> None:
+    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    sim.create(_pod("bare", "n1"))
+    sim.create(_pod("db", "n1", {"app": "db"}))
+    sim.create({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+    })  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", str(sim.kubeconfig_path), "drain", "n1", "--force",
+        "--timeout=90s", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(60):
+            while not any("will retry after 5s" in line for line in seen):
+                seen.append((await proc.stdout.readline()).decode())
+        retry = next(line for line in seen if "will retry after 5s" in line)
+        assert 'error when evicting pods/"db" -n "default"' in retry
+        assert "Cannot evict pod as it would violate the pod's disruption budget." in retry
+        assert sim.get("v1", "Pod", "bare", "default") is None  # evicted at once
+        assert sim.get("v1", "Pod", "db", "default") is not None  # still protected
+        await kubectl(sim, "delete", "pdb", "db")
+        async with asyncio.timeout(60):
+            rest = (await proc.stdout.read()).decode()
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert "node/n1 drained" in rest
+    assert sim.get("v1", "Pod", "db", "default") is None
+    node = sim.get("v1", "Node", "n1")
+    assert node is not None and node["spec"]["unschedulable"] is True

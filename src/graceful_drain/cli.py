@@ -1,0 +1,80 @@
+"""`graceful-drain <subcommand>`: the controller now; more subcommands register the same way.
+
+Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
+to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
+and exits 2, like argparse's own usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from graceful_drain.config import (
+    EXIT_CONFIG_ERROR,
+    ConfigError,
+    add_controller_arguments,
+    check_files,
+    resolve,
+)
+
+PROG = "graceful-drain"
+
+
+@dataclass(frozen=True, slots=True)
+class Subcommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _run_controller(args: argparse.Namespace) -> int:
+    config = resolve(args, os.environ)
+    check_files(config)
+    from graceful_drain.controller.app import preflight, run_controller  # loads the server stack
+
+    preflight(config)
+    return run_controller(config)
+
+
+SUBCOMMANDS: list[Subcommand] = [
+    Subcommand(
+        "controller",
+        "run the eviction webhook controller",
+        add_controller_arguments,
+        _run_controller,
+    ),
+]
+
+
+def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Keep single-replica Deployments available while nodes are drained.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for subcommand in subcommands:
+        sub = commands.add_parser(subcommand.name, help=subcommand.help)
+        subcommand.configure(sub)
+        sub.set_defaults(_subcommand=subcommand)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    subcommand: Subcommand = args._subcommand
+    try:
+        return subcommand.run(args)
+    except ConfigError as error:
+        print(f"{PROG} {subcommand.name}: error: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

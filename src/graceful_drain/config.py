@@ -1,0 +1,317 @@
+"""`graceful-drain controller` configuration: flags, `GRACEFUL_DRAIN_*` variables, validation.
+
+A flag wins over its variable, which wins over the default. `parse_controller_config` is pure
+(argv and environment in, `ControllerConfig` out) and raises `ConfigError` naming the flag and
+the variable of the first bad value; the CLI prints it and exits 2. `check_files` is the one
+step that touches the filesystem (TLS files and kubeconfig must be readable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT
+from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
+
+ENV_PREFIX = "GRACEFUL_DRAIN_"
+EXIT_CONFIG_ERROR = 2
+IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
+
+LogFormat = Literal["json", "console"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+# metav1 qualified name (apimachinery validation.IsQualifiedName): optional DNS-subdomain prefix.
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the flag and its variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
+    enabled_annotation: str | None = None
+    namespaces: tuple[str, ...] | None = None  # None: every namespace
+    bind_address: str = "0.0.0.0"
+    webhook_port: int = 8443
+    metrics_port: int = 8080
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_reload_interval: timedelta = timedelta(seconds=10)
+    self_signed: bool = False
+    log_format: LogFormat = "console"
+    log_level: str = "info"
+    leader_elect: bool = False
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    flag: str  # "--rollout-timeout"
+    help: str
+    is_switch: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    @property
+    def variable(self) -> str:
+        return ENV_PREFIX + self.dest.upper()
+
+    def names(self) -> str:
+        return f"{self.flag} ({self.variable})"
+
+
+_OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        "--rollout-timeout",
+        "Go duration after which a requested rollout stops holding evictions (default 10m). "
+        "Keep it below Karpenter's terminationGracePeriod and Cluster Autoscaler's "
+        "--max-pod-eviction-time (2m by default) so the controller gives up first.",
+    ),
+    _Option(
+        "--enabled-annotation",
+        "only protect Deployments carrying this annotation (default: every Deployment)",
+    ),
+    _Option("--namespaces", "comma-separated namespaces to watch (default: all)"),
+    _Option("--bind-address", "address both servers listen on (default 0.0.0.0)"),
+    _Option("--webhook-port", "HTTPS admission webhook port (default 8443)"),
+    _Option("--metrics-port", "plain-HTTP /metrics, /healthz, /readyz port (default 8080)"),
+    _Option("--tls-cert-file", "serving certificate (PEM), reloaded when it changes"),
+    _Option("--tls-key-file", "serving key (PEM), reloaded when it changes"),
+    _Option("--tls-reload-interval", "Go duration between TLS file checks (default 10s)"),
+    _Option(
+        "--self-signed",
+        "keep a CA and serving certificate in a Secret and publish the caBundle",
+        is_switch=True,
+    ),
+    _Option("--log-format", "json or console (default: json in a cluster, console elsewhere)"),
+    _Option("--log-level", "debug, info, warning or error (default info)"),
+    _Option("--leader-elect", "use a Lease so only one replica reconciles", is_switch=True),
+    _Option("--kubeconfig", "kubeconfig file (default: in-cluster, then $KUBECONFIG)"),
+    _Option("--context", "kubeconfig context (default: the current context)"),
+)
+
+
+def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare every flag. Defaults stay None so `resolve` can tell "not given" apart."""
+    for option in _OPTIONS:
+        text = f"{option.help} [env {option.variable}]"
+        if option.is_switch:
+            parser.add_argument(
+                option.flag, dest=option.dest, action="store_const", const="true", help=text
+            )
+        else:
+            parser.add_argument(option.flag, dest=option.dest, metavar="VALUE", help=text)
+
+
+def _raw_values(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """dest -> (raw text, where it came from) for every option given by flag or variable."""
+    values: dict[str, tuple[str, str]] = {}
+    for option in _OPTIONS:
+        flag_value = getattr(args, option.dest, None)
+        if flag_value is not None:
+            values[option.dest] = (flag_value, option.names())
+        elif option.variable in env:
+            values[option.dest] = (env[option.variable], option.names())
+    return values
+
+
+def _duration(text: str, names: str, *, minimum: timedelta) -> timedelta:
+    try:
+        value = parse_go_duration(text.strip())
+    except ValueError as error:
+        raise ConfigError(f"invalid value for {names}: {error} (expected e.g. 10m, 90s)") from None
+    if value < minimum:
+        raise ConfigError(
+            f"invalid value for {names}: {text!r} must be at least {format_go_duration(minimum)}"
+        )
+    return value
+
+
+def _port(text: str, names: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"invalid value for {names}: {text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise ConfigError(f"invalid value for {names}: {value} is not in 0-65535")
+    return value
+
+
+def _boolean(text: str, names: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"invalid value for {names}: {text!r} is not a boolean (true/false)")
+
+
+def _qualified_name(text: str, names: str) -> str:
+    """An annotation key: [prefix/]name, prefix a DNS subdomain (apimachinery IsQualifiedName)."""
+    key = text.strip()
+    prefix, slash, name = key.rpartition("/")
+    valid = _QUALIFIED_NAME.fullmatch(name) is not None and (
+        not slash or (0 < len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
+    )
+    if not valid:
+        raise ConfigError(f"invalid value for {names}: {text!r} is not a valid annotation key")
+    return key
+
+
+def _namespaces(text: str, names: str) -> tuple[str, ...] | None:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if _DNS_LABEL.fullmatch(item) is None:
+            raise ConfigError(f"invalid value for {names}: {item!r} is not a namespace name")
+    return tuple(dict.fromkeys(items)) or None
+
+
+def _choice(text: str, names: str, choices: Sequence[str]) -> str:
+    lowered = text.strip().lower()
+    if lowered not in choices:
+        raise ConfigError(f"invalid value for {names}: {text!r} is not one of {', '.join(choices)}")
+    return lowered
+
+
+def _path(text: str, names: str) -> Path:
+    if not text.strip():
+        raise ConfigError(f"invalid value for {names}: empty path")
+    return Path(text.strip()).expanduser()
+
+
+def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfig:
+    """Validate what argparse read (flags) together with the environment."""
+    raw = _raw_values(args, env)
+    default = ControllerConfig()
+
+    def get(dest: str) -> tuple[str, str] | None:
+        return raw.get(dest)
+
+    def names(dest: str) -> str:
+        return next(option.names() for option in _OPTIONS if option.dest == dest)
+
+    rollout_timeout = default.rollout_timeout
+    if (value := get("rollout_timeout")) is not None:
+        rollout_timeout = _duration(*value, minimum=timedelta(seconds=1))
+    reload_interval = default.tls_reload_interval
+    if (value := get("tls_reload_interval")) is not None:
+        reload_interval = _duration(*value, minimum=timedelta(milliseconds=100))
+    enabled_annotation = None
+    if (value := get("enabled_annotation")) is not None and value[0].strip():
+        enabled_annotation = _qualified_name(*value)
+    namespaces = None if (value := get("namespaces")) is None else _namespaces(*value)
+    bind_address = default.bind_address
+    if (value := get("bind_address")) is not None:
+        if not value[0].strip():
+            raise ConfigError(f"invalid value for {value[1]}: empty address")
+        bind_address = value[0].strip()
+    webhook_port = default.webhook_port
+    if (value := get("webhook_port")) is not None:
+        webhook_port = _port(*value)
+    metrics_port = default.metrics_port
+    if (value := get("metrics_port")) is not None:
+        metrics_port = _port(*value)
+    if webhook_port == metrics_port and webhook_port != 0:
+        raise ConfigError(
+            f"invalid value for {names('metrics_port')}: port {metrics_port} is also the "
+            f"webhook port ({names('webhook_port')})"
+        )
+    cert = None if (value := get("tls_cert_file")) is None else _path(*value)
+    key = None if (value := get("tls_key_file")) is None else _path(*value)
+    self_signed = False if (value := get("self_signed")) is None else _boolean(*value)
+    if (cert is None) != (key is None):
+        missing = "tls_key_file" if key is None else "tls_cert_file"
+        raise ConfigError(
+            f"missing {names(missing)}: the TLS certificate and key files go together"
+        )
+    if self_signed and cert is not None:
+        raise ConfigError(
+            f"{names('self_signed')} and {names('tls_cert_file')} are mutually exclusive"
+        )
+    if not self_signed and cert is None:
+        raise ConfigError(
+            f"the webhook needs TLS: set {names('tls_cert_file')} and {names('tls_key_file')}, "
+            f"or {names('self_signed')}"
+        )
+    in_cluster = IN_CLUSTER_VARIABLE in env
+    log_format: LogFormat = "json" if in_cluster else "console"
+    if (value := get("log_format")) is not None:
+        log_format = "json" if _choice(*value, LOG_FORMATS) == "json" else "console"
+    log_level = default.log_level
+    if (value := get("log_level")) is not None:
+        log_level = _choice(*value, LOG_LEVELS)
+    leader_elect = False if (value := get("leader_elect")) is None else _boolean(*value)
+    kubeconfig = None if (value := get("kubeconfig")) is None else _path(*value)
+    context = None
+    if (value := get("context")) is not None and value[0].strip():
+        context = value[0].strip()
+    return ControllerConfig(
+        rollout_timeout=rollout_timeout,
+        enabled_annotation=enabled_annotation,
+        namespaces=namespaces,
+        bind_address=bind_address,
+        webhook_port=webhook_port,
+        metrics_port=metrics_port,
+        tls_cert_file=cert,
+        tls_key_file=key,
+        tls_reload_interval=reload_interval,
+        self_signed=self_signed,
+        log_format=log_format,
+        log_level=log_level,
+        leader_elect=leader_elect,
+        kubeconfig=kubeconfig,
+        kube_context=context,
+    )
+
+
+def controller_parser(prog: str = "graceful-drain controller") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Run the eviction webhook controller.")
+    add_controller_arguments(parser)
+    return parser
+
+
+def parse_controller_config(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> ControllerConfig:
+    """Pure: flags (without the subcommand) and an environment to a validated config.
+
+    Unknown flags make argparse exit 2 with its usage message; bad values raise ConfigError.
+    """
+    args = controller_parser().parse_args(list(argv))
+    return resolve(args, os.environ if env is None else env)
+
+
+def check_files(config: ControllerConfig) -> None:
+    """The files the configuration names exist and are readable. Raises ConfigError."""
+    checks = (
+        (config.tls_cert_file, "--tls-cert-file (GRACEFUL_DRAIN_TLS_CERT_FILE)"),
+        (config.tls_key_file, "--tls-key-file (GRACEFUL_DRAIN_TLS_KEY_FILE)"),
+        (config.kubeconfig, "--kubeconfig (GRACEFUL_DRAIN_KUBECONFIG)"),
+    )
+    for path, names in checks:
+        if path is None:
+            continue
+        try:
+            with path.open("rb") as handle:
+                handle.read(1)
+        except OSError as error:
+            raise ConfigError(
+                f"invalid value for {names}: cannot read {path} ({error.strerror})"
+            ) from None

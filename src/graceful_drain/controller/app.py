@@ -1,0 +1,239 @@
+"""One controller process: the pieces, wired, started in order and stopped in reverse.
+
+    app = ControllerApp(config)            # or ControllerApp(config, client=..., tls=...)
+    app.add_component(reconciler)          # anything with `name`, `async start()`, `async stop()`
+    app.readiness.add("leader-lease", ...) # extra /readyz checks
+    app.webhook.hooks.on_held = events.held
+    await app.run(stop_event)
+
+Core components, in start order: the health site (so /healthz answers from the first moment),
+the informer cache, the TLS source, the webhook site. Added components start after them and
+stop before them. /readyz fails until every cache has synced and TLS is loaded, and again from
+the moment shutdown begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import ssl
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from aiohttp import web
+from lightkube import AsyncClient
+
+from graceful_drain.config import ConfigError, ControllerConfig
+from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.controller.metrics import Metrics, Readiness, health_app
+from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
+from graceful_drain.controller.webhook import (
+    EvictionWebhook,
+    LightkubeDeploymentPatcher,
+    WebhookHooks,
+)
+from graceful_drain.kube.backoff import Backoff
+from graceful_drain.kube.cache import ClusterCache
+from graceful_drain.kube.client import create_client, load_config
+from graceful_drain.logs import configure_logging, get_logger
+
+SHUTDOWN_TIMEOUT_SECONDS = 5.0  # in-flight admission requests get this long to finish
+
+_log = get_logger("app")
+
+
+class Component(Protocol):
+    """A long-running part of the process."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def start(self) -> None:
+        """Begin work and return promptly (spawn tasks for loops)."""
+
+    async def stop(self) -> None:
+        """Stop work and release resources; called once, after a successful start."""
+
+
+class TLSComponent(ServingTLS, Component, Protocol):
+    """A certificate source that is also started and stopped (files, or the self-managed CA)."""
+
+
+class HttpSite:
+    """An aiohttp application served on host:port, HTTPS when given an SSL context."""
+
+    def __init__(
+        self,
+        name: str,
+        app: web.Application,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.name = name
+        self._app = app
+        self._host = host
+        self._port = port
+        self._ssl = ssl_context
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when configured as 0)."""
+        if self._runner is None:
+            return self._port
+        for address in self._runner.addresses:
+            return int(address[1])
+        return self._port
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(
+            self._app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        await site.start()
+        _log.info("listening", site=self.name, host=self._host, port=self.port,
+                  tls=self._ssl is not None)  # fmt: skip
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+class ControllerApp:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        *,
+        client: AsyncClient | None = None,
+        tls: TLSComponent | None = None,
+        hooks: WebhookHooks | None = None,
+        cache_backoff: Callable[[], Backoff] = Backoff,
+    ) -> None:
+        self.config = config
+        self.tls: TLSComponent = tls or _tls_from_files(config)
+        self._owns_client = client is None
+        self.client = client or create_client(config.kubeconfig, config.kube_context)
+        self.metrics = Metrics()
+        self.readiness = Readiness()
+        self.cache = ClusterCache(
+            self.client,
+            namespaces=config.namespaces,
+            enabled_annotation=config.enabled_annotation,
+            backoff=cache_backoff,
+        )
+        self.metrics.track_cache_sync(self.cache.sync_status)
+        self.webhook = EvictionWebhook(
+            self.cache,
+            LightkubeDeploymentPatcher(self.client),
+            config=DecisionConfig(
+                rollout_timeout=config.rollout_timeout,
+                enabled_annotation=config.enabled_annotation,
+            ),
+            metrics=self.metrics,
+            hooks=hooks,
+        )
+        self.health_site = HttpSite(
+            "health", health_app(self.metrics, self.readiness), config.bind_address,
+            config.metrics_port,
+        )  # fmt: skip
+        self.webhook_site = HttpSite(
+            "webhook", self.webhook.app(), config.bind_address, config.webhook_port,
+            self.tls.context,
+        )  # fmt: skip
+        self.readiness.add("caches-synced", lambda: self.cache.synced)
+        self.readiness.add("tls-loaded", lambda: self.tls.loaded)
+        self.components: list[Component] = [
+            self.health_site, self.cache, self.tls, self.webhook_site,
+        ]  # fmt: skip
+        self._started: list[Component] = []
+
+    def add_component(self, component: Component) -> None:
+        """Start `component` after the core ones (call before `start`)."""
+        self.components.append(component)
+
+    async def start(self) -> None:
+        """Start every component in order; if one fails, stop those already started."""
+        try:
+            for component in self.components:
+                await component.start()
+                self._started.append(component)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        self.readiness.shutting_down = True
+        while self._started:
+            component = self._started.pop()
+            try:
+                await component.stop()
+            except Exception as error:
+                _log.error("component failed to stop", component=component.name, error=str(error))
+        if self._owns_client:
+            await self.client.close()
+            self._owns_client = False
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.start()
+        _log.info("controller started", webhook_port=self.webhook_site.port,
+                  metrics_port=self.health_site.port)  # fmt: skip
+        try:
+            await stop.wait()
+            _log.info("shutting down")
+        finally:
+            await self.stop()
+
+
+def preflight(config: ControllerConfig) -> None:
+    """What can be refused before the process starts serving. Raises ConfigError."""
+    _tls_from_files(config)
+    try:
+        load_config(config.kubeconfig, config.kube_context)
+    except Exception as error:  # lightkube ConfigError, YAML errors, missing keys...
+        raise ConfigError(
+            "cannot load the Kubernetes client configuration (--kubeconfig, --context, or the "
+            f"in-cluster service account): {type(error).__name__}: {error}"
+        ) from None
+
+
+def _tls_from_files(config: ControllerConfig) -> TLSComponent:
+    if config.tls_cert_file is None or config.tls_key_file is None:
+        if config.self_signed:
+            raise ConfigError("--self-signed (GRACEFUL_DRAIN_SELF_SIGNED) is not available yet")
+        raise ConfigError("the webhook needs --tls-cert-file and --tls-key-file")
+    reloading = ReloadingTLS(
+        config.tls_cert_file,
+        config.tls_key_file,
+        interval=config.tls_reload_interval.total_seconds(),
+    )
+    return cast(TLSComponent, reloading)
+
+
+async def serve(config: ControllerConfig) -> int:
+    """Run until SIGTERM or SIGINT; 0 on a clean shutdown, 1 if the controller failed."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        app = ControllerApp(config)
+        await app.run(stop)
+    except ConfigError:
+        raise
+    except Exception as error:
+        _log.error("controller failed", error=str(error), exc_info=error)
+        return 1
+    return 0
+
+
+def run_controller(config: ControllerConfig) -> int:
+    """The process entry point: logging, then one event loop (uvloop where available)."""
+    configure_logging(config.log_format, config.log_level)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(serve(config))
+    return cast(int, uvloop.run(serve(config)))

@@ -1,0 +1,159 @@
+"""Prometheus metrics (a private registry) and the plain-HTTP /metrics, /healthz, /readyz site.
+
+Who updates what:
+- the webhook: decisions_total, admission_duration_seconds, and rollouts_started_total after
+  a successful restarted-at stamp (N replicas stamp at most once per rollout: the stamp is an
+  optimistic-concurrency patch);
+- the reconciler: rollouts_completed_total, rollouts_timed_out_total,
+  rollout_duration_seconds, drains_in_progress;
+- cache_synced{resource} is read from the cache at scrape time (`track_cache_sync`).
+
+/healthz answers 200 while the process serves at all. /readyz answers 200 only when every
+readiness check passes (caches synced, TLS loaded, and whatever components add), else 503
+listing the failing checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from graceful_drain.controller.decide import Decision
+
+NAMESPACE = "graceful_drain"
+# An admission answer should take milliseconds; the API server gives up after timeoutSeconds 5.
+ADMISSION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+# Rollouts take seconds to minutes; rolloutTimeout defaults to 10 minutes.
+ROLLOUT_BUCKETS = (5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1800)
+
+
+class _CacheSyncCollector(Collector):
+    def __init__(self, status: Callable[[], Mapping[str, bool]]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            f"{NAMESPACE}_cache_synced",
+            "1 when the informer cache of the resource has completed its initial list",
+            labels=["resource"],
+        )
+        for resource, synced in sorted(self._status().items()):
+            family.add_metric([resource], 1.0 if synced else 0.0)
+        yield family
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.decisions = Counter(
+            "decisions",
+            "Eviction admission decisions by outcome and reason",
+            ["allowed", "reason"],
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self.admission_duration = Histogram(
+            "admission_duration_seconds",
+            "Time to answer one eviction AdmissionReview",
+            namespace=NAMESPACE,
+            buckets=ADMISSION_BUCKETS,
+            registry=r,
+        )
+        self.rollouts_started = Counter(
+            "rollouts_started",
+            "Rollouts requested by stamping restarted-at on a Deployment",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self.rollouts_completed = Counter(
+            "rollouts_completed",
+            "Requested rollouts that completed",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self.rollouts_timed_out = Counter(
+            "rollouts_timed_out",
+            "Requested rollouts abandoned after rolloutTimeout",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self.rollout_duration = Histogram(
+            "rollout_duration_seconds",
+            "From restarted-at to the completed (or abandoned) rollout",
+            namespace=NAMESPACE,
+            buckets=ROLLOUT_BUCKETS,
+            registry=r,
+        )
+        self.drains_in_progress = Gauge(
+            "drains_in_progress",
+            "Deployments carrying restarted-at: rollouts requested and not yet finished",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+
+    def record_decision(self, decision: Decision, seconds: float) -> None:
+        self.decisions.labels(
+            allowed="true" if decision.allowed else "false", reason=decision.reason.value
+        ).inc()
+        self.admission_duration.observe(seconds)
+
+    def track_cache_sync(self, status: Callable[[], Mapping[str, bool]]) -> None:
+        """Publish cache_synced{resource} from `status()` at every scrape."""
+        self.registry.register(_CacheSyncCollector(status))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+ReadinessCheck = Callable[[], bool]
+
+
+@dataclass
+class Readiness:
+    """Named checks that must all pass for /readyz; components add their own."""
+
+    checks: dict[str, ReadinessCheck] = field(default_factory=dict)
+    shutting_down: bool = False
+
+    def add(self, name: str, check: ReadinessCheck) -> None:
+        self.checks[name] = check
+
+    def failing(self) -> list[str]:
+        failed = ["shutting-down"] if self.shutting_down else []
+        for name, check in self.checks.items():
+            try:
+                ok = check()
+            except Exception:
+                ok = False
+            if not ok:
+                failed.append(name)
+        return failed
+
+
+def health_app(metrics: Metrics, readiness: Readiness) -> web.Application:
+    async def serve_metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        failing = readiness.failing()
+        if failing:
+            return web.Response(status=503, text="not ready: " + ", ".join(failing) + "\n")
+        return web.Response(text="ok\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", serve_metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

@@ -1,0 +1,370 @@
+"""The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
+
+`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck,
+cache lookups (with a live GET for a pod the cache lacks), decide, and for row 16 the one side
+effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
+any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200:
+a 5xx would make the API server apply failurePolicy and tell the client nothing, so even a bug
+is answered "allow" (row 17), logged and counted.
+
+All live API calls share one budget per request (`budget_seconds`, below the API server's
+timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
+
+Side-channel hooks (for the event writer; each must only enqueue, never block):
+- `on_rollout_requested` after a successful stamp (GracefulDrainStarted),
+- `on_held` while a requested rollout holds evictions (row 15), at most once per Deployment
+  per `held_interval` seconds,
+- `on_cannot_surge` for row 11's Warning, rate-limited the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from aiohttp import web
+from lightkube import AsyncClient
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.types import PatchType
+
+from graceful_drain.controller.admission import (
+    MAX_REVIEW_BYTES,
+    MalformedReview,
+    answer_malformed,
+    encode_review_response,
+    parse_review,
+)
+from graceful_drain.controller.decide import (
+    Decision,
+    DecisionConfig,
+    EvictionRequest,
+    FollowUp,
+    NoDeployment,
+    OwnerLookup,
+    PodFound,
+    PodLookup,
+    Reason,
+    after_stamp_failure,
+    decide,
+    malformed_review,
+    precheck,
+    resolve_owner,
+    unexpected_error,
+)
+from graceful_drain.controller.metrics import Metrics
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.logs import get_logger
+
+WEBHOOK_PATH = "/validate-eviction"
+DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
+DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
+DEFAULT_HELD_INTERVAL_SECONDS = 30.0
+
+_log = get_logger("webhook")
+
+# The answer when even building an answer failed: allow, without a uid the API server would
+# match (it then applies failurePolicy: Ignore, i.e. admits too).
+_LAST_RESORT = encode_review_response("", malformed_review("internal error"))
+
+
+class ClusterView(Protocol):
+    """What the webhook reads: the informer cache plus its live fallbacks (kube/cache.py)."""
+
+    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
+
+    def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None: ...
+
+    def deployment(self, namespace: str, name: str) -> DeploymentInfo | None: ...
+
+    async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
+
+
+class DeploymentPatcher(Protocol):
+    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
+        """Apply a JSON patch; raise (lightkube ApiError, httpx error...) when it fails."""
+
+
+class LightkubeDeploymentPatcher:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
+        await self._client.patch(
+            Deployment, name, patch, namespace=namespace, patch_type=PatchType.JSON
+        )
+
+
+# --- hooks ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRequested:
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    restarted_at: str  # the annotation value just stamped
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionHeld:
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    waited: timedelta | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CannotSurge:
+    deployment: ObjectRef
+    pod: ObjectRef
+    message: str
+
+
+@dataclass
+class WebhookHooks:
+    on_rollout_requested: Callable[[RolloutRequested], None] | None = None
+    on_held: Callable[[EvictionHeld], None] | None = None
+    on_cannot_surge: Callable[[CannotSurge], None] | None = None
+
+
+class RateLimiter:
+    """At most one `allow(key)` per key per `interval` seconds; forgets keys once they expire."""
+
+    def __init__(
+        self, interval: float, *, clock: Callable[[], float] = time.monotonic, max_keys: int = 4096
+    ) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._max_keys = max_keys
+        self._last: dict[object, float] = {}
+
+    def allow(self, key: object) -> bool:
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            return False
+        if len(self._last) >= self._max_keys:
+            self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
+            if len(self._last) >= self._max_keys:  # all recent: drop the oldest half
+                keep = sorted(self._last.items(), key=lambda item: item[1])[self._max_keys // 2 :]
+                self._last = dict(keep)
+        self._last[key] = now
+        return True
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one review came to, for logs, metrics and tests."""
+
+    decision: Decision
+    request: EvictionRequest | None = None
+    pod: PodInfo | None = None
+    attempts: int = 0  # decide() calls
+    stamped: bool = False
+    error: BaseException | None = field(default=None, repr=False)
+
+
+class _Deadline:
+    def __init__(self, budget: float, call_timeout: float) -> None:
+        self._end = time.monotonic() + budget
+        self._call_timeout = call_timeout
+
+    def call_timeout(self) -> float:
+        return max(0.0, min(self._call_timeout, self._end - time.monotonic()))
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class EvictionWebhook:
+    def __init__(
+        self,
+        cluster: ClusterView,
+        patcher: DeploymentPatcher,
+        *,
+        config: DecisionConfig,
+        metrics: Metrics | None = None,
+        hooks: WebhookHooks | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        budget_seconds: float = DEFAULT_BUDGET_SECONDS,
+        call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
+        held_interval_seconds: float = DEFAULT_HELD_INTERVAL_SECONDS,
+    ) -> None:
+        self.cluster = cluster
+        self.patcher = patcher
+        self.config = config
+        self.metrics = metrics
+        self.hooks = hooks or WebhookHooks()
+        self._clock = clock
+        self._budget = budget_seconds
+        self._call_timeout = call_timeout_seconds
+        self._held_limiter = RateLimiter(held_interval_seconds)
+        self._surge_limiter = RateLimiter(held_interval_seconds)
+
+    # --- HTTP -----------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """aiohttp handler: always HTTP 200 with an AdmissionReview."""
+        started = time.perf_counter()
+        try:
+            body: bytes | None = await request.read()
+        except Exception as error:  # over client_max_size, connection trouble
+            body = None
+            problem = f"unreadable body ({type(error).__name__})"
+        if body is None:
+            payload = answer_malformed(MalformedReview("", problem))
+            outcome = Outcome(malformed_review(problem))
+        else:
+            payload, outcome = await self.review(body)
+        self._observe(outcome, time.perf_counter() - started)
+        return web.Response(body=payload, content_type="application/json")
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES + 1)
+        app.router.add_post(WEBHOOK_PATH, self.handle)
+        return app
+
+    # --- the review -----------------------------------------------------------------------------
+
+    async def review(self, body: bytes) -> tuple[bytes, Outcome]:
+        """The response body for one AdmissionReview request body. Never raises."""
+        try:
+            parsed = parse_review(body)
+            if isinstance(parsed, MalformedReview):
+                return answer_malformed(parsed), Outcome(parsed.decision())
+            outcome = Outcome(unexpected_error(parsed, "not decided"), request=parsed)
+            try:
+                await self._decide(parsed, outcome)
+            except Exception as error:  # row 17
+                outcome.decision = unexpected_error(parsed, error)
+                outcome.error = error
+            return encode_review_response(parsed.uid, outcome.decision), outcome
+        except Exception as error:
+            return _LAST_RESORT, Outcome(unexpected_error(None, error), error=error)
+
+    async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
+        early = precheck(request)  # rows 1-2: no lookups, no side effects
+        if early is not None:
+            outcome.decision = early
+            return
+        deadline = _Deadline(self._budget, self._call_timeout)
+        pod_lookup = await self.cluster.lookup_pod(
+            request.namespace, request.name, budget=deadline.call_timeout()
+        )
+        owner: OwnerLookup = NoDeployment("pod not found")  # never read unless PodFound
+        if isinstance(pod_lookup, PodFound):
+            outcome.pod = pod_lookup.pod
+            owner = resolve_owner(pod_lookup.pod, self.cluster.replicaset, self.cluster.deployment)
+        decision = decide(request, pod_lookup, owner, self.config, self._clock())
+        outcome.attempts = 1
+        while decision.stamp is not None:  # row 16
+            stamp = decision.stamp
+            try:
+                async with asyncio.timeout(deadline.call_timeout()):
+                    await self.patcher.patch_json(
+                        stamp.deployment.namespace, stamp.deployment.name, stamp.patch
+                    )
+            except Exception as error:
+                follow_up = after_stamp_failure(
+                    decision,
+                    status=http_status(error),
+                    attempt=outcome.attempts,
+                    detail="timed out" if isinstance(error, TimeoutError) else error_detail(error),
+                )
+                if isinstance(follow_up, Decision):
+                    decision = follow_up
+                    break
+                assert follow_up is FollowUp.REREAD_AND_DECIDE
+                owner = await self.cluster.read_deployment(
+                    stamp.deployment.namespace,
+                    stamp.deployment.name,
+                    budget=deadline.call_timeout(),
+                )
+                outcome.attempts += 1
+                decision = decide(request, pod_lookup, owner, self.config, self._clock())
+                continue
+            outcome.stamped = True
+            self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
+            break
+        outcome.decision = decision
+
+    # --- after the decision ---------------------------------------------------------------------
+
+    def _rollout_requested(self, deployment: ObjectRef, pod: PodInfo | None, value: str) -> None:
+        if self.metrics is not None:
+            self.metrics.rollouts_started.inc()
+        hook = self.hooks.on_rollout_requested
+        if hook is not None and pod is not None:
+            self._call_hook(hook, RolloutRequested(deployment, pod.ref, pod.node_name, value))
+
+    def _observe(self, outcome: Outcome, seconds: float) -> None:
+        decision, request, pod = outcome.decision, outcome.request, outcome.pod
+        try:
+            if self.metrics is not None:
+                self.metrics.record_decision(decision, seconds)
+            self._log(outcome, seconds)
+            if pod is None or decision.deployment is None:
+                return
+            on_held, on_cannot_surge = self.hooks.on_held, self.hooks.on_cannot_surge
+            held = decision.reason is Reason.ROLLOUT_IN_PROGRESS
+            if held and on_held is not None and self._held_limiter.allow(decision.deployment):
+                event = EvictionHeld(
+                    decision.deployment, pod.ref, pod.node_name, decision.waited, decision.message
+                )
+                self._call_hook(on_held, event)
+            if (
+                decision.warning_event
+                and on_cannot_surge is not None
+                and self._surge_limiter.allow(decision.deployment)
+            ):
+                self._call_hook(
+                    on_cannot_surge, CannotSurge(decision.deployment, pod.ref, decision.message)
+                )
+        except Exception as error:  # observing must never change the answer
+            _log.error("observing the decision failed", error=error_detail(error),
+                       uid=None if request is None else request.uid)  # fmt: skip
+
+    @staticmethod
+    def _call_hook(hook: Callable[[Any], None], event: object) -> None:
+        try:
+            hook(event)
+        except Exception as error:
+            _log.error("webhook hook failed", hook=getattr(hook, "__name__", repr(hook)),
+                       error=error_detail(error))  # fmt: skip
+
+    @staticmethod
+    def _log(outcome: Outcome, seconds: float) -> None:
+        decision, request = outcome.decision, outcome.request
+        fields: dict[str, Any] = {
+            "uid": None if request is None else request.uid,
+            "pod": None if request is None else str(request.pod_ref),
+            "deployment": None if decision.deployment is None else str(decision.deployment),
+            "decision": "allow" if decision.allowed else "deny",
+            "reason": decision.reason.value,
+            "row": decision.row,
+            "latency_ms": round(seconds * 1000, 3),
+        }
+        if request is not None:
+            fields["user"] = request.username
+        if outcome.pod is not None:
+            fields["node"] = outcome.pod.node_name
+        if outcome.attempts > 1:
+            fields["attempts"] = outcome.attempts
+        if outcome.stamped:
+            fields["stamped"] = True
+        if outcome.error is not None:
+            _log.error("admission", message=decision.message, exc_info=outcome.error, **fields)
+        elif decision.reason in (Reason.STAMP_FAILED, Reason.MALFORMED_REVIEW, Reason.ERROR):
+            _log.warning("admission", message=decision.message, **fields)
+        else:
+            _log.info("admission", **fields)

@@ -1,0 +1,79 @@
+"""`graceful-drain controller` as a real process: JSON logs, serving, SIGTERM shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from graceful_drain.controller.webhook import WEBHOOK_PATH
+from kubesim.sim import KubeSim
+
+from .conftest import DEADLINE, WebhookCerts
+
+pytestmark = pytest.mark.e2e
+
+SRC = Path(__file__).resolve().parents[3] / "src"
+
+
+async def next_log(stream: asyncio.StreamReader, message: str) -> dict[str, Any]:
+    """The next JSON log line whose msg is `message` (earlier lines are skipped)."""
+    while True:
+        line = await stream.readline()
+        if not line:
+            raise AssertionError(f"the controller exited before logging {message!r}")
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("msg") == message:
+            return record
+
+
+async def test_controller_serves_then_stops_cleanly_on_sigterm(
+    sim: KubeSim, certs: WebhookCerts, https: aiohttp.ClientSession
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(SRC),
+        "GRACEFUL_DRAIN_KUBECONFIG": str(sim.kubeconfig_path),
+        "GRACEFUL_DRAIN_TLS_CERT_FILE": str(certs.cert_file),
+        "GRACEFUL_DRAIN_TLS_KEY_FILE": str(certs.key_file),
+        "GRACEFUL_DRAIN_LOG_FORMAT": "json",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "graceful_drain.cli", "controller",
+        "--bind-address", "127.0.0.1", "--webhook-port", "0", "--metrics-port", "0",
+        env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        async with asyncio.timeout(DEADLINE * 2):
+            started = await next_log(process.stderr, "controller started")
+        assert started["level"] == "info"
+        url = f"https://127.0.0.1:{started['webhook_port']}{WEBHOOK_PATH}"
+        async with https.post(url, data=b"{}") as response:
+            assert response.status == 200
+            review = await response.json()
+        assert review["response"]["allowed"] is True
+        async with asyncio.timeout(DEADLINE):
+            admission = await next_log(process.stderr, "admission")
+        assert admission["reason"] == "malformed-review"
+        assert admission["decision"] == "allow"
+
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(DEADLINE):
+            await next_log(process.stderr, "shutting down")
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

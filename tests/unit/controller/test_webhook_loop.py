@@ -1,0 +1,315 @@
+"""The webhook's caller loop around decide(), with an in-memory cluster and a scripted patcher."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lightkube import ApiError
+from lightkube.models.meta_v1 import Status
+
+from graceful_drain.controller.decide import (
+    DecisionConfig,
+    DeploymentFound,
+    NoDeployment,
+    OwnerLookup,
+    PodFound,
+    PodGone,
+    PodLookup,
+    PodUnavailable,
+    Reason,
+)
+from graceful_drain.controller.metrics import Metrics
+from graceful_drain.controller.model import (
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.webhook import (
+    CannotSurge,
+    EvictionHeld,
+    EvictionWebhook,
+    RateLimiter,
+    RolloutRequested,
+    WebhookHooks,
+)
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
+
+POD = PodInfo(
+    namespace="default", name="web-5d9-abcde", uid="pod-uid", node_name="node-a",
+    terminating=False, phase="Running", ready=True, owner_kind="ReplicaSet",
+    owner_replicaset="web-5d9",
+)  # fmt: skip
+REPLICASET = ReplicaSetInfo("default", "web-5d9", "rs-uid", "web")
+
+
+def deployment(**changes: Any) -> DeploymentInfo:
+    raw: dict[str, Any] = {
+        "metadata": {
+            "name": "web", "namespace": "default", "uid": "dep-uid", "resourceVersion": "42",
+            "generation": 1, "annotations": {},
+        },
+        "spec": {"replicas": 1},
+        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+                   "updatedReplicas": 1, "observedGeneration": 1},
+    }  # fmt: skip
+    return replace(DeploymentInfo.from_object(raw), **changes)
+
+
+def conflict() -> ApiError:
+    return ApiError(status=Status(code=409, reason="Conflict", message="object modified"))
+
+
+def server_error() -> ApiError:
+    return ApiError(status=Status(code=500, reason="InternalError", message="etcd down"))
+
+
+@dataclass
+class FakeCluster:
+    pod: PodLookup = field(default_factory=lambda: PodFound(POD))
+    replicasets: dict[str, ReplicaSetInfo] = field(default_factory=lambda: {"web-5d9": REPLICASET})
+    deployments: dict[str, DeploymentInfo] = field(default_factory=lambda: {"web": deployment()})
+    reread: list[OwnerLookup] = field(default_factory=list)
+    lookups: int = 0
+    rereads: int = 0
+
+    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
+        assert budget > 0
+        self.lookups += 1
+        if isinstance(self.pod, Exception):
+            raise self.pod
+        return self.pod
+
+    def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None:
+        return self.replicasets.get(name)
+
+    def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
+        return self.deployments.get(name)
+
+    async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup:
+        self.rereads += 1
+        return self.reread.pop(0)
+
+
+@dataclass
+class ScriptedPatcher:
+    failures: list[BaseException] = field(default_factory=list)
+    patches: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+
+    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
+        self.patches.append((namespace, name, patch))
+        if self.failures:
+            raise self.failures.pop(0)
+
+
+def review(**request_changes: Any) -> bytes:
+    request: dict[str, Any] = {
+        "uid": UID,
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "name": POD.name,
+        "namespace": POD.namespace,
+        "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:kube-system:cluster-autoscaler"},
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction",
+                   "metadata": {"name": POD.name, "namespace": POD.namespace}},
+        "dryRun": False,
+    }  # fmt: skip
+    request.update(request_changes)
+    document = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    return json.dumps(document).encode()
+
+
+@dataclass
+class Rig:
+    cluster: FakeCluster
+    patcher: ScriptedPatcher
+    webhook: EvictionWebhook
+    metrics: Metrics
+    events: list[object]
+
+
+@pytest.fixture
+def rig() -> Rig:
+    cluster, patcher, metrics = FakeCluster(), ScriptedPatcher(), Metrics()
+    events: list[object] = []
+    hooks = WebhookHooks(events.append, events.append, events.append)
+    webhook = EvictionWebhook(
+        cluster, patcher, config=DecisionConfig(), metrics=metrics, hooks=hooks, clock=lambda: NOW
+    )
+    return Rig(cluster, patcher, webhook, metrics, events)
+
+
+async def answer(rig: Rig, body: bytes | None = None) -> dict[str, Any]:
+    payload, outcome = await rig.webhook.review(review() if body is None else body)
+    rig.webhook._observe(outcome, 0.001)
+    document = json.loads(payload)
+    assert document["apiVersion"] == "admission.k8s.io/v1"
+    assert document["kind"] == "AdmissionReview"
+    response: dict[str, Any] = document["response"]
+    return response
+
+
+def reason_of(response: dict[str, Any]) -> str:
+    text = response.get("status", {}).get("message") or " ".join(response.get("warnings", []))
+    return text
+
+
+async def test_stamp_then_429_naming_the_deployment(rig: Rig) -> None:
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "default/web" in response["status"]["message"]
+    [(namespace, name, patch)] = rig.patcher.patches
+    assert (namespace, name) == ("default", "web")
+    assert patch[-1]["path"] == "/metadata/annotations/" + RESTARTED_AT_ANNOTATION.replace(
+        "/", "~1"
+    )
+    assert patch[-1]["value"] == "2024-05-01T12:00:00Z"
+    assert rig.events == [
+        RolloutRequested(deployment().ref, POD.ref, "node-a", "2024-05-01T12:00:00Z")
+    ]
+    assert rig.metrics.rollouts_started._value.get() == 1
+
+
+async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
+    rig.patcher.failures = [conflict()]
+    stamped_by_another_replica = deployment(
+        restarted_at=NOW - timedelta(seconds=5), restarted_at_raw="2024-05-01T11:59:55Z"
+    )
+    rig.cluster.reread = [DeploymentFound(stamped_by_another_replica)]
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert "rollout requested 5s ago" in response["status"]["message"]
+    assert rig.cluster.rereads == 1
+    assert len(rig.patcher.patches) == 1  # row 15 now: nothing more to stamp
+
+
+async def test_409_twice_allows(rig: Rig) -> None:
+    rig.patcher.failures = [conflict(), conflict()]
+    rig.cluster.reread = [DeploymentFound(deployment(resource_version="43"))]
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert len(rig.patcher.patches) == 2
+    assert rig.patcher.patches[1][2][1] == {
+        "op": "add", "path": "/metadata/resourceVersion", "value": "43",
+    }  # fmt: skip
+    assert "HTTP 409" in reason_of(response)
+
+
+async def test_409_then_deployment_gone_allows(rig: Rig) -> None:
+    rig.patcher.failures = [conflict()]
+    rig.cluster.reread = [NoDeployment("Deployment default/web no longer exists")]
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert rig.events == []
+
+
+@pytest.mark.parametrize(
+    "failure", [server_error(), ConnectionError("refused"), TimeoutError()], ids=repr
+)
+async def test_any_other_stamp_failure_allows(rig: Rig, failure: BaseException) -> None:
+    rig.patcher.failures = [failure]
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert rig.cluster.rereads == 0
+    assert rig.events == []
+    assert rig.metrics.decisions.labels(allowed="true", reason="stamp-failed")._value.get() == 1
+
+
+@pytest.mark.parametrize(
+    ("lookup", "allowed", "reason"),
+    [
+        (PodGone(), True, Reason.POD_GONE),
+        (PodUnavailable("503 ServiceUnavailable"), False, Reason.CACHE_COLD),
+    ],
+)
+async def test_pod_lookup_rows(rig: Rig, lookup: PodLookup, allowed: bool, reason: Reason) -> None:
+    rig.cluster.pod = lookup
+    response = await answer(rig)
+    assert response["allowed"] is allowed
+    value = rig.metrics.decisions.labels(allowed=str(allowed).lower(), reason=reason.value)
+    assert value._value.get() == 1
+    assert rig.patcher.patches == []
+
+
+async def test_dry_run_makes_no_lookup_and_no_patch(rig: Rig) -> None:
+    response = await answer(rig, review(dryRun=True))
+    assert response["allowed"] is True
+    assert rig.cluster.lookups == 0
+    assert rig.patcher.patches == []
+
+
+async def test_owner_unresolved_allows(rig: Rig) -> None:
+    rig.cluster.replicasets = {}
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert "ReplicaSet default/web-5d9 not found" in reason_of(response)
+
+
+async def test_a_bug_in_a_lookup_allows_with_reason_error(rig: Rig) -> None:
+    rig.cluster.pod = RuntimeError("cache bug")  # type: ignore[assignment]
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert response["uid"] == UID
+    assert "RuntimeError: cache bug" in reason_of(response)
+    assert rig.metrics.decisions.labels(allowed="true", reason="error")._value.get() == 1
+
+
+async def test_held_events_are_rate_limited_per_deployment(rig: Rig) -> None:
+    stamped = deployment(restarted_at=NOW - timedelta(seconds=30), restarted_at_raw="x")
+    rig.cluster.deployments = {"web": stamped}
+    for _ in range(3):
+        response = await answer(rig)
+        assert response["allowed"] is False
+    held = [event for event in rig.events if isinstance(event, EvictionHeld)]
+    assert len(held) == 1
+    assert held[0].waited == timedelta(seconds=30)
+    assert held[0].node == "node-a"
+
+
+async def test_cannot_surge_warns_once(rig: Rig) -> None:
+    rig.cluster.deployments = {"web": deployment(strategy_type="Recreate", max_surge=0)}
+    for _ in range(2):
+        assert (await answer(rig))["allowed"] is True
+    assert [type(event) for event in rig.events] == [CannotSurge]
+
+
+async def test_a_failing_hook_does_not_change_the_answer(rig: Rig) -> None:
+    def broken(event: RolloutRequested) -> None:
+        raise RuntimeError("event writer bug")
+
+    rig.webhook.hooks.on_rollout_requested = broken
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode)))
+async def test_any_body_gets_a_valid_review(rig: Rig, body: bytes) -> None:
+    response = await answer(rig, body)
+    assert isinstance(response["allowed"], bool)
+    assert isinstance(response["uid"], str)
+
+
+def test_rate_limiter_allows_once_per_interval_and_stays_bounded() -> None:
+    now = [0.0]
+    limiter = RateLimiter(30, clock=lambda: now[0], max_keys=4)
+    assert limiter.allow("a") and not limiter.allow("a")
+    now[0] = 29.9
+    assert not limiter.allow("a")
+    now[0] = 30.0
+    assert limiter.allow("a")
+    for key in range(10):
+        assert limiter.allow(key)
+    assert len(limiter._last) <= 4
