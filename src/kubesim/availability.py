@@ -219,5 +219,10 @@ class AvailabilityLedger:
             until=until,
         )
 
+    def pod_departed(self, namespace: str, name: str) -> bool:
+        """Whether the pod is gone or terminating, as far as the events seen so far tell."""
+        pod = self._pods.get((namespace, name))
+        return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
     def deployments(self) -> list[Key]:
         return sorted(set(self.samples) | self._deployments)

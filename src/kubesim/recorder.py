@@ -102,6 +102,9 @@ class AvailabilityRecorder:
     def ready(self, name: str, namespace: str = "default") -> int:
         return self.ledger.ready_counts().get((namespace, name), 0)
 
+    def pod_departed(self, namespace: str, name: str) -> bool:
+        return self.ledger.pod_departed(namespace, name)
+
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Return once `predicate()` holds, re-checking after every event the recorder sees.
 
