@@ -23,6 +23,7 @@ from graceful_drain.controller.timefmt import format_go_duration, parse_go_durat
 ENV_PREFIX = "GRACEFUL_DRAIN_"
 EXIT_CONFIG_ERROR = 2
 IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
+POD_NAMESPACE_VARIABLE = "POD_NAMESPACE"  # the Downward API's metadata.namespace
 
 LogFormat = Literal["json", "console"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
@@ -57,6 +58,13 @@ class ControllerConfig:
     leader_elect: bool = False
     kubeconfig: Path | None = None
     kube_context: str | None = None
+    # Where the controller's own objects live (Lease, self-signed Secret); None: read it from
+    # the in-cluster service account, else DEFAULT_CONTROLLER_NAMESPACE.
+    controller_namespace: str | None = None
+    service_name: str = "graceful-drain-webhook"  # deploy/base/service.yaml
+    self_signed_secret: str = "graceful-drain-webhook-tls"
+    webhook_configuration: str = "graceful-drain"
+    lease_name: str = "graceful-drain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +111,26 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("--log-format", "json or console (default: json in a cluster, console elsewhere)"),
     _Option("--log-level", "debug, info, warning or error (default info)"),
     _Option("--leader-elect", "use a Lease so only one replica reconciles", is_switch=True),
+    _Option(
+        "--controller-namespace",
+        "namespace of the controller's Lease and certificate Secret (default: $POD_NAMESPACE, "
+        "else the service account's namespace, else graceful-drain)",
+    ),
+    _Option("--lease-name", "Lease used by --leader-elect (default graceful-drain)"),
+    _Option(
+        "--service-name",
+        "the webhook's Service, named in the --self-signed certificate "
+        "(default graceful-drain-webhook)",
+    ),
+    _Option(
+        "--self-signed-secret",
+        "Secret keeping the --self-signed CA and certificate (default graceful-drain-webhook-tls)",
+    ),
+    _Option(
+        "--webhook-configuration",
+        "ValidatingWebhookConfiguration that --self-signed writes its caBundle into "
+        "(default graceful-drain)",
+    ),
     _Option("--kubeconfig", "kubeconfig file (default: in-cluster, then $KUBECONFIG)"),
     _Option("--context", "kubeconfig context (default: the current context)"),
 )
@@ -181,6 +209,16 @@ def _namespaces(text: str, names: str) -> tuple[str, ...] | None:
         if _DNS_LABEL.fullmatch(item) is None:
             raise ConfigError(f"invalid value for {names}: {item!r} is not a namespace name")
     return tuple(dict.fromkeys(items)) or None
+
+
+def _object_name(text: str, names: str, *, label: bool = False) -> str:
+    """A DNS subdomain (most object names), or a DNS label (namespaces, Services)."""
+    name = text.strip()
+    pattern = _DNS_LABEL if label else _DNS_SUBDOMAIN
+    if pattern.fullmatch(name) is None or len(name) > (63 if label else 253):
+        kind = "DNS label" if label else "DNS subdomain"
+        raise ConfigError(f"invalid value for {names}: {text!r} is not a valid {kind} name")
+    return name
 
 
 def _choice(text: str, names: str, choices: Sequence[str]) -> str:
@@ -262,6 +300,18 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
     context = None
     if (value := get("context")) is not None and value[0].strip():
         context = value[0].strip()
+    controller_namespace = None
+    if (value := get("controller_namespace")) is not None and value[0].strip():
+        controller_namespace = _object_name(*value, label=True)
+    elif env.get(POD_NAMESPACE_VARIABLE, "").strip():
+        controller_namespace = _object_name(
+            env[POD_NAMESPACE_VARIABLE], f"${POD_NAMESPACE_VARIABLE}", label=True
+        )
+
+    def object_name(dest: str, default_name: str, *, label: bool = False) -> str:
+        value = get(dest)
+        return default_name if value is None else _object_name(*value, label=label)
+
     return ControllerConfig(
         rollout_timeout=rollout_timeout,
         enabled_annotation=enabled_annotation,
@@ -278,6 +328,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         leader_elect=leader_elect,
         kubeconfig=kubeconfig,
         kube_context=context,
+        controller_namespace=controller_namespace,
+        lease_name=object_name("lease_name", default.lease_name),
+        service_name=object_name("service_name", default.service_name, label=True),
+        self_signed_secret=object_name("self_signed_secret", default.self_signed_secret),
+        webhook_configuration=object_name("webhook_configuration", default.webhook_configuration),
     )
 
 

@@ -192,11 +192,15 @@ def test_go_duration_round_trips_whole_seconds(seconds: int) -> None:
     assert parse_go_duration(format_go_duration(duration)) == duration
 
 
-def test_cli_refuses_self_signed_until_it_is_wired_in(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["controller", "--self-signed"]) == 2
-    assert "--self-signed (GRACEFUL_DRAIN_SELF_SIGNED) is not available yet" in (
-        capsys.readouterr().err
-    )
+def test_cli_self_signed_needs_no_tls_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    assert main(["controller", "--self-signed", "--kubeconfig", str(kubeconfig)]) == 2
+    error = capsys.readouterr().err
+    assert "cannot load the Kubernetes client configuration" in error  # past the TLS checks
+    assert "--tls-cert-file" not in error
 
 
 def test_cli_refuses_an_unusable_kubeconfig(
@@ -211,3 +215,69 @@ def test_cli_refuses_an_unusable_kubeconfig(
     argv = ["controller", "--kubeconfig", str(kubeconfig), "--context", "nope", *tls]
     assert main(argv) == 2
     assert "cannot load the Kubernetes client configuration" in capsys.readouterr().err
+
+
+# --- the controller's own objects: Lease, self-signed Secret, webhook configuration ----------
+
+
+def _manifest_name(file: str, kind: str) -> str:
+    import yaml
+
+    path = Path(__file__).parents[2] / "deploy" / file
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc and doc.get("kind") == kind:
+            return str(doc["metadata"]["name"])
+    raise AssertionError(f"no {kind} in {path}")
+
+
+def test_own_object_names_default_to_the_manifests() -> None:
+    config = parse()
+    assert config.controller_namespace is None  # resolved in the cluster at start
+    assert config.lease_name == "graceful-drain"
+    assert config.service_name == _manifest_name("base/service.yaml", "Service")
+    assert config.webhook_configuration == _manifest_name(
+        "base/webhook.yaml", "ValidatingWebhookConfiguration"
+    )
+    assert config.self_signed_secret == "graceful-drain-webhook-tls"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "field", "expected"),
+    [
+        (["--controller-namespace", "ops"], {}, "controller_namespace", "ops"),
+        ([], {"POD_NAMESPACE": "from-downward-api"}, "controller_namespace", "from-downward-api"),
+        (
+            ["--controller-namespace", "flag"],
+            {"POD_NAMESPACE": "downward"},
+            "controller_namespace",
+            "flag",
+        ),
+        ([], {"GRACEFUL_DRAIN_LEASE_NAME": "gd-leader"}, "lease_name", "gd-leader"),
+        (["--service-name", "gd-webhook"], {}, "service_name", "gd-webhook"),
+        (["--self-signed-secret", "gd.certs"], {}, "self_signed_secret", "gd.certs"),
+        (
+            ["--webhook-configuration", "gd.example.com"],
+            {},
+            "webhook_configuration",
+            "gd.example.com",
+        ),
+    ],
+)
+def test_own_object_names_from_flags_and_variables(
+    argv: list[str], env: dict[str, str], field: str, expected: object
+) -> None:
+    assert getattr(parse(*argv, env=env), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--controller-namespace", "Ops"], "--controller-namespace"),
+        (["--service-name", "gd.webhook"], "--service-name"),  # a Service name is a DNS label
+        (["--lease-name", "bad_"], "--lease-name"),
+        (["--webhook-configuration", "a_b"], "--webhook-configuration"),
+    ],
+)
+def test_bad_object_names_are_refused(argv: list[str], names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        parse(*argv)

@@ -1,43 +1,64 @@
 """One controller process: the pieces, wired, started in order and stopped in reverse.
 
     app = ControllerApp(config)            # or ControllerApp(config, client=..., tls=...)
-    app.add_component(reconciler)          # anything with `name`, `async start()`, `async stop()`
-    app.readiness.add("leader-lease", ...) # extra /readyz checks
-    app.webhook.hooks.on_held = events.held
+    app.add_component(extra)               # anything with `name`, `async start()`, `async stop()`
+    app.readiness.add("something", ...)    # extra /readyz checks
     await app.run(stop_event)
 
-Core components, in start order: the health site (so /healthz answers from the first moment),
-the informer cache, the TLS source, the webhook site. Added components start after them and
-stop before them. /readyz fails until every cache has synced and TLS is loaded, and again from
-the moment shutdown begins.
+Components, in start order: the health site (so /healthz answers from the first moment), the
+informer cache, the event recorder, the TLS source (certificate files, or the self-managed CA
+with --self-signed), the webhook site, then the reconciler, or with --leader-elect the Lease
+elector that runs the reconciler only while this replica leads (the webhook serves on every
+replica). Added components start after them and stop before them. /readyz fails until every
+cache has synced and TLS is loaded, and again from the moment shutdown begins.
+
+The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting /
+GracefulDrainCannotSurge events; the reconciler writes GracefulDrainCompleted and
+GracefulDrainTimeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import socket
 import ssl
+import uuid
 from collections.abc import Callable
-from typing import Protocol, cast
+from pathlib import Path
+from typing import Protocol, TypeVar, cast
 
 from aiohttp import web
 from lightkube import AsyncClient
 
 from graceful_drain.config import ConfigError, ControllerConfig
+from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
+from graceful_drain.controller.model import ObjectRef
+from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
 from graceful_drain.controller.webhook import (
+    DEFAULT_HELD_INTERVAL_SECONDS,
+    CannotSurge,
+    EvictionHeld,
     EvictionWebhook,
     LightkubeDeploymentPatcher,
+    RolloutRequested,
     WebhookHooks,
 )
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import create_client, load_config
+from graceful_drain.kube.events import DrainEvents, EventRecorder
+from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.logs import configure_logging, get_logger
 
 SHUTDOWN_TIMEOUT_SECONDS = 5.0  # in-flight admission requests get this long to finish
+DEFAULT_CONTROLLER_NAMESPACE = "graceful-drain"
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+POD_NAME_VARIABLE = "POD_NAME"  # the Downward API's metadata.name
 
 _log = get_logger("app")
 
@@ -111,11 +132,16 @@ class ControllerApp:
         tls: TLSComponent | None = None,
         hooks: WebhookHooks | None = None,
         cache_backoff: Callable[[], Backoff] = Backoff,
+        identity: str | None = None,
     ) -> None:
         self.config = config
-        self.tls: TLSComponent = tls or _tls_from_files(config)
+        self.identity = identity or controller_identity()
+        self.namespace = config.controller_namespace or in_cluster_namespace()
+        # Certificate files are checked before any client exists: a bad path is a config error.
+        from_files = None if tls is not None or config.self_signed else _tls_from_files(config)
         self._owns_client = client is None
         self.client = client or create_client(config.kubeconfig, config.kube_context)
+        self.tls: TLSComponent = tls or from_files or self._self_signed()
         self.metrics = Metrics()
         self.readiness = Readiness()
         self.cache = ClusterCache(
@@ -125,6 +151,14 @@ class ControllerApp:
             backoff=cache_backoff,
         )
         self.metrics.track_cache_sync(self.cache.sync_status)
+        self.recorder = EventRecorder(self.client, instance=self.identity)
+        self.events = DrainEvents(
+            self.recorder,
+            uid_of=self._deployment_uid,
+            # The webhook already calls on_held at most once per interval per Deployment;
+            # a slightly shorter limit here never drops one it lets through.
+            held_interval=DEFAULT_HELD_INTERVAL_SECONDS * 0.9,
+        )
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),
@@ -133,8 +167,21 @@ class ControllerApp:
                 enabled_annotation=config.enabled_annotation,
             ),
             metrics=self.metrics,
-            hooks=hooks,
+            hooks=event_hooks(self.events, hooks),
         )
+        self.reconciler = Reconciler(
+            self.cache.deployments,
+            LightkubeDeploymentPatcher(self.client),
+            self.events,
+            rollout_timeout=config.rollout_timeout,
+            metrics=self.metrics,
+        )
+        self.elector: LeaderElector | None = None
+        if config.leader_elect:
+            self.elector = LeaderElector(
+                self.client, namespace=self.namespace, name=config.lease_name,
+                identity=self.identity, leading=self.reconciler,
+            )  # fmt: skip
         self.health_site = HttpSite(
             "health", health_app(self.metrics, self.readiness), config.bind_address,
             config.metrics_port,
@@ -146,9 +193,23 @@ class ControllerApp:
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
         self.components: list[Component] = [
-            self.health_site, self.cache, self.tls, self.webhook_site,
+            self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,
+            self.elector or self.reconciler,
         ]  # fmt: skip
         self._started: list[Component] = []
+
+    def _self_signed(self) -> TLSComponent:
+        return SelfSignedCertificates(
+            self.client,
+            namespace=self.namespace,
+            secret_name=self.config.self_signed_secret,
+            service_name=self.config.service_name,
+            webhook_configuration=self.config.webhook_configuration,
+        )
+
+    def _deployment_uid(self, ref: ObjectRef) -> str | None:
+        deployment = self.cache.deployment(ref.namespace, ref.name)
+        return None if deployment is None else deployment.uid
 
     def add_component(self, component: Component) -> None:
         """Start `component` after the core ones (call before `start`)."""
@@ -189,7 +250,8 @@ class ControllerApp:
 
 def preflight(config: ControllerConfig) -> None:
     """What can be refused before the process starts serving. Raises ConfigError."""
-    _tls_from_files(config)
+    if not config.self_signed:
+        _tls_from_files(config)
     try:
         load_config(config.kubeconfig, config.kube_context)
     except Exception as error:  # lightkube ConfigError, YAML errors, missing keys...
@@ -201,15 +263,65 @@ def preflight(config: ControllerConfig) -> None:
 
 def _tls_from_files(config: ControllerConfig) -> TLSComponent:
     if config.tls_cert_file is None or config.tls_key_file is None:
-        if config.self_signed:
-            raise ConfigError("--self-signed (GRACEFUL_DRAIN_SELF_SIGNED) is not available yet")
-        raise ConfigError("the webhook needs --tls-cert-file and --tls-key-file")
+        raise ConfigError("the webhook needs --tls-cert-file and --tls-key-file, or --self-signed")
     reloading = ReloadingTLS(
         config.tls_cert_file,
         config.tls_key_file,
         interval=config.tls_reload_interval.total_seconds(),
     )
     return cast(TLSComponent, reloading)
+
+
+def controller_identity() -> str:
+    """This replica's name in the Lease and in events: the pod name (Downward API), else
+    `<hostname>_<uuid>` as client-go's leader election suggests."""
+    pod = os.environ.get(POD_NAME_VARIABLE, "").strip()
+    return pod or f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def in_cluster_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """The service account's namespace in a pod, else DEFAULT_CONTROLLER_NAMESPACE."""
+    try:
+        return path.read_text().strip() or DEFAULT_CONTROLLER_NAMESPACE
+    except OSError:
+        return DEFAULT_CONTROLLER_NAMESPACE
+
+
+E = TypeVar("E")
+
+
+def _both(first: Callable[[E], None] | None, second: Callable[[E], None]) -> Callable[[E], None]:
+    if first is None:
+        return second
+
+    def call_both(event: E) -> None:
+        try:
+            first(event)
+        finally:
+            second(event)
+
+    return call_both
+
+
+def event_hooks(events: DrainEvents, hooks: WebhookHooks | None = None) -> WebhookHooks:
+    """The webhook's hooks writing the drain events (after any hooks already given)."""
+    given = hooks or WebhookHooks()
+
+    def started(event: RolloutRequested) -> None:
+        events.started(event.deployment, pod=event.pod, node=event.node,
+                       restarted_at=event.restarted_at)  # fmt: skip
+
+    def held(event: EvictionHeld) -> None:
+        events.held(event.deployment, pod=event.pod, node=event.node, waited=event.waited)
+
+    def cannot_surge(event: CannotSurge) -> None:
+        events.cannot_surge(event.deployment, message=event.message)
+
+    return WebhookHooks(
+        on_rollout_requested=_both(given.on_rollout_requested, started),
+        on_held=_both(given.on_held, held),
+        on_cannot_surge=_both(given.on_cannot_surge, cannot_surge),
+    )
 
 
 async def serve(config: ControllerConfig) -> int:

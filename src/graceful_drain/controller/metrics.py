@@ -104,6 +104,17 @@ class Metrics:
         ).inc()
         self.admission_duration.observe(seconds)
 
+    def record_rollout_completed(self, seconds: float) -> None:
+        self.rollouts_completed.inc()
+        self.rollout_duration.observe(seconds)
+
+    def record_rollout_timed_out(self, seconds: float) -> None:
+        self.rollouts_timed_out.inc()
+        self.rollout_duration.observe(seconds)
+
+    def set_drains_in_progress(self, count: int) -> None:
+        self.drains_in_progress.set(count)
+
     def track_cache_sync(self, status: Callable[[], Mapping[str, bool]]) -> None:
         """Publish cache_synced{resource} from `status()` at every scrape."""
         self.registry.register(_CacheSyncCollector(status))

@@ -215,6 +215,8 @@ class DeploymentInfo:
     enabled: bool  # the configured enabled-annotation is present (False if none configured)
     template_restarted_at: str | None  # spec.template annotation kubectl.kubernetes.io/restartedAt
     malformed: tuple[str, ...] = ()
+    # spec.template.metadata.annotations is a (possibly empty) map: shapes the reconciler's patch
+    template_has_annotations: bool = True
 
     @property
     def ref(self) -> ObjectRef:
@@ -295,4 +297,5 @@ class DeploymentInfo:
                 f"spec.template.metadata.annotations[{TEMPLATE_RESTARTED_AT_ANNOTATION}]",
             ),
             malformed=tuple(reader.malformed),
+            template_has_annotations=template_annotations is not None,
         )

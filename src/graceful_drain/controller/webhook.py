@@ -58,6 +58,7 @@ from graceful_drain.controller.decide import (
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.ratelimit import RateLimiter
 from graceful_drain.logs import get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
@@ -131,31 +132,6 @@ class WebhookHooks:
     on_rollout_requested: Callable[[RolloutRequested], None] | None = None
     on_held: Callable[[EvictionHeld], None] | None = None
     on_cannot_surge: Callable[[CannotSurge], None] | None = None
-
-
-class RateLimiter:
-    """At most one `allow(key)` per key per `interval` seconds; forgets keys once they expire."""
-
-    def __init__(
-        self, interval: float, *, clock: Callable[[], float] = time.monotonic, max_keys: int = 4096
-    ) -> None:
-        self.interval = interval
-        self._clock = clock
-        self._max_keys = max_keys
-        self._last: dict[object, float] = {}
-
-    def allow(self, key: object) -> bool:
-        now = self._clock()
-        last = self._last.get(key)
-        if last is not None and now - last < self.interval:
-            return False
-        if len(self._last) >= self._max_keys:
-            self._last = {k: t for k, t in self._last.items() if now - t < self.interval}
-            if len(self._last) >= self._max_keys:  # all recent: drop the oldest half
-                keep = sorted(self._last.items(), key=lambda item: item[1])[self._max_keys // 2 :]
-                self._last = dict(keep)
-        self._last[key] = now
-        return True
 
 
 # --- the loop ---------------------------------------------------------------------------------

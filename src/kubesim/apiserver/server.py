@@ -417,10 +417,17 @@ class ApiServer:
         bookmarks = ctx.request.query.get("allowWatchBookmarks") in ("true", "1")
         timeout = _timeout_seconds(ctx.request)
         stored = self._stored_type(ctx.rt)
-        watcher = self.store.watch(stored.storage_key, since, predicate)
-        as_table = tables.wants_table(ctx.request.headers.get("Accept", ""))
         response = web.StreamResponse(headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
+        try:
+            watcher = self.store.watch(stored.storage_key, since, predicate)
+        except ApiError as err:
+            # The watch cache answers a too-old resourceVersion inside a 200 stream, as one
+            # ERROR event carrying the 410 Status (cacher's newErrWatcher upstream).
+            await response.prepare(ctx.request)
+            await _write_event(response, "ERROR", err.status())
+            return response
+        as_table = tables.wants_table(ctx.request.headers.get("Accept", ""))
         await response.prepare(ctx.request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout is not None else None

@@ -1,7 +1,9 @@
 """`Cluster`: kubesim's built-in components, started against a running `KubeSim`.
 
-    async with KubeSim() as sim, Cluster(sim) as cluster:
-        ...  # Deployments roll out, ReplicaSets keep their pods, PDB status is computed
+    async with KubeSim() as sim, Cluster(sim, nodes=["node-a", "node-b"]) as cluster:
+        ...  # pods are scheduled and run on simulated kubelets, Deployments roll out,
+        ...  # ReplicaSets keep their pods, PDB status is computed
+        cluster.nodes["node-a"]  # the Kubelet of node-a (pressure, ...)
 
 Every component talks to the API server over HTTPS with its own client and
 identity, exactly as the real ones do. Components are switchable by name and
@@ -22,7 +24,12 @@ from typing import TYPE_CHECKING, Protocol
 from ..client import KubeClient
 from .deployment import DeploymentController
 from .disruption import DisruptionController
+from .kubeletconfig import KubeletConfig
+from .node_lifecycle import NodeLifecycleController
+from .nodeset import NodeSet
+from .nodestatus import NodeShape
 from .replicaset import ReplicaSetController
+from .scheduler import Scheduler
 
 if TYPE_CHECKING:
     from ..sim import KubeSim
@@ -80,6 +87,8 @@ COMPONENTS: dict[str, ComponentSpec] = {
     "deployment": ComponentSpec(lambda ctx: DeploymentController(ctx.client())),
     "replicaset": ComponentSpec(lambda ctx: ReplicaSetController(ctx.client())),
     "disruption": ComponentSpec(lambda ctx: DisruptionController(ctx.client())),
+    "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),
+    "scheduler": ComponentSpec(lambda ctx: Scheduler(ctx.client()), user="system:kube-scheduler"),
 }
 
 
@@ -91,7 +100,10 @@ class Cluster:
         sim: KubeSim,
         controllers: Iterable[str] | None = None,
         registry: Mapping[str, ComponentSpec] | None = None,
+        nodes: Mapping[str, NodeShape] | Iterable[str] = (),
+        kubelet_config: KubeletConfig | None = None,
     ) -> None:
+        """`nodes` get one simulated kubelet each, identified as `system:node:<name>`."""
         self.sim = sim
         self.registry = dict(COMPONENTS if registry is None else registry)
         wanted = set(self.registry) if controllers is None else set(controllers)
@@ -102,6 +114,9 @@ class Cluster:
         self.enabled = [name for name in self.registry if name in wanted]
         self.components: dict[str, Component] = {}
         self._contexts: list[ComponentContext] = []
+        self._node_shapes = dict(nodes) if isinstance(nodes, Mapping) else list(nodes)
+        self._kubelet_config = kubelet_config
+        self.nodes: NodeSet | None = None
 
     async def start(self) -> Cluster:
         try:
@@ -112,12 +127,23 @@ class Cluster:
                 component = spec.factory(ctx)
                 await component.start()
                 self.components[name] = component
+            if self._node_shapes:
+                ctx = ComponentContext(self.sim, "kubelet", "system:node", ("system:masters",))
+                self._contexts.append(ctx)
+                self.nodes = NodeSet(
+                    ctx.client(), self._node_shapes, self._kubelet_config,
+                    client_for=lambda node: ctx.client(f"system:node:{node}"),
+                )  # fmt: skip
+                await self.nodes.start()
         except BaseException:
             await self.stop()
             raise
         return self
 
     async def stop(self) -> None:
+        if self.nodes is not None:
+            await self.nodes.stop()
+            self.nodes = None
         for name in reversed(list(self.components)):
             try:
                 await self.components[name].stop()

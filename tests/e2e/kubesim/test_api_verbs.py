@@ -229,3 +229,77 @@ async def test_bad_token_is_401(sim: KubeSim) -> None:
         assert err.value.status["message"] == "Unauthorized"
     finally:
         await client.close()
+
+
+async def test_invalid_object_is_422_with_causes(sim: KubeSim) -> None:
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
+    apps = kubernetes.client.AppsV1Api(api)
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}},
+                         "spec": {"containers": [{"name": "c", "image": "x"}]}},
+        },
+    }  # fmt: skip
+    try:
+        with pytest.raises(ApiException) as err:
+            await asyncio.to_thread(apps.create_namespaced_deployment, "default", body)
+    finally:
+        api.close()
+    assert err.value.status == 422
+    assert '"reason":"Invalid"' in err.value.body
+    assert 'Deployment.apps \\"bad\\" is invalid: spec.template.metadata.labels' in err.value.body
+    assert "`selector` does not match template `labels`" in err.value.body
+
+
+async def test_delete_collection_honours_the_label_selector(
+    core: kubernetes.client.CoreV1Api,
+) -> None:
+    for name, tier in (("a", "web"), ("b", "web"), ("c", "db")):
+        await asyncio.to_thread(
+            core.create_namespaced_config_map, "default", _cm(name, labels={"tier": tier})
+        )
+    await asyncio.to_thread(
+        core.delete_collection_namespaced_config_map, "default", label_selector="tier=web"
+    )
+    left = await asyncio.to_thread(core.list_namespaced_config_map, "default")
+    assert [c.metadata.name for c in left.items] == ["c"]
+
+
+async def test_lightkube_patch_types_and_failed_test_op(lk: AsyncClient) -> None:
+    from lightkube.types import PatchType
+
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="p"), data={"a": "1"}))
+    merged = await lk.patch(ConfigMap, "p", {"data": {"b": "2"}}, namespace="default")
+    assert merged.data == {"a": "1", "b": "2"}
+    ops = [{"op": "test", "path": "/data/a", "value": "1"},
+           {"op": "replace", "path": "/data/a", "value": "9"}]  # fmt: skip
+    patched = await lk.patch(ConfigMap, "p", ops, namespace="default", patch_type=PatchType.JSON)
+    assert patched.data == {"a": "9", "b": "2"}
+    with pytest.raises(ApiError) as err:
+        await lk.patch(ConfigMap, "p", ops, namespace="default", patch_type=PatchType.JSON)
+    assert err.value.status.code == 422
+    assert err.value.status.reason == "Invalid"
+
+
+async def test_label_and_field_selectors_on_list(core: kubernetes.client.CoreV1Api) -> None:
+    for name, tier in (("x", "web"), ("y", "db")):
+        await asyncio.to_thread(
+            core.create_namespaced_config_map, "default", _cm(name, labels={"tier": tier})
+        )
+    by_label = await asyncio.to_thread(
+        core.list_namespaced_config_map, "default", label_selector="tier in (db)"
+    )
+    assert [c.metadata.name for c in by_label.items] == ["y"]
+    by_field = await asyncio.to_thread(
+        core.list_namespaced_config_map, "default", field_selector="metadata.name!=y"
+    )
+    assert [c.metadata.name for c in by_field.items] == ["x"]
+    with pytest.raises(ApiException) as err:
+        await asyncio.to_thread(
+            core.list_namespaced_config_map, "default", field_selector="data.k=v"
+        )
+    assert err.value.status == 400

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kubesim.cluster.cluster import Cluster
 from kubesim.sim import KubeSim
 from tests.conftest import run_kubectl
 
@@ -163,15 +164,33 @@ async def test_auth_can_i(sim: KubeSim) -> None:
     assert denied.stdout.strip() == "no"
 
 
+def _running_and_ready(sim: KubeSim, name: str) -> None:
+    """What a kubelet would report; eviction ignores PDBs for Pending pods, as upstream."""
+    rt = sim.resources.by_kind("", "Pod")
+    assert rt is not None
+    current = sim.registry.get(rt, "default", name)
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    _, new = sim.registry.prepare_update(rt, "default", name, {**current, "status": status},
+                                         "status")  # fmt: skip
+    sim.registry.commit_update(rt, current, new)
+
+
 async def test_drain_waits_on_a_pdb_until_it_is_deleted(sim: KubeSim) -> None:
     sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
     sim.create(_pod("bare", "n1"))
     sim.create(_pod("db", "n1", {"app": "db"}))
+    _running_and_ready(sim, "db")
     sim.create({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "db", "namespace": "default"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
     })  # fmt: skip
+    # The disruption controller computes the PDB status the eviction is judged on.
+    async with Cluster(sim, controllers=["disruption"]):
+        await _drain_until_pdb_deleted(sim)
+
+
+async def _drain_until_pdb_deleted(sim: KubeSim) -> None:
     proc = await asyncio.create_subprocess_exec(
         "kubectl", "--kubeconfig", str(sim.kubeconfig_path), "drain", "n1", "--force",
         "--timeout=90s", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -181,7 +200,9 @@ async def test_drain_waits_on_a_pdb_until_it_is_deleted(sim: KubeSim) -> None:
     try:
         async with asyncio.timeout(60):
             while not any("will retry after 5s" in line for line in seen):
-                seen.append((await proc.stdout.readline()).decode())
+                line = (await proc.stdout.readline()).decode()
+                assert line, f"kubectl drain ended before retrying: {''.join(seen)}"
+                seen.append(line)
         retry = next(line for line in seen if "will retry after 5s" in line)
         assert 'error when evicting pods/"db" -n "default"' in retry
         assert "Cannot evict pod as it would violate the pod's disruption budget." in retry

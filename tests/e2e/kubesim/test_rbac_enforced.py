@@ -103,3 +103,23 @@ async def test_self_subject_access_review_answers_for_the_caller(
         await reader.close()
     assert allowed["status"]["allowed"] is True
     assert denied["status"]["allowed"] is False
+
+
+async def test_official_client_sees_403_status(sim: KubeSim) -> None:
+    import asyncio
+
+    import kubernetes
+    from kubernetes.client.exceptions import ApiException
+
+    path = sim.kubeconfig_path.parent / "nobody.kubeconfig"
+    sim.write_kubeconfig(path, token=sim.user_token("nobody"), user="nobody")
+    api = kubernetes.config.new_client_from_config(config_file=str(path))
+    try:
+        with pytest.raises(ApiException) as err:
+            await asyncio.to_thread(kubernetes.client.CoreV1Api(api).list_node)
+    finally:
+        api.close()
+    assert err.value.status == 403
+    assert 'nodes is forbidden: User \\"nobody\\" cannot list resource \\"nodes\\" in API group' \
+        in err.value.body  # fmt: skip
+    assert "at the cluster scope" in err.value.body

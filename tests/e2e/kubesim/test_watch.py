@@ -10,7 +10,7 @@ from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
-from kubesim.client import ApiStatusError, KubeClient
+from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 
 pytestmark = pytest.mark.e2e
@@ -109,9 +109,57 @@ async def test_compacted_resource_version_is_410(sim: KubeSim, raw: KubeClient) 
     created = await raw.create(CMS, {"metadata": {"name": "old"}})
     await raw.create(CMS, {"metadata": {"name": "newer"}})
     sim.store.compact()  # the change that created "newer" is no longer in history
-    with pytest.raises(ApiStatusError) as err:
-        async for _ in raw.watch(CMS, created["metadata"]["resourceVersion"], 5):
+    events = [e async for e in raw.watch(CMS, created["metadata"]["resourceVersion"], 5)]
+    # As the real watch cache: HTTP 200, then one ERROR event carrying the 410 Status.
+    assert [e["type"] for e in events] == ["ERROR"]
+    status = events[0]["object"]
+    assert status["code"] == 410
+    assert status["reason"] == "Expired"
+    assert status["message"].startswith("too old resource version:")
+
+
+async def test_lightkube_watch_from_a_compacted_version_gets_410(
+    sim: KubeSim, lk: AsyncClient
+) -> None:
+    from lightkube.core.exceptions import ApiError
+
+    old = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="old")))
+    await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="newer")))
+    sim.store.compact()
+    with pytest.raises(ApiError) as err:
+        async for _ in lk.watch(
+            ConfigMap, namespace="default", resource_version=old.metadata.resourceVersion
+        ):
             pass
-    assert err.value.code == 410
-    assert err.value.status["reason"] == "Expired"
-    assert err.value.status["message"].startswith("too old resource version:")
+    assert err.value.status.code == 410
+
+
+async def test_official_client_receives_bookmarks(sim: KubeSim) -> None:
+    import kubernetes
+
+    sim.server.bookmark_interval = 0.2
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
+    core = kubernetes.client.CoreV1Api(api)
+
+    def first_bookmark() -> dict[str, Any]:
+        stream = core.list_namespaced_config_map(
+            "default", watch=True, allow_watch_bookmarks=True, timeout_seconds=10,
+            resource_version="1", _preload_content=False,
+        )  # fmt: skip
+        try:
+            for line in stream:
+                import json
+
+                event: dict[str, Any] = json.loads(line)
+                if event["type"] == "BOOKMARK":
+                    return event
+        finally:
+            stream.release_conn()
+        raise AssertionError("no bookmark before the watch timed out")
+
+    try:
+        event = await asyncio.to_thread(first_bookmark)
+    finally:
+        api.close()
+    assert event["object"]["kind"] == "ConfigMap"
+    assert int(event["object"]["metadata"]["resourceVersion"]) >= 1

@@ -405,6 +405,7 @@ def test_minimal_deployment_gets_the_api_defaults() -> None:
     assert deployment.max_surge == 1  # 25% of 1, rounded up
     assert deployment.restarted_at is None and deployment.restarted_at_raw is None
     assert not deployment.has_annotations
+    assert not deployment.template_has_annotations
     assert not deployment.enabled
     assert deployment.malformed == ()
 

@@ -35,10 +35,10 @@ from graceful_drain.controller.webhook import (
     CannotSurge,
     EvictionHeld,
     EvictionWebhook,
-    RateLimiter,
     RolloutRequested,
     WebhookHooks,
 )
+from graceful_drain.kube.ratelimit import RateLimiter
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"

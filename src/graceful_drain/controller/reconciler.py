@@ -1,0 +1,293 @@
+"""The Deployment reconciler: turns restarted-at into a rollout, and clears it when done.
+
+    reconciler = Reconciler(cache.deployments, LightkubeDeploymentPatcher(client), events,
+                            rollout_timeout=timedelta(minutes=10), metrics=metrics)
+    await reconciler.start()   # a component; the leader elector may start and stop it often
+
+Driven by the Deployment informer (a change to a Deployment carrying restarted-at queues it)
+and by one timer per Deployment at its rolloutTimeout deadline; never by polling. What to do
+is decided by `rollout.next_step` on the cached view; every write is a `test`-guarded JSON
+patch, so any number of reconcilers (replicas without leader election, a restarted one, one
+with a stale cache) trigger one rollout and one removal, and a 422 on a guarded write only
+means another reconciler got there first. Transient API failures are retried per Deployment
+with exponential back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from lightkube.core.exceptions import ApiError
+
+from graceful_drain.controller.model import DeploymentInfo
+from graceful_drain.controller.rollout import (
+    Completed,
+    CopyToTemplate,
+    DiscardMalformed,
+    Idle,
+    JsonPatch,
+    Removal,
+    Step,
+    TimedOut,
+    WaitForRollout,
+    copy_patch,
+    next_step,
+    removal_patch,
+)
+from graceful_drain.controller.webhook import DeploymentPatcher
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.events import DrainEvents
+from graceful_drain.kube.workqueue import WorkQueue
+from graceful_drain.logs import get_logger
+
+Key = tuple[str, str]  # (namespace, name)
+
+HTTP_NOT_FOUND = 404
+HTTP_UNPROCESSABLE = 422  # a JSON patch `test` failed: the Deployment no longer matches our view
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 60.0
+MIN_TIMER_SECONDS = 0.01
+DEFAULT_WORKERS = 2
+
+_log = get_logger("reconciler")
+
+
+# --- what the reconciler needs from the rest of the process -----------------------------------
+
+
+class DeploymentChange(Protocol):
+    @property
+    def key(self) -> Key: ...
+
+    @property
+    def new(self) -> DeploymentInfo | None: ...
+
+
+class DeploymentSource(Protocol):
+    """The informer cache of Deployments (kube/cache.py's ResourceCache[DeploymentInfo])."""
+
+    def get(self, namespace: str, name: str) -> DeploymentInfo | None: ...
+
+    def items(self) -> list[DeploymentInfo]: ...
+
+    def add_handler(self, handler: Callable[[DeploymentChange], None]) -> None: ...
+
+
+class RolloutMetrics(Protocol):
+    """What the reconciler reports (controller/metrics.py's Metrics)."""
+
+    def record_rollout_completed(self, seconds: float) -> None: ...
+
+    def record_rollout_timed_out(self, seconds: float) -> None: ...
+
+    def set_drains_in_progress(self, count: int) -> None: ...
+
+
+class NoMetrics:
+    def record_rollout_completed(self, seconds: float) -> None:
+        pass
+
+    def record_rollout_timed_out(self, seconds: float) -> None:
+        pass
+
+    def set_drains_in_progress(self, count: int) -> None:
+        pass
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- the reconciler ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What one reconcile of one Deployment came to (for logs and tests)."""
+
+    step: Step | None  # None: the Deployment is not in the cache
+    applied: bool = False  # the step's write went through
+    already_done: bool = False  # the guarded write failed its `test`: someone else did it
+
+
+class Reconciler:
+    name = "reconciler"
+
+    def __init__(
+        self,
+        deployments: DeploymentSource,
+        patcher: DeploymentPatcher,
+        events: DrainEvents | None = None,
+        *,
+        rollout_timeout: timedelta,
+        metrics: RolloutMetrics | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
+        self._deployments = deployments
+        self._patcher = patcher
+        self._events = events
+        self._timeout = rollout_timeout
+        self._metrics: RolloutMetrics = metrics or NoMetrics()
+        self._clock = clock
+        self._worker_count = workers
+        self._queue: WorkQueue[Key] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._failures: dict[Key, int] = {}
+        self._in_progress: set[Key] = set()
+        # Handlers cannot be removed from an informer: register once, act only while running.
+        deployments.add_handler(self._on_change)
+
+    @property
+    def running(self) -> bool:
+        return self._queue is not None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._queue is not None:
+            return
+        self._queue = WorkQueue()
+        for deployment in self._deployments.items():
+            self._track(deployment.namespace, deployment.name, deployment)
+        self._workers = [
+            asyncio.create_task(self._work(self._queue), name=f"reconciler-{index}")
+            for index in range(self._worker_count)
+        ]
+        _log.info("reconciler started", in_progress=len(self._in_progress))
+
+    async def stop(self) -> None:
+        queue, self._queue = self._queue, None
+        if queue is None:
+            return
+        queue.close()
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers.clear()
+        self._failures.clear()
+        _log.info("reconciler stopped")
+
+    # --- input -------------------------------------------------------------------------------
+
+    def _on_change(self, change: DeploymentChange) -> None:
+        namespace, name = change.key
+        self._track(namespace, name, change.new)
+
+    def _track(self, namespace: str, name: str, deployment: DeploymentInfo | None) -> None:
+        key = (namespace, name)
+        carrying = deployment is not None and deployment.restarted_at_raw is not None
+        if carrying:
+            self._in_progress.add(key)
+        else:
+            self._in_progress.discard(key)
+        self._metrics.set_drains_in_progress(len(self._in_progress))
+        if self._queue is None:
+            return
+        if carrying:
+            self._queue.add(key)
+        else:
+            self._queue.cancel_timer(key)
+            self._failures.pop(key, None)
+
+    # --- work --------------------------------------------------------------------------------
+
+    async def _work(self, queue: WorkQueue[Key]) -> None:
+        while True:
+            key = await queue.get()
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                failures = self._failures.get(key, 0) + 1
+                self._failures[key] = failures
+                delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
+                _log.warning("reconcile failed, retrying", deployment=f"{key[0]}/{key[1]}",
+                             error=error_detail(error), retry_in_seconds=delay)  # fmt: skip
+                queue.add_after(key, delay)
+            finally:
+                queue.done(key)
+
+    async def reconcile(self, key: Key) -> Result:
+        """Decide and act once for the Deployment `key` as the cache has it."""
+        deployment = self._deployments.get(*key)
+        if deployment is None:
+            self._cancel_timer(key)
+            return Result(None)
+        now = self._clock()
+        step = next_step(deployment, now, self._timeout)
+        if isinstance(step, Idle):
+            self._cancel_timer(key)
+            return Result(step)
+        if isinstance(step, WaitForRollout):
+            self._wake_at(key, step.deadline, now)
+            return Result(step)
+        if isinstance(step, CopyToTemplate):
+            self._wake_at(key, step.deadline, now)  # a rollout that never completes
+            return await self._copy(deployment, step)
+        return await self._remove(deployment, step)
+
+    def _wake_at(self, key: Key, deadline: datetime, now: datetime) -> None:
+        if self._queue is not None:
+            delay = max((deadline - now).total_seconds(), MIN_TIMER_SECONDS)
+            self._queue.add_after(key, delay)
+
+    def _cancel_timer(self, key: Key) -> None:
+        if self._queue is not None:
+            self._queue.cancel_timer(key)
+
+    async def _guarded(self, deployment: DeploymentInfo, patch: JsonPatch) -> bool:
+        """True if applied; False if its `test` failed (422) or the Deployment is gone (404).
+        Any other failure raises, for a retry."""
+        try:
+            await self._patcher.patch_json(deployment.namespace, deployment.name, patch)
+        except ApiError as error:
+            if http_status(error) in (HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
+                return False
+            raise
+        return True
+
+    async def _copy(self, deployment: DeploymentInfo, step: CopyToTemplate) -> Result:
+        applied = await self._guarded(deployment, copy_patch(deployment, step.value))
+        log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
+        if applied:
+            log.info("rollout triggered: pod template restartedAt set")
+        else:
+            log.info("rollout not triggered: the Deployment changed since it was read")
+        return Result(step, applied=applied, already_done=not applied)
+
+    async def _remove(self, deployment: DeploymentInfo, step: Removal) -> Result:
+        applied = await self._guarded(deployment, removal_patch(step.value))
+        self._cancel_timer((deployment.namespace, deployment.name))
+        log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
+        if not applied:
+            log.info("restarted-at already removed or replaced", step=type(step).__name__)
+            return Result(step, already_done=True)
+        if isinstance(step, Completed):
+            log.info("drain rollout completed", duration_seconds=step.duration.total_seconds())
+            self._metrics.record_rollout_completed(step.duration.total_seconds())
+            if self._events is not None:
+                self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
+        elif isinstance(step, TimedOut):
+            log.warning("drain rollout timed out", waited_seconds=step.waited.total_seconds(),
+                        from_the_future=step.from_the_future)  # fmt: skip
+            self._metrics.record_rollout_timed_out(step.waited.total_seconds())
+            if self._events is not None:
+                self._events.timed_out(
+                    deployment,
+                    restarted_at=step.value,
+                    waited=step.waited,
+                    timeout=self._timeout,
+                    from_the_future=step.from_the_future,
+                )
+        elif isinstance(step, DiscardMalformed):
+            log.warning("removed a malformed restarted-at annotation")
+            if self._events is not None:
+                self._events.invalid_annotation(deployment, value=step.value)
+        return Result(step, applied=True)

@@ -1,0 +1,154 @@
+"""What the reconciler does next with a Deployment, and the JSON patches that do it (pure).
+
+The state of a drain is the restarted-at annotation alone (DESIGN.md, "Controller semantics").
+`next_step(deployment, now, timeout)` reads it together with the rollout status and answers
+with one step; the reconciler performs it. Every write is guarded by a JSON patch `test` op on
+the annotation's value, so N reconcilers acting on the same view produce one change: the
+others' `test` fails (HTTP 422) and that only means the work is already done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from graceful_drain.controller.model import (
+    RESTARTED_AT_ANNOTATION,
+    TEMPLATE_RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+)
+
+JsonPatch = list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing to do: no restarted-at, or the Deployment is going away."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class CopyToTemplate:
+    """Set the pod template's restartedAt to `value`: this is what starts the rollout."""
+
+    value: str
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForRollout:
+    """The rollout is under way: look again when the Deployment changes, or at `deadline`."""
+
+    value: str
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """The rollout is complete: remove restarted-at, report the duration."""
+
+    value: str
+    duration: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """rolloutTimeout has passed (or restarted-at is implausibly far in the future): give up."""
+
+    value: str
+    waited: timedelta
+    from_the_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardMalformed:
+    """restarted-at is not an RFC 3339 timestamp: nobody can act on it, remove it."""
+
+    value: str
+
+
+Step = Idle | CopyToTemplate | WaitForRollout | Completed | TimedOut | DiscardMalformed
+# The steps that end a drain by removing restarted-at.
+Removal = Completed | TimedOut | DiscardMalformed
+
+
+def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> Step:
+    """The one thing to do next with `deployment`, read at `now` (aware UTC)."""
+    value = deployment.restarted_at_raw
+    if value is None:
+        return Idle("no restarted-at annotation")
+    if deployment.deleting:
+        return Idle("the Deployment is being deleted")
+    restarted_at = deployment.restarted_at
+    if restarted_at is None:
+        return DiscardMalformed(value)
+
+    copied = deployment.template_restarted_at == value
+    # Same view, same moment: the controller has seen the template carrying `value` and every
+    # replica runs it, so this is the rollout we asked for and it has finished.
+    if copied and deployment.rollout_complete:
+        return Completed(value, max(now - restarted_at, timedelta(0)))
+
+    waited = max(now - restarted_at, timedelta(0))
+    # As the webhook's escape hatch (decide.py row 14): a stamp further ahead than the timeout
+    # is not clock skew between replicas, and honouring it would hold evictions indefinitely.
+    from_the_future = restarted_at - now > timeout
+    if waited >= timeout or from_the_future:
+        return TimedOut(value, waited, from_the_future)
+
+    deadline = restarted_at + timeout
+    if not copied:
+        return CopyToTemplate(value, deadline)
+    return WaitForRollout(value, deadline)
+
+
+def _token(key: str) -> str:
+    """RFC 6901 escaping of one JSON pointer token."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+RESTARTED_AT_PATH = "/metadata/annotations/" + _token(RESTARTED_AT_ANNOTATION)
+TEMPLATE_ANNOTATIONS_PATH = "/spec/template/metadata/annotations"
+TEMPLATE_RESTARTED_AT_PATH = (
+    TEMPLATE_ANNOTATIONS_PATH + "/" + _token(TEMPLATE_RESTARTED_AT_ANNOTATION)
+)
+
+
+def copy_patch(deployment: DeploymentInfo, value: str) -> JsonPatch:
+    """Set the template's restartedAt to `value`, only while restarted-at still says `value`.
+
+    Racing reconcilers write the same value, so the later write changes nothing and the API
+    server does not bump the generation (one rollout); a reconciler with a stale view (the
+    drain already finished, or a newer one started) fails the `test` instead. A missing
+    annotations map must be added whole; the resourceVersion `test` then makes sure no map
+    appeared since, which the whole-map `add` would replace.
+    """
+    ops: JsonPatch = [{"op": "test", "path": RESTARTED_AT_PATH, "value": value}]
+    if deployment.template_has_annotations:
+        ops.append({"op": "add", "path": TEMPLATE_RESTARTED_AT_PATH, "value": value})
+    else:
+        ops.append(
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": deployment.resource_version,
+            }
+        )
+        ops.append(
+            {
+                "op": "add",
+                "path": TEMPLATE_ANNOTATIONS_PATH,
+                "value": {TEMPLATE_RESTARTED_AT_ANNOTATION: value},
+            }
+        )
+    return ops
+
+
+def removal_patch(value: str) -> JsonPatch:
+    """Remove restarted-at, only if it still holds `value`: a newer drain's stamp survives."""
+    return [
+        {"op": "test", "path": RESTARTED_AT_PATH, "value": value},
+        {"op": "remove", "path": RESTARTED_AT_PATH},
+    ]

@@ -1,0 +1,473 @@
+"""Kubernetes Events about Deployments, written best effort (never raises, never blocks).
+
+    recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
+    events = DrainEvents(recorder, uid_of=cache_uid_lookup)
+    events.started(deployment_ref, pod=pod_ref, node="node-a", restarted_at="2024-...Z")
+    events.held(deployment_ref, pod=pod_ref, node="node-a", waited=timedelta(seconds=40))
+
+Which API: core/v1 Events. `kubectl describe` lists exactly those (kubectl
+pkg/describe/describe.go: searchEvents -> CoreV1().Events(ns) with an involvedObject
+name/namespace/kind/uid field selector, printed by DescribeEvents), with no reliance on the
+server converting from events.k8s.io/v1 (a real API server stores both in one resource; a
+legacy or simulated one may not), and every kubectl version prints a core `count` as
+"(xN over ...)". The reporting controller is set in both places describe and the new API read
+it: `source.component` and `reportingComponent` (events.k8s.io/v1 `reportingController`).
+
+Aggregation: an event isomorphic to one written less than `series_window` ago (same object,
+type, reason and reporting controller; the message may differ, as with client-go's
+tools/events getKey) is not written again: the existing Event gets `count + 1`, a new
+`lastTimestamp` and the latest message, by merge patch. Six minutes is client-go's series
+finish time (tools/events/event_broadcaster.go finishTime).
+
+Writes go through a bounded queue drained by one task: `record` is synchronous and cheap, so
+the admission path can call it; when the queue is full the event is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, cast
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Event
+from lightkube.types import PatchType
+
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef
+from graceful_drain.controller.timefmt import format_go_duration, format_rfc3339
+from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.ratelimit import RateLimiter
+from graceful_drain.logs import get_logger
+
+REPORTING_CONTROLLER: Final = "graceful-drain.stonal.com/controller"
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+
+# Reasons (CamelCase, as every Kubernetes event reason).
+DRAIN_STARTED: Final = "GracefulDrainStarted"
+DRAIN_WAITING: Final = "GracefulDrainWaiting"
+DRAIN_COMPLETED: Final = "GracefulDrainCompleted"
+DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
+DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
+DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
+
+SERIES_WINDOW = timedelta(minutes=6)
+HELD_EVENT_INTERVAL_SECONDS = 30.0
+QUEUE_LIMIT = 1024
+MAX_MESSAGE_CHARS = 1024  # events.k8s.io caps `note` at 1 KiB; core events stay within it too
+STOP_FLUSH_SECONDS = 2.0
+HTTP_NOT_FOUND = 404
+
+_log = get_logger("events")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class InvolvedObject:
+    """The object an Event is about. `uid` may be empty: the recorder then looks it up, since
+    `kubectl describe` selects events by uid."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @classmethod
+    def deployment(cls, ref: ObjectRef, uid: str = "") -> InvolvedObject:
+        return cls("apps/v1", "Deployment", ref.namespace, ref.name, uid)
+
+    def as_reference(self) -> dict[str, str]:
+        reference = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+        }
+        if self.uid:
+            reference["uid"] = self.uid
+        return reference
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    regarding: InvolvedObject
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+    at: datetime  # when it happened (aware UTC), not when it got written
+
+    @property
+    def series_key(self) -> Hashable:
+        return (self.regarding, self.type, self.reason)
+
+
+# --- pure parts: names, bodies, the series cache --------------------------------------------
+
+
+def event_name(object_name: str, at: datetime) -> str:
+    """`<object>.<unix nanoseconds in hex>`, as client-go names events (tools/record)."""
+    nanos = int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
+    return f"{object_name}.{nanos:x}"
+
+
+def _message(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def event_body(record: EventRecord, name: str, instance: str) -> dict[str, Any]:
+    """A new core/v1 Event for `record`."""
+    stamp = format_rfc3339(record.at)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": record.regarding.namespace},
+        "involvedObject": record.regarding.as_reference(),
+        "type": record.type,
+        "reason": record.reason,
+        "message": _message(record.message),
+        "source": {"component": REPORTING_CONTROLLER},
+        "reportingComponent": REPORTING_CONTROLLER,
+        "reportingInstance": instance,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def repeat_patch(record: EventRecord, count: int) -> dict[str, Any]:
+    """The merge patch turning an existing Event into the `count`-th occurrence of `record`."""
+    return {
+        "count": count,
+        "lastTimestamp": format_rfc3339(record.at),
+        "message": _message(record.message),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str  # the Event object carrying the series
+    count: int
+    last: datetime
+
+
+@dataclass
+class SeriesCache:
+    """Which Event carries each recent series; entries expire `window` after their last use."""
+
+    window: timedelta = SERIES_WINDOW
+    max_keys: int = 4096
+    _series: dict[Hashable, Series] = field(default_factory=dict)
+
+    def find(self, key: Hashable, now: datetime) -> Series | None:
+        series = self._series.get(key)
+        if series is None:
+            return None
+        if now - series.last >= self.window:
+            del self._series[key]
+            return None
+        return series
+
+    def remember(self, key: Hashable, series: Series) -> None:
+        self._series.pop(key, None)  # re-insert: dicts keep insertion order, oldest first
+        self._series[key] = series
+        if len(self._series) > self.max_keys:
+            oldest = next(iter(self._series))
+            del self._series[oldest]
+
+    def forget(self, key: Hashable) -> None:
+        self._series.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._series)
+
+
+# --- the writer -----------------------------------------------------------------------------
+
+
+UidResolver = Callable[[InvolvedObject], Awaitable[str | None]]
+
+
+def deployment_uid_resolver(client: AsyncClient) -> UidResolver:
+    """Look a Deployment's uid up with a live GET (other kinds stay without one)."""
+
+    async def resolve(regarding: InvolvedObject) -> str | None:
+        if (regarding.api_version, regarding.kind) != ("apps/v1", "Deployment"):
+            return None
+        deployment = await client.get(Deployment, regarding.name, namespace=regarding.namespace)
+        return None if deployment.metadata is None else deployment.metadata.uid
+
+    return resolve
+
+
+@dataclass(slots=True)
+class RecorderStats:
+    created: int = 0
+    aggregated: int = 0  # occurrences folded into an existing Event
+    dropped: int = 0  # queue full, or recorded after stop
+    failed: int = 0  # the API server refused or could not be reached
+
+
+class EventRecorder:
+    """Writes EventRecords to the API server from one background task; a component."""
+
+    name = "event-recorder"
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        instance: str,
+        clock: Callable[[], datetime] = utc_now,
+        series_window: timedelta = SERIES_WINDOW,
+        queue_limit: int = QUEUE_LIMIT,
+        resolve_uid: UidResolver | None = None,
+    ) -> None:
+        self._client = client
+        self._instance = instance
+        self._clock = clock
+        self._series = SeriesCache(series_window)
+        self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(maxsize=queue_limit)
+        self._resolve_uid = resolve_uid or deployment_uid_resolver(client)
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.stats = RecorderStats()
+
+    # --- the API callers use -----------------------------------------------------------------
+
+    def record(self, regarding: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        """Queue an event. Never raises, never waits; drops the event if the queue is full."""
+        try:
+            if self._closed:
+                self.stats.dropped += 1
+                return
+            self._queue.put_nowait(EventRecord(regarding, type_, reason, message, self._clock()))
+        except asyncio.QueueFull:
+            self.stats.dropped += 1
+            _log.warning("event dropped: queue full", reason=reason, object=regarding.name)
+        except Exception as error:  # a clock or a bug: an event is never worth an exception
+            self.stats.dropped += 1
+            _log.warning("event dropped", reason=reason, error=error_detail(error))
+
+    async def flush(self) -> None:
+        """Until every event queued so far has been written (or has failed)."""
+        await self._queue.join()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._closed = False
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="event-recorder")
+
+    async def stop(self) -> None:
+        """Write what is queued (for a short while), then stop."""
+        self._closed = True
+        if self._task is None:
+            return
+        try:
+            async with asyncio.timeout(STOP_FLUSH_SECONDS):
+                await self._queue.join()
+        except TimeoutError:
+            _log.warning("stopping with events still queued", queued=self._queue.qsize())
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+
+    # --- writing -----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            record = await self._queue.get()
+            try:
+                await self._write(record)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self.stats.failed += 1
+                _log.warning(
+                    "could not write event",
+                    reason=record.reason,
+                    object=f"{record.regarding.namespace}/{record.regarding.name}",
+                    error=error_detail(error),
+                )
+            finally:
+                self._queue.task_done()
+
+    async def _write(self, record: EventRecord) -> None:
+        if not record.regarding.uid:
+            uid = await self._resolve_uid(record.regarding)
+            if uid:
+                record = replace(record, regarding=replace(record.regarding, uid=uid))
+        key = record.series_key
+        series = self._series.find(key, record.at)
+        if series is not None:
+            count = series.count + 1
+            try:
+                await self._client.patch(
+                    Event,
+                    series.name,
+                    repeat_patch(record, count),
+                    namespace=record.regarding.namespace,
+                    patch_type=PatchType.MERGE,
+                )
+            except ApiError as error:
+                if http_status(error) != HTTP_NOT_FOUND:
+                    raise
+                self._series.forget(key)  # the Event expired (TTL) or was deleted: start over
+            else:
+                self._series.remember(key, Series(series.name, count, record.at))
+                self.stats.aggregated += 1
+                return
+        name = event_name(record.regarding.name, record.at)
+        event = cast(Event, Event.from_dict(event_body(record, name, self._instance)))
+        await self._client.create(event)
+        self._series.remember(key, Series(name, 1, record.at))
+        self.stats.created += 1
+
+
+# --- the graceful-drain events --------------------------------------------------------------
+
+
+def started_message(pod: ObjectRef, node: str, restarted_at: str) -> str:
+    return (
+        f"Rollout requested at {restarted_at} so that pod {pod.name} can leave node "
+        f"{node or '(unscheduled)'} with a Ready replacement elsewhere; its eviction is held "
+        "until then"
+    )
+
+
+def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
+    waited_text = "" if waited is None else f" (waited {format_go_duration(waited)})"
+    return (
+        f"Eviction of pod {pod.name} from node {node or '(unscheduled)'} held until the "
+        f"replacement is Ready{waited_text}"
+    )
+
+
+def completed_message(restarted_at: str, duration: timedelta) -> str:
+    return (
+        f"Rollout requested at {restarted_at} completed in {format_go_duration(duration)}; "
+        "evictions proceed"
+    )
+
+
+def timeout_message(
+    restarted_at: str, waited: timedelta, timeout: timedelta, *, from_the_future: bool = False
+) -> str:
+    if from_the_future:
+        return (
+            f"restarted-at {restarted_at} is further in the future than rolloutTimeout "
+            f"{format_go_duration(timeout)}; gave up on the rollout, evictions are no longer held"
+        )
+    return (
+        f"Rollout requested at {restarted_at} did not complete within rolloutTimeout "
+        f"{format_go_duration(timeout)} (waited {format_go_duration(waited)}); evictions are "
+        "no longer held"
+    )
+
+
+def invalid_annotation_message(value: str) -> str:
+    return (
+        f"graceful-drain.stonal.com/restarted-at {value[:64]!r} is not an RFC 3339 timestamp; "
+        "removed it"
+    )
+
+
+def _no_uid(_: ObjectRef) -> str | None:
+    return None
+
+
+class DrainEvents:
+    """The events graceful-drain emits on a Deployment. Every method is synchronous, cheap and
+    never raises: the webhook calls them on the admission path."""
+
+    def __init__(
+        self,
+        recorder: EventRecorder,
+        *,
+        uid_of: Callable[[ObjectRef], str | None] = _no_uid,
+        held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.recorder = recorder
+        self._uid_of = uid_of
+        self._held = RateLimiter(held_interval, clock=monotonic)
+        self._cannot_surge = RateLimiter(held_interval, clock=monotonic)
+
+    def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
+        try:
+            uid = self._uid_of(deployment) or ""
+        except Exception:
+            uid = ""
+        return InvolvedObject.deployment(deployment, uid)
+
+    def started(
+        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, restarted_at: str
+    ) -> None:
+        """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
+        self.recorder.record(
+            self._regarding(deployment), NORMAL, DRAIN_STARTED,
+            started_message(pod, node, restarted_at),
+        )  # fmt: skip
+
+    def held(
+        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, waited: timedelta | None
+    ) -> bool:
+        """An eviction was refused while the rollout runs; at most one event per interval per
+        Deployment. True if an event was queued."""
+        try:
+            if not self._held.allow(deployment):
+                return False
+        except Exception:
+            return False
+        self.recorder.record(
+            self._regarding(deployment), NORMAL, DRAIN_WAITING, held_message(pod, node, waited)
+        )
+        return True
+
+    def cannot_surge(self, deployment: ObjectRef, *, message: str) -> bool:
+        """The Deployment's strategy cannot surge a replacement (Warning, rate-limited)."""
+        try:
+            if not self._cannot_surge.allow(deployment):
+                return False
+        except Exception:
+            return False
+        self.recorder.record(self._regarding(deployment), WARNING, DRAIN_CANNOT_SURGE, message)
+        return True
+
+    def completed(
+        self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta
+    ) -> None:
+        self.recorder.record(
+            InvolvedObject.deployment(deployment.ref, deployment.uid), NORMAL, DRAIN_COMPLETED,
+            completed_message(restarted_at, duration),
+        )  # fmt: skip
+
+    def timed_out(
+        self,
+        deployment: DeploymentInfo,
+        *,
+        restarted_at: str,
+        waited: timedelta,
+        timeout: timedelta,
+        from_the_future: bool = False,
+    ) -> None:
+        self.recorder.record(
+            InvolvedObject.deployment(deployment.ref, deployment.uid), WARNING, DRAIN_TIMEOUT,
+            timeout_message(restarted_at, waited, timeout, from_the_future=from_the_future),
+        )  # fmt: skip
+
+    def invalid_annotation(self, deployment: DeploymentInfo, *, value: str) -> None:
+        self.recorder.record(
+            InvolvedObject.deployment(deployment.ref, deployment.uid), WARNING,
+            DRAIN_INVALID_ANNOTATION, invalid_annotation_message(value),
+        )  # fmt: skip

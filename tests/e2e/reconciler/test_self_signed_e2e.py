@@ -1,0 +1,212 @@
+"""`--self-signed` against kubesim: the Secret, the caBundle, and kubesim calling the webhook
+over TLS verified with that caBundle."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+from cryptography import x509
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.core_v1 import Pod, Secret
+
+from graceful_drain.controller.certs import SelfSignedCertificates
+from graceful_drain.controller.pki import service_dns_names
+from kubesim.apiserver.faults import FaultRule
+from kubesim.sim import KubeSim
+
+from .conftest import DEADLINE, lightkube_client
+
+pytestmark = pytest.mark.e2e
+
+HOOK_NS, HOOK_SVC, SECRET = "graceful-drain", "graceful-drain", "graceful-drain-webhook-tls"
+CONFIGURATION = "graceful-drain"
+EVICTION_RULES = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                   "resources": ["pods/eviction"], "scope": "*"}]  # fmt: skip
+
+
+def webhook_configuration(hooks: int = 2) -> dict[str, Any]:
+    """As the manifests ship it: no caBundle; failurePolicy Fail so a TLS failure shows."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION},
+        "webhooks": [
+            {
+                "name": f"hook-{index}.graceful-drain.stonal.com",
+                "clientConfig": {
+                    "service": {"namespace": HOOK_NS, "name": HOOK_SVC, "path": "/validate"}
+                },
+                "rules": EVICTION_RULES,
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "timeoutSeconds": 2,
+                "admissionReviewVersions": ["v1"],
+            }
+            for index in range(hooks)
+        ],
+    }
+
+
+@asynccontextmanager
+async def self_signed(
+    sim: KubeSim, *, serving_lifetime: timedelta = timedelta(days=365)
+) -> AsyncIterator[SelfSignedCertificates]:
+    async with AsyncExitStack() as stack:
+        client = lightkube_client(sim)
+        stack.push_async_callback(client.close)
+        certs = SelfSignedCertificates(
+            client, namespace=HOOK_NS, secret_name=SECRET, service_name=HOOK_SVC,
+            webhook_configuration=CONFIGURATION, serving_lifetime=serving_lifetime,
+        )  # fmt: skip
+        await certs.start()
+        stack.push_async_callback(certs.stop)
+        yield certs
+
+
+@pytest.fixture
+def namespace(sim: KubeSim) -> str:
+    sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HOOK_NS}})
+    return HOOK_NS
+
+
+async def secret_data(client: AsyncClient) -> dict[str, str]:
+    secret = await client.get(Secret, SECRET, namespace=HOOK_NS)
+    assert secret.data is not None
+    return dict(secret.data)
+
+
+async def ca_bundles(client: AsyncClient) -> list[str | None]:
+    configuration = await client.get(ValidatingWebhookConfiguration, CONFIGURATION)
+    return [hook.clientConfig.caBundle for hook in configuration.webhooks or []]
+
+
+async def wait_for_ca_bundles(client: AsyncClient, expected: str) -> None:
+    async with asyncio.timeout(DEADLINE):
+        async for _, configuration in client.watch(
+            ValidatingWebhookConfiguration, fields={"metadata.name": CONFIGURATION}
+        ):
+            bundles = [hook.clientConfig.caBundle for hook in configuration.webhooks or []]
+            if bundles and all(bundle == expected for bundle in bundles):
+                return
+
+
+async def test_first_replica_creates_the_secret_second_reuses_it(
+    sim: KubeSim, lk: AsyncClient, namespace: str
+) -> None:
+    sim.create(webhook_configuration())
+    async with self_signed(sim) as first:
+        assert first.loaded and first.secret_writes == 1
+        assert first.bundle is not None
+        await wait_for_ca_bundles(lk, first.bundle.ca_bundle_b64)
+        async with self_signed(sim) as second:
+            assert second.loaded and second.secret_writes == 0
+            assert second.bundle == first.bundle
+        stored = await secret_data(lk)
+
+    secret = await lk.get(Secret, SECRET, namespace=HOOK_NS)
+    assert secret.type == "kubernetes.io/tls"
+    assert set(stored) == {"tls.crt", "tls.key", "ca.crt", "ca.key"}
+    served = x509.load_pem_x509_certificate(base64.b64decode(stored["tls.crt"]))
+    names = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"{HOOK_SVC}.{HOOK_NS}.svc" in names.get_values_for_type(x509.DNSName)
+    assert await ca_bundles(lk) == [stored["ca.crt"], stored["ca.crt"]]
+
+
+async def test_two_replicas_racing_to_create_end_up_with_one_secret(
+    sim: KubeSim, namespace: str
+) -> None:
+    # Both read "no Secret", then both create: the second create is answered 409.
+    sim.faults.add(FaultRule(verb="create", resource="secrets", latency_seconds=0.3))
+    async with AsyncExitStack() as stack:
+        first, second = await asyncio.gather(
+            stack.enter_async_context(self_signed(sim)),
+            stack.enter_async_context(self_signed(sim)),
+        )
+        assert first.secret_writes + second.secret_writes == 1
+        assert first.secret_conflicts + second.secret_conflicts == 1  # they did race
+        assert first.bundle == second.bundle and first.bundle is not None
+
+
+async def test_kubesim_calls_the_webhook_over_tls_verified_by_the_published_ca_bundle(
+    sim: KubeSim, lk: AsyncClient, namespace: str
+) -> None:
+    sim.create(webhook_configuration(hooks=1))
+    sim.create({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "default"},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]}})  # fmt: skip
+    reviews: list[dict[str, Any]] = []
+
+    async def validate(request: web.Request) -> web.Response:
+        review = await request.json()
+        reviews.append(review)
+        return web.json_response({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        })  # fmt: skip
+
+    async with self_signed(sim) as certs:
+        assert certs.bundle is not None
+        await wait_for_ca_bundles(lk, certs.bundle.ca_bundle_b64)
+        app = web.Application()
+        app.router.add_post("/validate", validate)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=certs.context)
+        await site.start()
+        try:
+            sim.webhook_services.register(HOOK_NS, HOOK_SVC, 443, "127.0.0.1",
+                                          runner.addresses[0][1])  # fmt: skip
+            await lk.create(
+                Pod.Eviction(metadata=ObjectMeta(name="web-1", namespace="default")),
+                "web-1",
+                namespace="default",
+            )
+        finally:
+            await runner.cleanup()
+
+    assert [r["request"]["name"] for r in reviews] == ["web-1"]
+    with pytest.raises(ApiError) as gone:
+        await lk.get(Pod, "web-1", namespace="default")
+    assert gone.value.status.code == 404
+
+
+async def test_serving_certificate_is_renewed_by_a_timer_with_the_same_ca(
+    sim: KubeSim, lk: AsyncClient, namespace: str
+) -> None:
+    sim.create(webhook_configuration())
+    async with self_signed(sim, serving_lifetime=timedelta(seconds=3)) as certs:
+        first = certs.bundle
+        assert first is not None
+        async with asyncio.timeout(DEADLINE):
+            await certs.wait_for_loads(2)  # about two seconds in: two thirds of three
+        renewed = certs.bundle
+        assert renewed is not None
+        stored = await secret_data(lk)
+
+    assert renewed.cert_pem != first.cert_pem
+    assert renewed.ca_bundle_pem == first.ca_bundle_pem  # the caBundle need not change
+    assert base64.b64decode(stored["tls.crt"]) == renewed.cert_pem
+    assert await ca_bundles(lk) == [first.ca_bundle_b64, first.ca_bundle_b64]
+
+
+async def test_a_configuration_applied_after_the_controller_gets_its_ca_bundle(
+    sim: KubeSim, lk: AsyncClient, namespace: str
+) -> None:
+    async with self_signed(sim) as certs:
+        assert certs.bundle is not None
+        sim.create(webhook_configuration())  # after the controller started
+        await wait_for_ca_bundles(lk, certs.bundle.ca_bundle_b64)
+
+
+def test_dns_names_lead_with_the_service_name_the_api_server_uses() -> None:
+    assert service_dns_names(HOOK_SVC, HOOK_NS)[0] == "graceful-drain.graceful-drain.svc"

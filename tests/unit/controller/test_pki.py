@@ -1,0 +1,145 @@
+"""The self-managed CA: issuing, reading a Secret back, and when to renew what."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cryptography import x509
+
+from graceful_drain.controller.pki import (
+    CertificateBundle,
+    Fresh,
+    NeedsCA,
+    NeedsServing,
+    assess,
+    bundle_from_secret_data,
+    renewed,
+    service_dns_names,
+)
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+NAMES = service_dns_names("graceful-drain", "graceful-drain")
+CA_LIFE = timedelta(days=30)
+SERVING_LIFE = timedelta(days=3)
+
+
+def issue(now: datetime = NOW, names: tuple[str, ...] = NAMES) -> CertificateBundle:
+    return renewed(
+        None, NeedsCA("test"), names, now, ca_lifetime=CA_LIFE, serving_lifetime=SERVING_LIFE
+    )
+
+
+def cert(pem: bytes) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(pem)
+
+
+def cas(bundle: CertificateBundle) -> list[x509.Certificate]:
+    return x509.load_pem_x509_certificates(bundle.ca_bundle_pem)
+
+
+BUNDLE = issue()
+SERVING_RENEWAL = NOW + SERVING_LIFE * 2 / 3  # backdating moves it a little earlier
+
+
+def test_service_names_cover_what_the_api_server_dials() -> None:
+    assert NAMES[0] == "graceful-drain.graceful-drain.svc"
+    assert "graceful-drain.graceful-drain.svc.cluster.local" in NAMES
+
+
+def test_issued_serving_certificate_is_signed_by_the_ca_for_the_service_names() -> None:
+    serving, (ca,) = cert(BUNDLE.cert_pem), cas(BUNDLE)
+
+    serving.verify_directly_issued_by(ca)
+    san = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == list(NAMES)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert not serving.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert serving.not_valid_before_utc <= NOW < serving.not_valid_after_utc
+
+
+def test_secret_data_round_trips() -> None:
+    assert bundle_from_secret_data(BUNDLE.secret_data()) == BUNDLE
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, {}, {"tls.crt": "eA=="}, {**BUNDLE.secret_data(), "ca.key": "not base64!"}],
+    ids=["none", "empty", "partial", "bad-base64"],
+)
+def test_incomplete_secret_data_reads_as_nothing(data: dict[str, str] | None) -> None:
+    assert bundle_from_secret_data(data) is None
+
+
+def test_fresh_bundle_is_used_until_two_thirds_of_the_serving_lifetime() -> None:
+    verdict = assess(BUNDLE, NAMES, NOW + timedelta(days=1))
+
+    assert isinstance(verdict, Fresh)
+    assert NOW < verdict.renew_at <= SERVING_RENEWAL
+
+
+@pytest.mark.parametrize(
+    ("bundle", "names", "now", "expected"),
+    [
+        (None, NAMES, NOW, NeedsCA),
+        (BUNDLE, NAMES, SERVING_RENEWAL, NeedsServing),
+        (BUNDLE, NAMES, NOW + CA_LIFE * 2 / 3, NeedsCA),
+        (BUNDLE, (*NAMES, "other.svc"), NOW, NeedsServing),
+        (replace(BUNDLE, key_pem=issue().key_pem), NAMES, NOW, NeedsServing),
+        (replace(BUNDLE, cert_pem=issue().cert_pem), NAMES, NOW, NeedsServing),
+        (replace(BUNDLE, ca_key_pem=issue().ca_key_pem), NAMES, NOW, NeedsCA),
+        (replace(BUNDLE, ca_bundle_pem=b"garbage"), NAMES, NOW, NeedsCA),
+        (replace(BUNDLE, ca_bundle_pem=BUNDLE.cert_pem), NAMES, NOW, NeedsCA),
+        (replace(BUNDLE, cert_pem=b"garbage"), NAMES, NOW, NeedsServing),
+        (BUNDLE, NAMES, NOW - timedelta(days=1), NeedsServing),
+    ],
+    ids=[
+        "nothing stored",
+        "serving due",
+        "CA due",
+        "other service names",
+        "serving key mismatch",
+        "serving cert from another CA",
+        "CA key mismatch",
+        "CA garbage",
+        "CA is not a CA",
+        "serving garbage",
+        "serving not valid yet",
+    ],
+)
+def test_assess(
+    bundle: CertificateBundle | None, names: tuple[str, ...], now: datetime, expected: type
+) -> None:
+    assert isinstance(assess(bundle, names, now), expected)
+
+
+def test_serving_renewal_keeps_the_ca() -> None:
+    later = SERVING_RENEWAL
+    new = renewed(BUNDLE, NeedsServing("due"), NAMES, later, serving_lifetime=SERVING_LIFE)
+
+    assert new.ca_bundle_pem == BUNDLE.ca_bundle_pem and new.ca_key_pem == BUNDLE.ca_key_pem
+    assert new.cert_pem != BUNDLE.cert_pem
+    assert isinstance(assess(new, NAMES, later), Fresh)
+
+
+def test_ca_renewal_keeps_the_previous_ca_in_the_bundle_while_it_is_valid() -> None:
+    later = NOW + CA_LIFE * 2 / 3
+    new = renewed(BUNDLE, NeedsCA("due"), NAMES, later, ca_lifetime=CA_LIFE)
+    current, previous = cas(new)
+
+    assert previous == cas(BUNDLE)[0]
+    cert(new.cert_pem).verify_directly_issued_by(current)
+    assert isinstance(assess(new, NAMES, later), Fresh)
+
+    expired = renewed(BUNDLE, NeedsCA("due"), NAMES, NOW + CA_LIFE * 2, ca_lifetime=CA_LIFE)
+    assert len(cas(expired)) == 1
+
+
+def test_serving_certificate_never_outlives_its_ca() -> None:
+    short_ca = renewed(
+        None, NeedsCA("x"), NAMES, NOW, ca_lifetime=timedelta(days=1),
+        serving_lifetime=timedelta(days=365),
+    )  # fmt: skip
+
+    assert cert(short_ca.cert_pem).not_valid_after_utc <= cas(short_ca)[0].not_valid_after_utc
