@@ -15,8 +15,9 @@ import signal
 import sys
 from pathlib import Path
 
+from .cluster.cluster import COMPONENTS
 from .scenario import Scenario, ScenarioError, load_scenario
-from .scenario_runner import SCENARIO_COMPONENTS, ScenarioRun
+from .scenario_runner import ScenarioRun
 from .sim import KubeSim
 
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kubesim: scenario file not found: {args.scenario}", file=sys.stderr)
             return 2
         try:
-            scenario = load_scenario(args.scenario, tuple(SCENARIO_COMPONENTS))
+            scenario = load_scenario(args.scenario, tuple(COMPONENTS))
         except ScenarioError as err:
             print(f"kubesim: invalid scenario: {err}", file=sys.stderr)
             return 2

@@ -6,8 +6,8 @@
         print("\\n".join(run.report_lines(outcomes)))
 
 Everything goes through the API: the manifests are created with the admin's
-client, the built-in controllers, the scheduler and one kubelet per node each
-run with their own identity, and the drain clients with theirs.
+client; the built-in controllers, the scheduler and one kubelet per node (a
+`Cluster`) each run with their own identity, and the drain clients with theirs.
 """
 
 from __future__ import annotations
@@ -22,12 +22,9 @@ from typing import Any
 
 from .availability import DeploymentTimeline
 from .client import ApiStatusError, KubeClient, resource_path
-from .cluster.cluster import COMPONENTS, Cluster, ComponentSpec
+from .cluster.cluster import Cluster
 from .cluster.kubeletconfig import KubeletConfig
-from .cluster.node_lifecycle import NodeLifecycleController
-from .cluster.nodeset import NodeSet
 from .cluster.nodestatus import NodeShape
-from .cluster.scheduler import Scheduler
 from .drain import CLIENTS, DrainClient, DrainResult
 from .drain.result import Clock
 from .recorder import AvailabilityRecorder
@@ -35,13 +32,6 @@ from .scenario import DrainSpec, NodeSpec, Scenario
 from .sim import KubeSim
 
 Obj = dict[str, Any]
-
-# The built-in controllers plus what a scenario's cluster needs to place and run pods.
-SCENARIO_COMPONENTS: dict[str, ComponentSpec] = {
-    **COMPONENTS,
-    "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),
-    "scheduler": ComponentSpec(lambda ctx: Scheduler(ctx.client()), user="system:kube-scheduler"),
-}
 
 # Who each drain client acts as, and the User-Agent it sends.
 DRAIN_IDENTITIES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -113,8 +103,10 @@ class ScenarioRun:
         self.clock = clock
         self._clients: list[KubeClient] = []
         self.client = self._client("kubesim-scenario", ("system:masters",), "kubesim-scenario")
-        self.cluster = Cluster(sim, scenario.controllers, registry=SCENARIO_COMPONENTS)
-        self.nodes: NodeSet | None = None
+        self.cluster = Cluster(
+            sim, scenario.controllers, kubelet_config=self.kubelet,
+            nodes={spec.name: node_shape(spec) for spec in scenario.nodes},
+        )  # fmt: skip
         self.recorder = AvailabilityRecorder(
             self.client, namespace=scenario.measure.namespace, clock=clock
         )
@@ -129,14 +121,6 @@ class ScenarioRun:
         try:
             await self.recorder.start()
             await self.cluster.start()
-            shapes = {spec.name: node_shape(spec) for spec in self.scenario.nodes}
-            self.nodes = NodeSet(
-                self.client, shapes, self.kubelet,
-                client_for=lambda name: self._client(
-                    f"system:node:{name}", ("system:nodes", "system:masters"), f"kubelet/{name}"
-                ),
-            )  # fmt: skip
-            await self.nodes.start()
             for obj in self.scenario.manifests:
                 await self.apply(obj)
         except BaseException:
@@ -145,9 +129,6 @@ class ScenarioRun:
         return self
 
     async def stop(self) -> None:
-        if self.nodes is not None:
-            await self.nodes.stop()
-            self.nodes = None
         await self.cluster.stop()
         await self.recorder.stop()
         for client in self._clients:

@@ -20,10 +20,11 @@ import pytest
 import yaml
 
 from kubesim.client import resource_path
+from kubesim.cluster.cluster import COMPONENTS
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.drain import ClusterAutoscalerDrain, KarpenterDrain, KubectlDrain
 from kubesim.scenario import DrainSpec, load_scenario, parse_scenario
-from kubesim.scenario_runner import SCENARIO_COMPONENTS, ScenarioRun
+from kubesim.scenario_runner import ScenarioRun
 from kubesim.sim import KubeSim
 
 pytestmark = pytest.mark.e2e
@@ -102,7 +103,7 @@ async def start(sim: KubeSim) -> AsyncIterator[Start]:
     async def make(*manifests: Obj, scenario: Any = None) -> ScenarioRun:
         if scenario is None:
             doc = {"nodes": [{"name": "node-a"}, {"name": "node-b"}], "manifests": list(manifests)}
-            scenario = parse_scenario(doc, tuple(SCENARIO_COMPONENTS))
+            scenario = parse_scenario(doc, tuple(COMPONENTS))
         run = await ScenarioRun(sim, scenario, kubelet=FAST_KUBELET).start()
         runs.append(run)
         return run
@@ -311,7 +312,7 @@ async def test_with_a_budget_the_karpenter_style_drain_deletes_at_its_grace_peri
 
 
 async def test_the_eviction_dance_scenario_loads_and_drains_node_a(start: Start) -> None:
-    scenario = load_scenario(REPO / "scenarios" / "eviction-dance.yaml", tuple(SCENARIO_COMPONENTS))
+    scenario = load_scenario(REPO / "scenarios" / "eviction-dance.yaml", tuple(COMPONENTS))
     run = await start(scenario=scenario)
     async with asyncio.timeout(BOUND):
         await run.wait_ready()
