@@ -119,8 +119,7 @@ class _Run:
         return self.deadline is not None and self.c.clock() >= self.deadline
 
     def _timeout_text(self) -> str:
-        # kubectl turns timeout 0 into math.MaxInt64 nanoseconds.
-        return go_duration(self.c.timeout) if self.c.timeout > 0 else "2562047h47m16.854775807s"
+        return go_duration(self.c.timeout)  # only read once a (non-zero) timeout expired
 
     def _delete_options_grace(self) -> int | None:
         grace = self.c.grace_period_seconds
