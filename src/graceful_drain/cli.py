@@ -1,4 +1,4 @@
-"""`graceful-drain <subcommand>`: the controller now; more subcommands register the same way.
+"""`graceful-drain <subcommand>`: the controller and termination-cause; more register the same way.
 
 Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
 to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
@@ -20,6 +20,7 @@ from graceful_drain.config import (
     check_files,
     resolve,
 )
+from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
 
@@ -47,6 +48,12 @@ SUBCOMMANDS: list[Subcommand] = [
         "run the eviction webhook controller",
         add_controller_arguments,
         _run_controller,
+    ),
+    Subcommand(
+        termination_cli.NAME,
+        termination_cli.HELP,
+        termination_cli.configure,
+        termination_cli.run,
     ),
 ]
 

@@ -156,12 +156,17 @@ class RawApi:
         *,
         limit: int | None = None,
         continue_token: str | None = None,
+        field_selector: str | None = None,
     ) -> RawListPage:
         body = await self._send(
             "list",
             resource,
             namespace=namespace,
-            params={"limit": limit, "continue": continue_token or None},
+            params={
+                "limit": limit,
+                "continue": continue_token or None,
+                "fieldSelector": field_selector,
+            },
         )
         decoded = _decode_list.decode(body)
         meta = decoded.metadata or _ListMeta()

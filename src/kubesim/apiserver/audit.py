@@ -20,6 +20,7 @@ class AuditRecord:
     namespace: str
     code: int
     uri: str
+    user_agent: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

@@ -184,6 +184,7 @@ class ApiServer:
                     info.namespace,
                     code,
                     str(request.rel_url),
+                    request.headers.get("User-Agent", ""),
                 )
             )
 

@@ -220,3 +220,20 @@ async def _drain_until_pdb_deleted(sim: KubeSim) -> None:
     assert sim.get("v1", "Pod", "db", "default") is None
     node = sim.get("v1", "Node", "n1")
     assert node is not None and node["spec"]["unschedulable"] is True
+
+
+@pytest.mark.parametrize("minor", range(29, 34))
+async def test_every_kubectl_release_discovers_creates_and_applies(
+    minor: int, tmp_path: Path
+) -> None:
+    """The dispatcher runs the kubectl release matching the server's /version."""
+    async with KubeSim(server_minor_version=minor) as sim:
+        await kubectl(sim, "create", "-f", str(_manifest(tmp_path, "1.26")))
+        agents = {r.user_agent.split(" ")[0] for r in sim.audit.records() if r.verb == "create"}
+        assert agents == {f"kubectl1.{minor}/v1.{minor}"} or all(
+            a.startswith(f"kubectl/v1.{minor}.") for a in agents
+        ), agents
+        applied = await kubectl(sim, "apply", "-f", str(_manifest(tmp_path, "1.27")))
+        assert applied.stdout.strip() == "deployment.apps/web configured"
+        names = await kubectl(sim, "get", "deployments", "-o", "name")
+        assert names.stdout.split() == ["deployment.apps/web"]

@@ -1,0 +1,85 @@
+"""How long the detector may spend reading the cluster: one hard deadline per detection.
+
+The deadline comes from the grace period: deciding must leave most of the grace period
+to the drain (or the shed) it decides on, so detection gets at most
+``DETECTION_SHARE`` of it, and never more than the requested deadline
+(``DEFAULT_DEADLINE_SECONDS`` unless the caller asks otherwise)::
+
+    budget = max(0, min(requested deadline, grace period * DETECTION_SHARE))
+
+The grace period is known up front only when the caller gives it; otherwise the
+detector starts from ``DEFAULT_GRACE_PERIOD_SECONDS`` and *tightens* the deadline once
+the pod object says what this pod's grace period is (:func:`pod_grace_period_seconds`).
+A deadline is only ever brought forward, never extended.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from graceful_drain.termination._raw import as_int, get_path
+
+DEFAULT_GRACE_PERIOD_SECONDS = 30  # the API server's default terminationGracePeriodSeconds
+DEFAULT_DEADLINE_SECONDS = 5.0
+DETECTION_SHARE = 0.5  # at most half the grace period is spent deciding what to do with it
+
+
+def collection_budget(
+    grace_period_seconds: float, requested_deadline_seconds: float | None = None
+) -> float:
+    """Seconds the detector may spend, from the grace period and the requested deadline."""
+    requested = (
+        DEFAULT_DEADLINE_SECONDS
+        if requested_deadline_seconds is None
+        else requested_deadline_seconds
+    )
+    return max(0.0, min(requested, max(grace_period_seconds, 0.0) * DETECTION_SHARE))
+
+
+def pod_grace_period_seconds(raw_pod: object) -> int | None:
+    """This pod's grace period as its object states it, or None.
+
+    ``metadata.deletionGracePeriodSeconds`` (the grace period of the deletion in progress:
+    an eviction or delete may shorten it) wins over ``spec.terminationGracePeriodSeconds``.
+    A kubelet-initiated termination sets neither; the kubelet may then use less
+    (``evictionMaxPodGracePeriod``, or 1 s for hard-threshold evictions).
+    """
+    for value in (
+        get_path(raw_pod, "metadata", "deletionGracePeriodSeconds"),
+        get_path(raw_pod, "spec", "terminationGracePeriodSeconds"),
+    ):
+        seconds = as_int(value)
+        if seconds is not None and seconds >= 0:
+            return seconds
+    return None
+
+
+Clock = Callable[[], float]
+
+
+class Deadline:
+    """A point on a monotonic clock, fixed at creation and only ever brought forward."""
+
+    def __init__(
+        self,
+        budget_seconds: float,
+        *,
+        started_at: float | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        self.started_at = clock() if started_at is None else started_at
+        self._at = self.started_at + max(budget_seconds, 0.0)
+
+    @property
+    def budget_seconds(self) -> float:
+        """The whole budget, from ``started_at`` to the deadline."""
+        return self._at - self.started_at
+
+    def remaining(self) -> float:
+        return max(0.0, self._at - self._clock())
+
+    def tighten(self, budget_seconds: float) -> None:
+        """Bring the deadline forward to ``started_at + budget_seconds`` if that is sooner."""
+        self._at = min(self._at, self.started_at + max(budget_seconds, 0.0))

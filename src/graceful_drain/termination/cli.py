@@ -1,0 +1,222 @@
+"""``graceful-drain termination-cause``: the detector for preStop hooks and other languages.
+
+Identity comes from the Downward API environment (POD_NAME, POD_NAMESPACE, POD_UID,
+NODE_NAME; see :mod:`graceful_drain.termination.identity`), credentials from the
+in-cluster service account (or ``--kubeconfig``).  The verdict is printed as text, or
+as the versioned JSON document of :mod:`graceful_drain.termination.verdict` with
+``--json``; ``--output FILE`` also writes it (atomically) to FILE, e.g. an emptyDir the
+application container reads.  The exit status is the contract
+(:mod:`graceful_drain.termination.actions`): 0 drain gracefully, 10 shed load,
+11 indeterminate (shed load), 2 usage error; ``--after-restart`` reports always exit 0.
+
+The deadline is a whole-process one: it counts from the process start (read from
+``/proc/self/stat``, so interpreter start-up and imports are included) and the answer is
+printed before it, whatever the API server does.  It is capped at half the grace period
+(``--grace-period``, else the pod's own, else 30 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
+from graceful_drain.termination.budget import DEFAULT_DEADLINE_SECONDS
+from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS
+from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory, utc_now
+from graceful_drain.termination.evidence import Trigger
+from graceful_drain.termination.identity import IdentityError, resolve_identity
+from graceful_drain.termination.verdict import Verdict
+
+NAME = "termination-cause"
+HELP = "say why this pod is terminating: drain gracefully (exit 0) or shed load (10, 11)"
+MAX_PROCESS_AGE_SECONDS = 30.0  # beyond this, /proc disagrees with the clock: ignore it
+RECORD_MIN_SECONDS = 0.1
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE", help="also write the verdict to FILE"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help=f"answer within this many seconds of starting (default {DEFAULT_DEADLINE_SECONDS:g}, "
+        "never more than half the grace period)",
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=_non_negative_int,
+        metavar="SECONDS",
+        help="this pod's termination grace period (default: the pod's own, else 30)",
+    )
+    parser.add_argument(
+        "--after-restart",
+        action="store_true",
+        help="report why the previous container instance ended (e.g. OOM-killed); exit 0",
+    )
+    parser.add_argument(
+        "--event-retention",
+        type=_positive_int,
+        default=DEFAULT_EVENT_RETENTION_SECONDS,
+        metavar="SECONDS",
+        help="the API server's --event-ttl (default %(default)s)",
+    )
+    parser.add_argument(
+        "--record-event",
+        action="store_true",
+        help="also record the verdict as a TerminationClassified Event on this pod",
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster, then $KUBECONFIG")
+    parser.add_argument("--context", help="kubeconfig context")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the subcommand on an ``add_subparsers()`` object."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    configure(parser)
+    return parser
+
+
+def _seconds_since_boot() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def process_age_seconds(
+    stat_path: Path = Path("/proc/self/stat"),
+    *,
+    since_boot: Callable[[], float] = _seconds_since_boot,
+    ticks_per_second: int | None = None,
+) -> float:
+    """Seconds since this process started, from /proc; 0.0 where that cannot be read.
+
+    ``starttime`` (field 22 of /proc/PID/stat) is in clock ticks since boot; the
+    command name before it is parenthesised and may hold spaces and parentheses.
+    """
+    try:
+        fields = stat_path.read_text().rpartition(")")[2].split()
+        ticks = ticks_per_second or os.sysconf("SC_CLK_TCK")
+        age = since_boot() - int(fields[19]) / ticks
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return age if 0.0 <= age <= MAX_PROCESS_AGE_SECONDS else 0.0
+
+
+def render_text(verdict: Verdict) -> str:
+    cause = verdict.cause.value
+    if verdict.resource is not None:
+        cause += f" ({verdict.resource.value})"
+    deciding = verdict.deciding_item
+    lines = [
+        f"cause:      {cause}",
+        f"action:     {verdict.action.value} (exit {exit_code_of(verdict)})",
+        f"decided by: {deciding.source.value} ({deciding.fact.value})",
+        f"trigger:    {verdict.trigger.value}",
+        "evidence:",
+    ]
+    for item in verdict.evidence:
+        mark = "*" if item.decisive else "-"
+        detail = " ".join(item.detail.split())
+        lines.append(f"  {mark} {item.source.value}/{item.fact.value}: {detail}")
+    return "\n".join(lines) + "\n"
+
+
+def render(verdict: Verdict, *, as_json: bool) -> str:
+    return verdict.to_json() + "\n" if as_json else render_text(verdict)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+async def _detect(detector: Detector, trigger: Trigger, started: float, record: bool) -> Verdict:
+    verdict = await detector.detect(trigger, started_at=started)
+    if record:
+        remaining = detector.budget_seconds() - (time.monotonic() - started)
+        if remaining < RECORD_MIN_SECONDS:
+            print(f"{NAME}: no time left to record the verdict as an Event", file=sys.stderr)
+        else:
+            failure = await detector.record(verdict, timeout_seconds=remaining)
+            if failure is not None:
+                print(f"{NAME}: verdict not recorded as an Event: {failure}", file=sys.stderr)
+    return verdict
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    env: Mapping[str, str] | None = None,
+    reader_factory: ReaderFactory | None = None,
+    now: Callable[[], datetime] = utc_now,
+    started_at: float | None = None,
+) -> int:
+    """Run the subcommand; returns the exit status.  The keyword arguments are for tests."""
+    started = time.monotonic() - process_age_seconds() if started_at is None else started_at
+    try:
+        identity = resolve_identity(os.environ if env is None else env)
+    except IdentityError as error:
+        print(
+            f"graceful-drain {NAME}: error: {error} (set POD_NAME and POD_NAMESPACE "
+            "from the Downward API)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES[Outcome.USAGE_ERROR]
+    config = DetectorConfig(
+        grace_period_seconds=args.grace_period,
+        deadline_seconds=args.deadline,
+        event_retention_seconds=args.event_retention,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+    )
+    detector = Detector(identity, config, reader_factory=reader_factory, now=now)
+    trigger = Trigger.AFTER_RESTART if args.after_restart else Trigger.SIGTERM
+    verdict = asyncio.run(_detect(detector, trigger, started, args.record_event))
+    text = render(verdict, as_json=args.json)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if args.output is not None:
+        try:
+            write_atomically(args.output, text)
+        except OSError as error:
+            print(f"{NAME}: could not write {args.output}: {error}", file=sys.stderr)
+    return exit_code_of(verdict)

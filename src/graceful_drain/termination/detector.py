@@ -1,0 +1,184 @@
+"""The library entry point: ``await Detector.from_environment().detect()`` → a Verdict.
+
+One detection = one client, the four reads under one deadline
+(:mod:`graceful_drain.termination.signals`), then :func:`classify`.  ``detect`` never
+raises and never outlives its deadline: no configuration, no identity, no answer — all
+become evidence, and the classifier's conservative fallback answers.  The CLI
+(``graceful-drain termination-cause``) and the SIGTERM handlers all call this class,
+so they give the same verdict on the same cluster state.
+
+The grace period used for the deadline and for the classifier's retention rule is, in
+order: the configured one; the pod's own (``deletionGracePeriodSeconds``, else
+``terminationGracePeriodSeconds``); 30 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from graceful_drain.termination.budget import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    Clock,
+    Deadline,
+    collection_budget,
+)
+from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS, classify
+from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, UnavailableReason
+from graceful_drain.termination.identity import PodIdentity, resolve_identity
+from graceful_drain.termination.reader import (
+    ClusterReader,
+    LightkubeReader,
+    failure_of,
+)
+from graceful_drain.termination.recording import verdict_event
+from graceful_drain.termination.signals import CANCEL_WAIT_SECONDS, collect_evidence
+from graceful_drain.termination.verdict import Verdict
+
+# Part of the budget kept back from the reads for closing the client and answering.
+FINISH_RESERVE_SECONDS = 0.2
+FINISH_RESERVE_SHARE = 0.2
+CLOSE_WAIT_SECONDS = 0.1
+# The client's own per-request timeout sits past the deadline, so the deadline is what cuts.
+CLIENT_TIMEOUT_MARGIN_SECONDS = 1.0
+DEFAULT_RECORD_TIMEOUT_SECONDS = 2.0
+
+ReaderFactory = Callable[[float], ClusterReader]  # client timeout (s) -> reader; may raise
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """How to detect.  ``None`` grace period: the pod's own, else 30 s.  ``None``
+    deadline: 5 s.  The deadline is always capped at half the grace period."""
+
+    grace_period_seconds: int | None = None
+    deadline_seconds: float | None = None
+    event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS
+    kubeconfig: Path | None = None
+    context: str | None = None
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def reads_budget(budget_seconds: float) -> float:
+    """The part of a detection budget the API reads may use."""
+    return max(
+        0.0, budget_seconds - min(FINISH_RESERVE_SECONDS, budget_seconds * FINISH_RESERVE_SHARE)
+    )
+
+
+class Detector:
+    def __init__(
+        self,
+        identity: PodIdentity,
+        config: DetectorConfig | None = None,
+        *,
+        reader_factory: ReaderFactory | None = None,
+        now: Callable[[], datetime] = utc_now,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.identity = identity
+        self.config = config or DetectorConfig()
+        self._reader_factory = reader_factory or self._lightkube_reader
+        self._now = now
+        self._clock = clock
+
+    @classmethod
+    def from_environment(
+        cls, config: DetectorConfig | None = None, env: Mapping[str, str] | None = None
+    ) -> Detector:
+        """Identity from the Downward API; raises IdentityError when name or namespace is
+        missing (at start-up, where a misconfiguration is visible, not at SIGTERM)."""
+        return cls(resolve_identity(os.environ if env is None else env), config)
+
+    def _lightkube_reader(self, timeout_seconds: float) -> ClusterReader:
+        return LightkubeReader.open(
+            self.config.kubeconfig, self.config.context, timeout_seconds=timeout_seconds
+        )
+
+    def budget_seconds(self, grace_period_seconds: int | None = None) -> float:
+        """The whole detection budget for a grace period (default: the configured one)."""
+        grace = grace_period_seconds
+        if grace is None:
+            grace = self.config.grace_period_seconds
+        if grace is None:
+            grace = DEFAULT_GRACE_PERIOD_SECONDS
+        return collection_budget(grace, self.config.deadline_seconds)
+
+    async def detect(
+        self, trigger: Trigger = Trigger.SIGTERM, *, started_at: float | None = None
+    ) -> Verdict:
+        """Why is this pod terminating?  ``started_at`` (on ``clock``, default
+        time.monotonic) is when the budget started: the signal's arrival, the process
+        start.  Never raises."""
+        deadline = Deadline(
+            reads_budget(self.budget_seconds()), started_at=started_at, clock=self._clock
+        )
+        pod_grace: int | None = None
+        try:
+            reader = self._reader_factory(deadline.remaining() + CLIENT_TIMEOUT_MARGIN_SECONDS)
+        except Exception as error:
+            evidence = Evidence.nothing_readable(
+                self.identity.uid, failure_of(error).unavailable, trigger
+            )
+        else:
+            try:
+                budget_for_grace = None
+                if self.config.grace_period_seconds is None:
+                    budget_for_grace = self._reads_budget_for_grace
+                collection = await collect_evidence(
+                    reader,
+                    self.identity,
+                    deadline,
+                    trigger=trigger,
+                    budget_for_grace=budget_for_grace,
+                )
+                evidence, pod_grace = collection.evidence, collection.pod_grace_period_seconds
+            finally:
+                await _close(reader)
+        grace = self.config.grace_period_seconds
+        if grace is None:
+            grace = pod_grace if pod_grace is not None else DEFAULT_GRACE_PERIOD_SECONDS
+        return classify(evidence, self._now(), grace, self.config.event_retention_seconds)
+
+    def _reads_budget_for_grace(self, grace_period_seconds: int) -> float:
+        return reads_budget(self.budget_seconds(grace_period_seconds))
+
+    async def record(
+        self, verdict: Verdict, *, timeout_seconds: float = DEFAULT_RECORD_TIMEOUT_SECONDS
+    ) -> Unavailable | None:
+        """Post the verdict as an Event on this pod; None on success, else why not.
+
+        Best effort and bounded by ``timeout_seconds``; never raises.
+        """
+        event = verdict_event(self.identity, verdict, self._now())
+        try:
+            reader = self._reader_factory(timeout_seconds + CLIENT_TIMEOUT_MARGIN_SECONDS)
+        except Exception as error:
+            return failure_of(error).unavailable
+        try:
+            async with asyncio.timeout(max(timeout_seconds, 0.0)):
+                await reader.create_event(self.identity.namespace, event)
+        except TimeoutError:
+            return Unavailable(
+                UnavailableReason.TIMEOUT, f"no answer within {timeout_seconds:.2f}s"
+            )
+        except Exception as error:
+            return failure_of(error).unavailable
+        finally:
+            await _close(reader)
+        return None
+
+
+async def _close(reader: ClusterReader) -> None:
+    try:
+        await asyncio.wait_for(reader.close(), CLOSE_WAIT_SECONDS + CANCEL_WAIT_SECONDS)
+    except Exception:  # closing is best effort: the verdict does not depend on it
+        return
