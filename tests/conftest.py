@@ -33,13 +33,20 @@ async def lk(sim: KubeSim) -> AsyncIterator[AsyncClient]:
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
+def kubectl_cache_args(kubeconfig: Path) -> list[str]:
+    """A discovery cache per cluster: kubesim ports are reused across tests, and the kubectl
+    dispatcher picks its release from the cached server version of a host:port."""
+    return [f"--cache-dir={kubeconfig.parent / 'kubectl-cache'}"]
+
+
 def run_kubectl(kubeconfig: Path, *args: str, check: bool = True,
                 timeout: float = KUBECTL_TIMEOUT, stdin: str | None = None
                 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     result = subprocess.run(
-        ["kubectl", *args], capture_output=True, text=True, env=env, timeout=timeout, input=stdin
-    )
+        ["kubectl", *kubectl_cache_args(kubeconfig), *args],
+        capture_output=True, text=True, env=env, timeout=timeout, input=stdin,
+    )  # fmt: skip
     if check and result.returncode != 0:
         raise AssertionError(
             f"kubectl {' '.join(args)} exited {result.returncode}\n"

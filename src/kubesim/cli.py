@@ -1,13 +1,23 @@
-"""`kubesim serve`: run the simulated control plane until SIGINT/SIGTERM."""
+"""`kubesim serve`: run the simulated control plane until SIGINT/SIGTERM.
+
+With `--scenario FILE` it also starts the scenario's nodes (one kubelet each),
+the scheduler and built-in controllers, creates its manifests, prints the
+kubeconfig path once all that is in place, and then (unless `--setup-only`)
+runs the scenario's drains, reporting each on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from pathlib import Path
 
+from .cluster.cluster import COMPONENTS
+from .scenario import Scenario, ScenarioError, load_scenario
+from .scenario_runner import ScenarioRun
 from .sim import KubeSim
 
 
@@ -30,10 +40,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MINOR",
         help="the Kubernetes minor version /version reports (default: %(default)s)",
     )
+    serve.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE",
+        help="a scenario YAML file: set up its nodes and workloads, then run its drains",
+    )
+    serve.add_argument(
+        "--setup-only",
+        action="store_true",
+        help="with --scenario: set up the nodes and workloads but do not run the drains",
+    )
     return parser  # fmt: skip
 
 
-async def _serve(args: argparse.Namespace) -> int:
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _run_drains(run: ScenarioRun) -> None:
+    await run.wait_ready()
+    _say(f"kubesim: scenario {run.scenario.name}: workloads Ready")
+    for spec in run.scenario.drains:
+        await asyncio.sleep(spec.after)
+        outcome = await run.run_drain(spec)
+        for entry in outcome.result.log:
+            _say(f"  {outcome.result.client} [{entry.at - outcome.started:7.2f}s] {entry.text}")
+        for line in run.report_lines([outcome]):
+            _say(f"kubesim: {line}")
+
+
+async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
     sim = KubeSim(
         host=args.host,
         port=args.port,
@@ -44,9 +81,18 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with sim:
+    async with sim, contextlib.AsyncExitStack() as stack:
+        drains: asyncio.Task[None] | None = None
+        if scenario is not None:
+            run = await stack.enter_async_context(ScenarioRun(sim, scenario))
+            if not args.setup_only:
+                drains = loop.create_task(_run_drains(run), name="scenario-drains")
         print(sim.kubeconfig_path, flush=True)
         await stop.wait()
+        if drains is not None:
+            drains.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drains
     return 0
 
 
@@ -55,8 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.port < 0 or args.port > 65535:
         print(f"kubesim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
         return 2
+    scenario = None
+    if args.scenario is not None:
+        if not args.scenario.is_file():
+            print(f"kubesim: scenario file not found: {args.scenario}", file=sys.stderr)
+            return 2
+        try:
+            scenario = load_scenario(args.scenario, tuple(COMPONENTS))
+        except ScenarioError as err:
+            print(f"kubesim: invalid scenario: {err}", file=sys.stderr)
+            return 2
+    elif args.setup_only:
+        print("kubesim: --setup-only needs --scenario", file=sys.stderr)
+        return 2
     try:
-        return asyncio.run(_serve(args))
+        return asyncio.run(_serve(args, scenario))
     except OSError as exc:
         print(f"kubesim: cannot serve: {exc}", file=sys.stderr)
         return 1

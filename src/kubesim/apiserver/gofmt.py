@@ -61,3 +61,33 @@ def go_aggregate(messages: Iterable[str]) -> str:
     if len(unique) == 1:
         return unique[0]
     return "[" + ", ".join(unique) + "]"
+
+
+_SUBSECOND_UNITS = ((1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
+
+
+def _trimmed(whole: int, fraction: int, digits: int) -> str:
+    if fraction == 0:
+        return str(whole)
+    return f"{whole}.{fraction:0{digits}d}".rstrip("0")
+
+
+def go_duration(seconds: float) -> str:
+    """Go's ``time.Duration.String()``: "5s", "50ms", "1m0s", "1h2m3.5s", "0s"."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    if ns < 1_000_000_000:
+        for size, unit in _SUBSECOND_UNITS:
+            if ns >= size:
+                digits = len(str(size)) - 1
+                return f"{sign}{_trimmed(ns // size, ns % size, digits)}{unit}"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _trimmed(rest // 1_000_000_000, rest % 1_000_000_000, 9) + "s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    if hours:
+        text = f"{hours}h" + text
+    return sign + text

@@ -11,7 +11,7 @@ import pytest
 
 from kubesim.cluster.cluster import Cluster
 from kubesim.sim import KubeSim
-from tests.conftest import run_kubectl
+from tests.conftest import kubectl_cache_args, run_kubectl
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,8 @@ async def test_get_watch_sees_updates(sim: KubeSim) -> None:
     sim.create({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "watched", "namespace": "default"}})  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(sim.kubeconfig_path), "get", "configmap", "watched",
+        "kubectl", "--kubeconfig", str(sim.kubeconfig_path),
+        *kubectl_cache_args(sim.kubeconfig_path), "get", "configmap", "watched",
         "-w", "-o", "jsonpath={.metadata.name}:{.data.k}{\"\\n\"}", "--request-timeout=30s",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -192,7 +193,8 @@ async def test_drain_waits_on_a_pdb_until_it_is_deleted(sim: KubeSim) -> None:
 
 async def _drain_until_pdb_deleted(sim: KubeSim) -> None:
     proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(sim.kubeconfig_path), "drain", "n1", "--force",
+        "kubectl", "--kubeconfig", str(sim.kubeconfig_path),
+        *kubectl_cache_args(sim.kubeconfig_path), "drain", "n1", "--force",
         "--timeout=90s", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert proc.stdout is not None
