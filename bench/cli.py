@@ -21,6 +21,8 @@ from pathlib import Path
 
 from bench import decode, machine
 from bench.detector import run as detector
+from bench.drain import run as drain
+from bench.drain.timings import DrainTimings
 from bench.memory import run as memory
 from bench.report import Table, json_document, markdown
 from bench.webhook import run as webhook
@@ -36,6 +38,7 @@ class Profile:
     memory: memory.MemoryProfile = field(default_factory=memory.MemoryProfile)
     decode: decode.DecodeProfile = field(default_factory=decode.DecodeProfile)
     detector: detector.DetectorProfile = field(default_factory=detector.DetectorProfile)
+    drain: drain.DrainProfile = field(default_factory=drain.DrainProfile)
 
 
 FULL = Profile()
@@ -57,6 +60,7 @@ SMOKE = Profile(
         cli_hanging_runs=1,
         cli_deadline=1.5,
     ),
+    drain=drain.DrainProfile(clients=("kubectl",), counts=(1,), timings=DrainTimings(0.02)),
 )
 
 
@@ -84,15 +88,9 @@ def runners(profile: Profile) -> dict[str, Callable[[], list[Table]]]:
     return {
         "webhook": lambda: webhook.run(profile.webhook),
         "memory": lambda: [memory.run(profile.memory), decode.run(profile.decode)],
-        "drain": lambda: [not_landed("drain", "Drain to completion", "drain clients + recorder")],
+        "drain": lambda: drain.run(profile.drain),
         "detector": lambda: [detector.run(profile.detector)],
     }
-
-
-def not_landed(key: str, title: str, what: str) -> Table:
-    table = Table(key, title, [])
-    table.notes.append(f"Not measured: the {what} have not landed on main yet.")
-    return table
 
 
 def run(parts: Sequence[str], profile: Profile, progress: Callable[[str], None]) -> list[Table]:

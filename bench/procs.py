@@ -27,12 +27,16 @@ class ChildFailed(RuntimeError):
 class Child:
     """One spawned process running `target(connection, *args)`."""
 
-    def __init__(self, name: str, target: Callable[..., None], *args: Any) -> None:
+    def __init__(
+        self, name: str, target: Callable[..., None], *args: Any, daemon: bool = True
+    ) -> None:
+        """`daemon=False` for a child that starts children of its own (it is then not killed
+        with the parent: `finish` must reap it)."""
         self.name = name
         parent, child = _SPAWN.Pipe()
         self.connection: Connection = parent
         self.process: SpawnProcess = _SPAWN.Process(
-            target=target, args=(child, *args), name=name, daemon=True
+            target=target, args=(child, *args), name=name, daemon=daemon
         )
         self.process.start()
         child.close()

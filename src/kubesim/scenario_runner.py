@@ -168,8 +168,9 @@ class ScenarioRun:
     def measured_ready(self) -> bool:
         measure = self.scenario.measure
         wanted = self.scenario.deployment_replicas()
+        counts = self.recorder.ledger.ready_counts()  # once: it walks every pod
         return all(
-            self.recorder.ready(name, measure.namespace) >= wanted[(measure.namespace, name)]
+            counts.get((measure.namespace, name), 0) >= wanted[(measure.namespace, name)]
             for name in measure.deployments
         )
 

@@ -64,3 +64,14 @@ def test_detector_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert verdicts[0].startswith("voluntary / drain_gracefully")
     assert verdicts[2].startswith("indeterminate / shed_load_and_exit_fast")
     assert len(table["targets"]) == 4
+
+
+def test_drain_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tables = tables_by_key(run_parts(tmp_path, "drain", capsys))
+    [row] = tables["drain"]["rows"]
+    assert (row["client"], row["count"]) == ("kubectl", 1)
+    assert row["drain"] is not None  # graceful-drain let the drain finish
+    [alternatives] = tables["drain_alternatives"]["rows"]
+    assert alternatives["none_down"] == "1/1"  # unprotected: the one Deployment went down
+    assert alternatives["pdb"].startswith("blocked")
+    assert alternatives["polling_drain"] is not None
