@@ -137,6 +137,7 @@ class ApiServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_response_prepare.append(_no_cache)
         return app
 
     # entry point
@@ -714,6 +715,11 @@ def _set_pod_scheduled(pod: Obj) -> None:
     conditions.append(
         {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
     )
+
+
+async def _no_cache(request: web.Request, response: web.StreamResponse) -> None:
+    # As the real API server: clients (kubectl's discovery cache) must not reuse answers.
+    response.headers.setdefault("Cache-Control", "no-cache, private")
 
 
 def _options(ctx: RequestContext, kind: str) -> Obj:
