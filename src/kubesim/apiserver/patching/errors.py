@@ -8,7 +8,7 @@ which drops the library text (staging/src/k8s.io/apiserver/pkg/endpoints/handler
 
 from typing import ClassVar
 
-from kubesim.apiserver.patching.gofmt import go_quote
+from kubesim.apiserver.gofmt import go_quote
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 
 GENERIC_422_MESSAGE = "the server rejected our request due to an error in our request"

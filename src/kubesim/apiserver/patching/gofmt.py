@@ -70,13 +70,6 @@ def go_sprint_s(value: Json) -> str:
     return f"%!s({go_type_name(value)}={go_sprint(value)})"
 
 
-def go_quote(text: str) -> str:
-    """``%q`` for the ASCII-printable strings these messages quote."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
-    return f'"{escaped}"'
-
-
 def _go_float(number: float) -> str:
     # %v of a float64 is %g with the shortest round-trip digits, switching to an
     # exponent when it is below -4 or at least 6 (fmt's rule for the shortest form).

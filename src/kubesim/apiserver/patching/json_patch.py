@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from kubesim.apiserver.gofmt import go_quote
 from kubesim.apiserver.patching.errors import (
     PatchBadRequest,
     PatchInternalError,
     PatchInvalid,
     PatchRequestEntityTooLarge,
 )
-from kubesim.apiserver.patching.gofmt import go_json_kind, go_quote
+from kubesim.apiserver.patching.gofmt import go_json_kind
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 
 MAX_JSON_PATCH_OPERATIONS = 10000
