@@ -3,7 +3,7 @@
     PYTHONPATH=src python -m bench                  # everything, markdown on stdout
     PYTHONPATH=src python -m bench --json           # the same as JSON on stdout
     PYTHONPATH=src python -m bench --only webhook,memory
-    PYTHONPATH=src python -m bench --smoke --out /tmp/b   # tiny sizes, seconds
+    PYTHONPATH=src python -m bench --smoke             # tiny sizes, seconds; writes nothing
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile fits in 10 minutes on 2 cores.
@@ -78,7 +78,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks it runs")
     parser.add_argument(
-        "--out", type=Path, default=RESULTS, help="where latest.md and latest.json go"
+        "--out",
+        type=Path,
+        help="where latest.md and latest.json go (default: bench/results; --smoke: nowhere)",
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
     return parser
@@ -117,9 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         header["profile"] = "smoke (tiny sizes: not figures to quote)"
     text = markdown(tables, header)
     document = json_document(tables, header)
-    if not args.no_write:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "latest.md").write_text(text, encoding="utf-8")
-        (args.out / "latest.json").write_text(json.dumps(document, indent=2) + "\n", "utf-8")
+    out: Path | None = args.out or (None if args.smoke else RESULTS)
+    if out is not None and not args.no_write:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "latest.md").write_text(text, encoding="utf-8")
+        (out / "latest.json").write_text(json.dumps(document, indent=2) + "\n", "utf-8")
     print(json.dumps(document, indent=2) if args.json else text)
     return 0
