@@ -1,4 +1,4 @@
-"""A minimal OpenAPI v3 document per group version: enough for kubectl, not a full schema.
+"""`/openapi/*`: a minimal OpenAPI v3 document per group version, enough for kubectl.
 
 kubectl asks `/openapi/v3` whether the server supports server-side field
 validation (a `fieldValidation` query parameter on each resource's PATCH
@@ -7,24 +7,34 @@ kubectl skips client-side schema validation and sends `fieldValidation=Strict`.
 PATCH operations carry no request-body schema, so `kubectl apply` computes its
 strategic merge patches from its built-in types, exactly as it does against a
 server whose OpenAPI it cannot use for patching (kubectl's apply/patcher.go).
+
+kubectl 1.27 and 1.28 also need `/openapi/v2`, one document for the whole API, in
+protobuf: see `openapi_v2`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import openapi_v2
+from .openapi_paths import QUERY_PARAMS, gv_path, operation_paths
+from .openapi_v2_protobuf import encode_document
 from .resources import ResourceRegistry, ResourceType
 
 Obj = dict[str, Any]
 
-_QUERY_PARAMS = ("fieldValidation", "fieldManager", "dryRun", "force", "pretty")
 
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    """An answer the server sends as is, rather than as JSON."""
 
-def _gv_path(group: str, version: str) -> str:
-    return f"api/{version}" if not group else f"apis/{group}/{version}"
+    status: int
+    body: bytes = b""
+    content_type: str | None = None
 
 
 def _operation(t: ResourceType, action: str) -> Obj:
@@ -34,7 +44,7 @@ def _operation(t: ResourceType, action: str) -> Obj:
         "x-kubernetes-group-version-kind": {"group": t.group, "version": t.version,
                                             "kind": t.kind},
         "parameters": [{"name": p, "in": "query", "schema": {"type": "string"}}
-                       for p in _QUERY_PARAMS],
+                       for p in QUERY_PARAMS],
         "responses": {"200": {"description": "OK"}},
     }  # fmt: skip
 
@@ -42,18 +52,8 @@ def _operation(t: ResourceType, action: str) -> Obj:
 def group_version_document(resources: ResourceRegistry, group: str, version: str) -> Obj:
     paths: Obj = {}
     for t in resources.in_group_version(group, version):
-        base = "/" + _gv_path(group, version)
-        collection = (
-            f"{base}/namespaces/{{namespace}}/{t.plural}"
-            if t.namespaced
-            else (f"{base}/{t.plural}")
-        )
-        paths[collection] = {"post": _operation(t, "post")}
-        if not t.virtual:
-            paths[f"{collection}/{{name}}"] = {
-                "patch": _operation(t, "patch"),
-                "put": _operation(t, "put"),
-            }
+        for path, methods in operation_paths(t).items():
+            paths[path] = {method: _operation(t, method) for method in methods}
     return {
         "openapi": "3.0.0",
         "info": {"title": "kubesim", "version": "v1"},
@@ -67,15 +67,20 @@ class OpenApi:
         self._docs: dict[str, Obj] = {}
         for group, versions in resources.group_versions().items():
             for version in versions:
-                path = _gv_path(group, version)
+                path = gv_path(group, version)
                 self._docs[path] = group_version_document(resources, group, version)
         self._hashes = {
             path: hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:64].upper()
             for path, doc in self._docs.items()
         }
+        self._v2 = openapi_v2.swagger_document(resources)
+        self._v2_protobuf = encode_document(self._v2)
 
-    def __call__(self, url: str) -> Obj | None:
+    def __call__(self, url: str, accept: str = "") -> Obj | RawResponse | None:
+        """The answer to a GET of `url` with this Accept header, None for a 404."""
         path = urlsplit(url).path.strip("/")
+        if path == "openapi/v2":
+            return self._v2_answer(accept)
         if path == "openapi/v3":
             return {
                 "paths": {
@@ -87,3 +92,11 @@ class OpenApi:
         if path.startswith(prefix):
             return self._docs.get(path[len(prefix) :])
         return None
+
+    def _v2_answer(self, accept: str) -> Obj | RawResponse:
+        media_type = openapi_v2.negotiate(accept)
+        if media_type == openapi_v2.PROTOBUF_MEDIA_TYPE:
+            return RawResponse(200, self._v2_protobuf, media_type)
+        if media_type == openapi_v2.JSON_MEDIA_TYPE:
+            return self._v2
+        return RawResponse(406)  # kube-openapi answers an unacceptable Accept with no body

@@ -24,6 +24,7 @@ from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
+from .openapi import RawResponse
 from .protobuf import decode_body
 from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
@@ -124,7 +125,7 @@ class ApiServer:
         self.admitters: list[Admitter] = []
         self.subresource_handlers: dict[tuple[str, str, str], SubresourceHandler] = {}
         self.address = "127.0.0.1:0"
-        self.openapi: Callable[[str], Obj | None] | None = None
+        self.openapi: Callable[[str, str], Obj | RawResponse | None] | None = None
         self.register_subresource("", "pods", "binding", self._pod_binding)
         self.register_subresource("", "serviceaccounts", "token", self._token_request)
 
@@ -136,6 +137,7 @@ class ApiServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_response_prepare.append(_no_cache)
         return app
 
     # entry point
@@ -306,7 +308,11 @@ class ApiServer:
             if gv_doc is not None:
                 return json_response(gv_doc)
         if parts[0] == "openapi" and self.openapi is not None:
-            spec = self.openapi(str(request.rel_url))
+            spec = self.openapi(str(request.rel_url), request.headers.get("Accept", ""))
+            if isinstance(spec, RawResponse):
+                return web.Response(
+                    status=spec.status, body=spec.body, content_type=spec.content_type
+                )
             if spec is not None:
                 return json_response(spec)
         raise path_not_found()
@@ -709,6 +715,11 @@ def _set_pod_scheduled(pod: Obj) -> None:
     conditions.append(
         {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
     )
+
+
+async def _no_cache(request: web.Request, response: web.StreamResponse) -> None:
+    # As the real API server: clients (kubectl's discovery cache) must not reuse answers.
+    response.headers.setdefault("Cache-Control", "no-cache, private")
 
 
 def _options(ctx: RequestContext, kind: str) -> Obj:

@@ -224,18 +224,88 @@ async def _drain_until_pdb_deleted(sim: KubeSim) -> None:
     assert node is not None and node["spec"]["unschedulable"] is True
 
 
-@pytest.mark.parametrize("minor", range(29, 34))
+def _agents(sim: KubeSim, verb: str) -> set[str]:
+    return {r.user_agent.split(" ")[0] for r in sim.audit.records() if r.verb == verb}
+
+
+def _is_release(agents: set[str], minor: int) -> bool:
+    return agents == {f"kubectl1.{minor}/v1.{minor}"} or all(
+        a.startswith(f"kubectl/v1.{minor}.") for a in agents
+    )
+
+
+# What kubectl prints on the first `apply` of an object made by `create`: expected, not a fault.
+MISSING_LAST_APPLIED = (
+    "Warning: resource deployments/web is missing the "
+    "kubectl.kubernetes.io/last-applied-configuration annotation"
+)
+
+
+@pytest.mark.parametrize("minor", range(27, 34))
 async def test_every_kubectl_release_discovers_creates_and_applies(
     minor: int, tmp_path: Path
 ) -> None:
-    """The dispatcher runs the kubectl release matching the server's /version."""
+    """The dispatcher runs the kubectl release matching the server's /version.
+
+    1.27 and 1.28 read /openapi/v2 before validating; 1.29 on, /openapi/v3 (and v2 in apply).
+    """
+    v126, v127 = str(_manifest(tmp_path, "1.26")), str(_manifest(tmp_path, "1.27"))
     async with KubeSim(server_minor_version=minor) as sim:
-        await kubectl(sim, "create", "-f", str(_manifest(tmp_path, "1.26")))
-        agents = {r.user_agent.split(" ")[0] for r in sim.audit.records() if r.verb == "create"}
-        assert agents == {f"kubectl1.{minor}/v1.{minor}"} or all(
-            a.startswith(f"kubectl/v1.{minor}.") for a in agents
-        ), agents
-        applied = await kubectl(sim, "apply", "-f", str(_manifest(tmp_path, "1.27")))
+        created = await kubectl(sim, "create", "-f", v126)
+        assert created.stderr == ""
+        assert _is_release(_agents(sim, "create"), minor), _agents(sim, "create")
+        applied = await kubectl(sim, "apply", "-f", v127)
         assert applied.stdout.strip() == "deployment.apps/web configured"
+        assert applied.stderr.startswith(MISSING_LAST_APPLIED)
+        assert applied.stderr.count("\n") == 1 and "warning" not in applied.stderr
+        reapplied = await kubectl(sim, "apply", "-f", v127)
+        assert reapplied.stdout.strip() == "deployment.apps/web unchanged"
+        assert reapplied.stderr == ""
+        writes = [r.uri for r in sim.audit.records() if r.verb in ("create", "patch")]
+        assert len(writes) == 2 and all("fieldValidation=Strict" in uri for uri in writes)
         names = await kubectl(sim, "get", "deployments", "-o", "name")
         assert names.stdout.split() == ["deployment.apps/web"]
+        image = await kubectl(
+            sim,
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        )
+        assert image.stdout == "nginx:1.27"
+
+
+@pytest.mark.parametrize("minor", [27, 28])
+async def test_kubectl_127_and_128_find_server_side_validation_in_openapi_v2_alone(
+    minor: int, tmp_path: Path
+) -> None:
+    """With /openapi/v3 gone, kubectl falls back to /openapi/v2's PATCH operations
+    (cli-runtime pkg/resource/query_param_verifier.go). Had it found no `fieldValidation`
+    there, `--validate=warn` would log "cannot perform warn validation if server-side field
+    validation is unsupported"."""
+    v126, v127 = str(_manifest(tmp_path, "1.26")), str(_manifest(tmp_path, "1.27"))
+    async with KubeSim(server_minor_version=minor) as sim:
+        serve = sim.server.openapi
+        assert serve is not None
+        sim.server.openapi = lambda url, accept: None if "/v3" in url else serve(url, accept)
+        created = await kubectl(sim, "create", "-f", v126, "--validate=warn")
+        assert created.stderr == ""
+        assert _is_release(_agents(sim, "create"), minor), _agents(sim, "create")
+        applied = await kubectl(sim, "apply", "-f", v127, "--validate=warn")
+        assert applied.stdout.strip() == "deployment.apps/web configured"
+        assert "validation" not in applied.stderr
+        gets = [r.uri.split("?")[0] for r in sim.audit.records() if r.verb == "get"]
+        assert "/openapi/v2" in gets and "/openapi/v3" in gets
+
+
+async def test_openapi_v2_is_json_for_a_json_client(sim: KubeSim) -> None:
+    raw = await kubectl(sim, "get", "--raw", "/openapi/v2")
+    doc = json.loads(raw.stdout)
+    assert doc["swagger"] == "2.0"
+    patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {
+        "group": "apps", "version": "v1", "kind": "Deployment"
+    }  # fmt: skip
+    assert {"name": "fieldValidation", "in": "query", "type": "string",
+            "uniqueItems": True} in patch["parameters"]  # fmt: skip
