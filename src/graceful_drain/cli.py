@@ -1,4 +1,4 @@
-"""`graceful-drain <subcommand>`: the controller and termination-cause; more register the same way.
+"""`graceful-drain <subcommand>`: controller, termination-cause and demo; more register alike.
 
 Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
 to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
@@ -42,6 +42,18 @@ def _run_controller(args: argparse.Namespace) -> int:
     return run_controller(config)
 
 
+def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.demo.options import add_demo_arguments
+
+    add_demo_arguments(parser)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from graceful_drain.demo.run import run  # loads kubesim and the controller
+
+    return run(args)
+
+
 SUBCOMMANDS: list[Subcommand] = [
     Subcommand(
         "controller",
@@ -54,6 +66,12 @@ SUBCOMMANDS: list[Subcommand] = [
         termination_cli.HELP,
         termination_cli.configure,
         termination_cli.run,
+    ),
+    Subcommand(
+        "demo",
+        "drain a node of an in-process cluster, with and without the controller",
+        _add_demo_arguments,
+        _run_demo,
     ),
 ]
 

@@ -235,7 +235,7 @@ class StampIntent:
 
     @property
     def value(self) -> str:
-        return format_rfc3339(self.stamped_at)
+        return stamp_value(self.deployment, self.stamped_at)
 
     @property
     def patch(self) -> list[dict[str, Any]]:
@@ -449,6 +449,16 @@ def _pointer_token(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
+def stamp_value(deployment: DeploymentInfo, now: datetime) -> str:
+    """restarted-at for a drain stamped at `now`: to the second, as metav1.Time, but never the
+    value the pod template already carries (a previous drain in the same second), which the
+    reconciler would read as a rollout already done."""
+    value = format_rfc3339(now)
+    if value == deployment.template_restarted_at:
+        value = format_rfc3339(now + timedelta(seconds=1))
+    return value
+
+
 def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any]]:
     """The JSON patch (application/json-patch+json) that stamps restarted-at on `deployment`.
 
@@ -460,7 +470,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
     identity. An absent annotations map must be added whole: a JSON patch cannot add a member
     to a missing parent.
     """
-    value = format_rfc3339(now)
+    value = stamp_value(deployment, now)
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": deployment.uid}]
     if deployment.resource_version:
         ops.append(

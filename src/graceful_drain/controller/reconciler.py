@@ -28,6 +28,7 @@ from graceful_drain.controller.rollout import (
     Completed,
     CopyToTemplate,
     DiscardMalformed,
+    Expired,
     Idle,
     JsonPatch,
     Removal,
@@ -138,6 +139,8 @@ class Reconciler:
         self._queue: WorkQueue[Key] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._failures: dict[Key, int] = {}
+        # Not state that matters for correctness: after a restart a timeout is reported again.
+        self._expired_reported: set[tuple[str, str, str]] = set()
         self._in_progress: set[Key] = set()
         # Handlers cannot be removed from an informer: register once, act only while running.
         deployments.add_handler(self._on_change)
@@ -231,7 +234,30 @@ class Reconciler:
         if isinstance(step, CopyToTemplate):
             self._wake_at(key, step.deadline, now)  # a rollout that never completes
             return await self._copy(deployment, step)
+        if isinstance(step, Expired):
+            self._cancel_timer(key)
+            return self._expired(deployment, step)
         return await self._remove(deployment, step)
+
+    def _expired(self, deployment: DeploymentInfo, step: Expired) -> Result:
+        """Report a timed-out rollout once per stamp; restarted-at stays (see `Expired`)."""
+        reported = (deployment.namespace, deployment.name, step.value)
+        if reported in self._expired_reported:
+            return Result(step)
+        self._expired_reported.add(reported)
+        _log.warning("drain rollout timed out; evictions are allowed until it completes",
+                     deployment=str(deployment.ref), restarted_at=step.value,
+                     waited_seconds=step.waited.total_seconds())  # fmt: skip
+        self._metrics.record_rollout_timed_out(step.waited.total_seconds())
+        if self._events is not None:
+            self._events.timed_out(
+                deployment,
+                restarted_at=step.value,
+                waited=step.waited,
+                timeout=self._timeout,
+                from_the_future=False,
+            )
+        return Result(step)
 
     def _wake_at(self, key: Key, deadline: datetime, now: datetime) -> None:
         if self._queue is not None:

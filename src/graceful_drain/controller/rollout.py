@@ -63,13 +63,25 @@ class TimedOut:
 
 
 @dataclass(frozen=True, slots=True)
+class Expired:
+    """The rollout we started is past rolloutTimeout and still incomplete: report it once and
+    keep restarted-at, so the webhook's escape hatch (decide.py row 14) keeps allowing
+    evictions. Removing it would let the next eviction retry stamp a new rollout and hold the
+    drain for another rolloutTimeout, forever for a replacement that never becomes Ready. It is
+    removed when the rollout completes (a fixed image), as any completed rollout."""
+
+    value: str
+    waited: timedelta
+
+
+@dataclass(frozen=True, slots=True)
 class DiscardMalformed:
     """restarted-at is not an RFC 3339 timestamp: nobody can act on it, remove it."""
 
     value: str
 
 
-Step = Idle | CopyToTemplate | WaitForRollout | Completed | TimedOut | DiscardMalformed
+Step = Idle | CopyToTemplate | WaitForRollout | Completed | Expired | TimedOut | DiscardMalformed
 # The steps that end a drain by removing restarted-at.
 Removal = Completed | TimedOut | DiscardMalformed
 
@@ -95,7 +107,10 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
     # As the webhook's escape hatch (decide.py row 14): a stamp further ahead than the timeout
     # is not clock skew between replicas, and honouring it would hold evictions indefinitely.
     from_the_future = restarted_at - now > timeout
+    if copied and waited >= timeout and not from_the_future:
+        return Expired(value, waited)
     if waited >= timeout or from_the_future:
+        # Never copied (no rollout was started), or an implausible stamp: drop it.
         return TimedOut(value, waited, from_the_future)
 
     deadline = restarted_at + timeout

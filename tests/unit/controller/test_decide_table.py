@@ -35,7 +35,13 @@ from graceful_drain.controller.decide import (
     stamp_patch,
     unexpected_error,
 )
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.model import (
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+    ObjectRef,
+    PodInfo,
+    ReplicaSetInfo,
+)
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 ENABLED = "graceful-drain.stonal.com/enabled"
@@ -526,3 +532,24 @@ def test_resolve_owner_dead_ends(
 def test_decision_is_immutable() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         REQUESTED.allowed = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("template_value", "expected"),
+    [
+        (None, "2024-05-01T12:00:00Z"),
+        ("2024-05-01T11:00:00Z", "2024-05-01T12:00:00Z"),
+        # A previous drain stamped in this very second: the reconciler would read the copy
+        # as already done, so the new stamp moves one second on.
+        ("2024-05-01T12:00:00Z", "2024-05-01T12:00:01Z"),
+    ],
+)
+def test_a_stamp_never_repeats_the_templates_restarted_at(
+    template_value: str | None, expected: str
+) -> None:
+    deployment = replace(DEPLOYMENT, template_restarted_at=template_value)
+    now = datetime(2024, 5, 1, 12, 0, 0, 400_000, tzinfo=UTC)
+    decision = decide(REQUEST, FOUND, DeploymentFound(deployment), DEFAULT_CONFIG, now)
+    assert decision.stamp is not None
+    assert decision.stamp.value == expected
+    assert decision.stamp.patch[-1]["value"] in (expected, {RESTARTED_AT_ANNOTATION: expected})

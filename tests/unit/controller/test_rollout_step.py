@@ -20,6 +20,7 @@ from graceful_drain.controller.rollout import (
     Completed,
     CopyToTemplate,
     DiscardMalformed,
+    Expired,
     Idle,
     JsonPatch,
     Step,
@@ -174,9 +175,10 @@ CASES = [
         now=STAMPED_AT + timedelta(minutes=30),
     ),
     Case(
+        # Reported, but restarted-at stays so the webhook keeps allowing (row 14).
         "deadline reached while rolling",
         info(**ROLLING),
-        TimedOut(STAMP, TIMEOUT),
+        Expired(STAMP, TIMEOUT),
         now=DEADLINE,
     ),
     Case(

@@ -42,8 +42,8 @@ def expected_allowed(variant: Variant, request: Request) -> bool:
     own_namespace = request.namespace == NAMESPACE
     if target == ("", "pods", ""):  # informer + live GET of a pod missing from the cache
         return verb in READ
-    if target == ("apps", "replicasets", ""):  # owner resolution
-        return verb in READ
+    if target == ("apps", "replicasets", ""):  # owner resolution, from the cache only
+        return verb in {"list", "watch"}
     if target == ("apps", "deployments", ""):  # restarted-at and restartedAt: patches only
         return verb in READ | {"patch"}
     if target == ("", "events", ""):
@@ -68,6 +68,7 @@ CASES: tuple[Request, ...] = (
     Request("create", "", "pods", "eviction", namespace="default", name="web-1"),
     Request("patch", "", "pods", "status", namespace="default", name="web-1"),
     Request("list", "apps", "replicasets"),
+    Request("get", "apps", "replicasets", namespace="default", name="web-1"),
     Request("patch", "apps", "replicasets", namespace="default", name="web-1"),
     Request("patch", "apps", "deployments", namespace="default", name="web"),
     Request("update", "apps", "deployments", namespace="default", name="web"),
