@@ -8,12 +8,19 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
 from kubesim.sim import KubeSim
 
 KUBECTL_TIMEOUT = 60
+
+# Tests never depend on wall time: Hypothesis's deadline and too-slow health check would make
+# a loaded CI machine fail tests whose behaviour is fine.
+settings.register_profile("graceful-drain", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+settings.load_profile("graceful-drain")
 
 
 @pytest.fixture
