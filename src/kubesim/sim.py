@@ -15,7 +15,7 @@ import ssl
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import cast
 
 from aiohttp import web
 
@@ -176,7 +176,3 @@ class KubeSim:
             self.create(namespace(name))
         for obj in rbac_objects():
             self.create(obj)
-
-
-def build(**kwargs: Any) -> KubeSim:
-    return KubeSim(**kwargs)

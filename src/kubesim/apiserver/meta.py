@@ -29,10 +29,6 @@ def generate_name(prefix: str, rng: random.Random) -> str:
     return prefix[: 63 - 5] + "".join(rng.choice(_GENERATE_NAME_ALPHABET) for _ in range(5))
 
 
-def owner_uids(obj: Obj) -> list[str]:
-    return [ref.get("uid", "") for ref in obj.get("metadata", {}).get("ownerReferences") or []]
-
-
 def controller_ref(obj: Obj) -> Obj | None:
     for ref in obj.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("controller"):

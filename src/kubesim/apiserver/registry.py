@@ -266,17 +266,6 @@ class Registry:
         value = spec.get("terminationGracePeriodSeconds", 30)
         return int(value) if isinstance(value, int) else 30
 
-    def finish_pod_deletion(self, namespace: str, name: str) -> Obj | None:
-        """What the kubelet does once containers are gone: delete with grace period 0."""
-        rt = self.resources.by_kind("", "Pod")
-        assert rt is not None
-        current = self.find(rt, namespace, name)
-        if current is None:
-            return None
-        if current["metadata"].get("finalizers"):
-            return current
-        return self._remove(rt, current)
-
     def _check_preconditions(self, rt: ResourceType, obj: Obj, pre: Obj) -> None:
         meta = obj["metadata"]
         if pre.get("uid") and pre["uid"] != meta.get("uid"):

@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from ..apiserver.meta import rfc3339, rfc3339_micro
+from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 
 Obj = dict[str, Any]
@@ -104,7 +104,3 @@ class EventRecorder:
             event["related"] = involved_object(related)
         created = await self.client.create(resource_path("v1", "events", namespace), event)
         self._seen[key] = (created["metadata"]["name"], 1)
-
-
-def event_time(moment: dt.datetime) -> str:
-    return rfc3339_micro(moment)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -230,7 +230,3 @@ class Controller:
                 if not isinstance(err, ApiStatusError) or err.code != 409:
                     log.warning("%s: reconcile %s failed: %s", self.name, key, err)
                 self.queue.add_after(key, min(0.005 * 2**count, 5.0))
-
-
-async def run_all(starts: list[Callable[[], Awaitable[None]]]) -> None:
-    await asyncio.gather(*(start() for start in starts))

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..apiserver.meta import parse_time
+from ..apiserver.meta import controller_ref, parse_time
 
 Obj = dict[str, Any]
 Reason = Literal["Okay", "Skip", "Warning", "Error"]
@@ -79,11 +79,6 @@ class PodDeleteList:
 def _ref(pod: Obj) -> str:
     meta = pod["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
-
-
-def controller_ref(pod: Obj) -> Obj | None:
-    refs = pod["metadata"].get("ownerReferences") or []
-    return next((ref for ref in refs if ref.get("controller")), None)
 
 
 def _finished(pod: Obj) -> bool:
