@@ -245,19 +245,26 @@ class Reconciler:
         if reported in self._expired_reported:
             return Result(step)
         self._expired_reported.add(reported)
-        _log.warning("drain rollout timed out; evictions are allowed until it completes",
-                     deployment=str(deployment.ref), restarted_at=step.value,
-                     waited_seconds=step.waited.total_seconds())  # fmt: skip
-        self._metrics.record_rollout_timed_out(step.waited.total_seconds())
+        self._report_timeout(deployment, step.value, step.waited, from_the_future=False,
+                             kept="evictions are allowed until the rollout completes")  # fmt: skip
+        return Result(step)
+
+    def _report_timeout(
+        self, deployment: DeploymentInfo, value: str, waited: timedelta, *,
+        from_the_future: bool, kept: str,
+    ) -> None:  # fmt: skip
+        _log.warning("drain rollout timed out", deployment=str(deployment.ref), restarted_at=value,
+                     waited_seconds=waited.total_seconds(), from_the_future=from_the_future,
+                     annotation=kept)  # fmt: skip
+        self._metrics.record_rollout_timed_out(waited.total_seconds())
         if self._events is not None:
             self._events.timed_out(
                 deployment,
-                restarted_at=step.value,
-                waited=step.waited,
+                restarted_at=value,
+                waited=waited,
                 timeout=self._timeout,
-                from_the_future=False,
+                from_the_future=from_the_future,
             )
-        return Result(step)
 
     def _wake_at(self, key: Key, deadline: datetime, now: datetime) -> None:
         if self._queue is not None:
@@ -301,17 +308,8 @@ class Reconciler:
             if self._events is not None:
                 self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
         elif isinstance(step, TimedOut):
-            log.warning("drain rollout timed out", waited_seconds=step.waited.total_seconds(),
-                        from_the_future=step.from_the_future)  # fmt: skip
-            self._metrics.record_rollout_timed_out(step.waited.total_seconds())
-            if self._events is not None:
-                self._events.timed_out(
-                    deployment,
-                    restarted_at=step.value,
-                    waited=step.waited,
-                    timeout=self._timeout,
-                    from_the_future=step.from_the_future,
-                )
+            self._report_timeout(deployment, step.value, step.waited,
+                                 from_the_future=step.from_the_future, kept="removed")  # fmt: skip
         elif isinstance(step, DiscardMalformed):
             log.warning("removed a malformed restarted-at annotation")
             if self._events is not None:

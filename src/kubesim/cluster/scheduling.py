@@ -126,7 +126,7 @@ def is_terminal(pod: Obj) -> bool:
 # tolerations (k8s.io/api/core/v1/toleration.go)
 
 
-def toleration_tolerates(toleration: Obj, taint: Obj) -> bool:
+def toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """`Toleration.ToleratesTaint`: an empty effect matches all effects, an empty key with
     Exists all keys."""
     effect = toleration.get("effect") or ""

@@ -5,23 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..cluster.scheduling import toleration_tolerates
+
 Obj = dict[str, Any]
 
-
-def toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 Toleration.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
+__all__ = ["has_taint_key", "pod_tolerates", "toleration_tolerates", "with_taint_replacing_key"]
 
 
 def pod_tolerates(pod: Obj, taint: Mapping[str, Any]) -> bool:
