@@ -11,7 +11,6 @@ The Deployment's Ready pods and its ReplicaSets come from kubesim's Availability
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -66,7 +65,6 @@ class DeploymentEvents:
         self._name = name
         self._informer = Informer(client, "v1", "events", "Event", namespace=namespace)
         self._informer.add_handler(self._handle)
-        self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[None]] = []
 
     def _handle(self, type_: str, event: Obj, _old: Obj | None) -> None:
@@ -104,15 +102,10 @@ class DeploymentEvents:
             await waiter
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._informer.run())
-        await self._informer.synced.wait()
+        await self._informer.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._informer.stop()
 
 
 class PodDepartures:
@@ -124,7 +117,6 @@ class PodDepartures:
         self._terminating: set[str] = set()
         self._informer = Informer(client, "v1", "pods", "Pod", namespace=namespace)
         self._informer.add_handler(self._handle)
-        self._task: asyncio.Task[None] | None = None
 
     def _handle(self, type_: str, pod: Obj, _old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -137,12 +129,7 @@ class PodDepartures:
             self.seen.append(PodChange(self.clock(), key, node, POD_TERMINATING))
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._informer.run())
-        await self._informer.synced.wait()
+        await self._informer.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._informer.stop()

@@ -51,6 +51,21 @@ class Informer:
         self.synced = asyncio.Event()
         self.resource_version = ""
         self._watch_timeout = watch_timeout
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Run in a task of its own, returning once the first list is in the cache."""
+        self._task = asyncio.get_running_loop().create_task(
+            self.run(), name=f"informer-{self.kind}"
+        )
+        await self.synced.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
