@@ -9,6 +9,7 @@ step that touches the filesystem (TLS files and kubeconfig must be readable).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,8 @@ class ControllerConfig:
     self_signed_secret: str = "graceful-drain-webhook-tls"
     webhook_configuration: str = "graceful-drain"
     lease_name: str = "graceful-drain"
+    # Extra subject alternative names of the --self-signed certificate (DNS names or IPs).
+    self_signed_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,11 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--self-signed-secret",
         "Secret keeping the --self-signed CA and certificate (default graceful-drain-webhook-tls)",
+    ),
+    _Option(
+        "--self-signed-hosts",
+        "comma-separated DNS names or IP addresses the --self-signed certificate also names, "
+        "for a webhook registered by clientConfig.url (default: none, the Service only)",
     ),
     _Option(
         "--webhook-configuration",
@@ -211,6 +219,24 @@ def _namespaces(text: str, names: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items)) or None
 
 
+def _hosts(text: str, names: str) -> tuple[str, ...]:
+    """Comma-separated IP addresses and DNS subdomains; an empty list is an error."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise ConfigError(f"invalid value for {names}: names no host")
+    for item in items:
+        try:
+            ipaddress.ip_address(item)
+            continue
+        except ValueError:
+            pass
+        if _DNS_SUBDOMAIN.fullmatch(item) is None or len(item) > 253:
+            raise ConfigError(
+                f"invalid value for {names}: {item!r} is neither an IP address nor a DNS name"
+            )
+    return tuple(dict.fromkeys(items))
+
+
 def _object_name(text: str, names: str, *, label: bool = False) -> str:
     """A DNS subdomain (most object names), or a DNS label (namespaces, Services)."""
     name = text.strip()
@@ -288,6 +314,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
             f"the webhook needs TLS: set {names('tls_cert_file')} and {names('tls_key_file')}, "
             f"or {names('self_signed')}"
         )
+    self_signed_hosts = () if (value := get("self_signed_hosts")) is None else _hosts(*value)
+    if self_signed_hosts and not self_signed:
+        raise ConfigError(
+            f"{names('self_signed_hosts')} only applies with {names('self_signed')}"
+        )
     in_cluster = IN_CLUSTER_VARIABLE in env
     log_format: LogFormat = "json" if in_cluster else "console"
     if (value := get("log_format")) is not None:
@@ -333,6 +364,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         service_name=object_name("service_name", default.service_name, label=True),
         self_signed_secret=object_name("self_signed_secret", default.self_signed_secret),
         webhook_configuration=object_name("webhook_configuration", default.webhook_configuration),
+        self_signed_hosts=self_signed_hosts,
     )
 
 

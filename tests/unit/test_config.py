@@ -281,3 +281,28 @@ def test_own_object_names_from_flags_and_variables(
 def test_bad_object_names_are_refused(argv: list[str], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
         parse(*argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], {}, ()),
+        (["--self-signed-hosts", "127.0.0.1, ::1,webhook.example"], {},
+         ("127.0.0.1", "::1", "webhook.example")),
+        ([], {"GRACEFUL_DRAIN_SELF_SIGNED_HOSTS": "10.1.2.3,10.1.2.3"}, ("10.1.2.3",)),
+    ],
+)  # fmt: skip
+def test_self_signed_hosts(argv: list[str], env: dict[str, str], expected: object) -> None:
+    config = parse_controller_config(["--self-signed", *argv], env)
+    assert config.self_signed_hosts == expected
+
+
+@pytest.mark.parametrize("value", ["", " , ", "bad_host", "127.0.0.1,-x"])
+def test_bad_self_signed_hosts_are_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="--self-signed-hosts"):
+        parse_controller_config(["--self-signed", "--self-signed-hosts", value], {})
+
+
+def test_self_signed_hosts_need_self_signed() -> None:
+    with pytest.raises(ConfigError, match="--self-signed-hosts .* only .* --self-signed"):
+        parse("--self-signed-hosts", "127.0.0.1")

@@ -205,6 +205,7 @@ class ControllerApp:
             secret_name=self.config.self_signed_secret,
             service_name=self.config.service_name,
             webhook_configuration=self.config.webhook_configuration,
+            extra_hosts=self.config.self_signed_hosts,
         )
 
     def _deployment_uid(self, ref: ObjectRef) -> str | None:

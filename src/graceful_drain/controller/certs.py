@@ -95,6 +95,7 @@ class SelfSignedCertificates:
         secret_name: str,
         service_name: str,
         webhook_configuration: str | None,
+        extra_hosts: tuple[str, ...] = (),
         ca_lifetime: timedelta = CA_VALIDITY,
         serving_lifetime: timedelta = SERVING_VALIDITY,
         clock: Callable[[], datetime] = utc_now,
@@ -104,7 +105,7 @@ class SelfSignedCertificates:
         self.namespace = namespace
         self.secret_name = secret_name
         self.webhook_configuration = webhook_configuration
-        self.dns_names = service_dns_names(service_name, namespace)
+        self.dns_names = service_dns_names(service_name, namespace) + extra_hosts
         self._ca_lifetime = ca_lifetime
         self._serving_lifetime = serving_lifetime
         self._clock = clock

@@ -13,6 +13,7 @@ bundle: current CA first) and `ca.key` (current CA).
 from __future__ import annotations
 
 import base64
+import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -92,6 +93,14 @@ def _key_usage(*, key_cert_sign: bool = False, crl_sign: bool = False) -> x509.K
     )
 
 
+def _general_name(host: str) -> x509.GeneralName:
+    """An IP address SAN for an IP literal, a DNS name SAN for anything else."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 def service_dns_names(service: str, namespace: str) -> tuple[str, ...]:
     """The names the API server may use to reach the webhook Service."""
     return (
@@ -131,7 +140,8 @@ def new_serving(
     now: datetime,
     lifetime: timedelta = SERVING_VALIDITY,
 ) -> tuple[bytes, bytes]:
-    """A serving certificate for `dns_names` signed by the CA: (certificate PEM, key PEM)."""
+    """A serving certificate for `dns_names` (IP literals become IP address names) signed by
+    the CA: (certificate PEM, key PEM)."""
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
@@ -152,7 +162,7 @@ def new_serving(
         .add_extension(_key_usage(), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(name) for name in dns_names]),
+            x509.SubjectAlternativeName([_general_name(name) for name in dns_names]),
             critical=False,
         )
         .add_extension(
@@ -240,7 +250,9 @@ def assess(
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (ValueError, TypeError, x509.ExtensionNotFound, InvalidSignature):
         return NeedsServing("the serving certificate does not parse or is not from the CA")
-    if not set(dns_names) <= set(names.get_values_for_type(x509.DNSName)):
+    named = {*names.get_values_for_type(x509.DNSName),
+             *(str(ip) for ip in names.get_values_for_type(x509.IPAddress))}  # fmt: skip
+    if not set(dns_names) <= named:
         return NeedsServing("the serving certificate does not name the webhook Service")
     if now < cert.not_valid_before_utc:
         return NeedsServing("the serving certificate is not valid yet")

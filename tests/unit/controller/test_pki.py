@@ -143,3 +143,14 @@ def test_serving_certificate_never_outlives_its_ca() -> None:
     )  # fmt: skip
 
     assert cert(short_ca.cert_pem).not_valid_after_utc <= cas(short_ca)[0].not_valid_after_utc
+
+
+def test_extra_hosts_become_ip_and_dns_names_and_are_assessed() -> None:
+    hosts = (*NAMES, "127.0.0.1", "webhook.example.internal")
+    bundle = issue(names=hosts)
+    sans = cert(bundle.cert_pem).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert [str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert "webhook.example.internal" in sans.value.get_values_for_type(x509.DNSName)
+    assert isinstance(assess(bundle, hosts, NOW), Fresh)
+    # A certificate issued before the IP was configured must be re-issued.
+    assert isinstance(assess(issue(), hosts, NOW), NeedsServing)
