@@ -304,5 +304,5 @@ def test_bad_self_signed_hosts_are_refused(value: str) -> None:
 
 
 def test_self_signed_hosts_need_self_signed() -> None:
-    with pytest.raises(ConfigError, match="--self-signed-hosts .* only .* --self-signed"):
+    with pytest.raises(ConfigError, match=r"--self-signed-hosts .* only .* --self-signed"):
         parse("--self-signed-hosts", "127.0.0.1")
