@@ -13,8 +13,33 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
 from kubesim.sim import KubeSim
+from realcluster.binaries import go_available
 
 KUBECTL_TIMEOUT = 60
+# Set to 1 (CI does) and the real control plane's tests fail instead of being skipped when
+# its binaries cannot be built.
+REQUIRE_REAL_CLUSTER = "REQUIRE_REAL_CLUSTER"
+_REAL_CLUSTER_SKIPPED: list[int] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without Go the real control plane's tests are deselected, reported in one line."""
+    if os.environ.get(REQUIRE_REAL_CLUSTER) == "1" or go_available():
+        return
+    real = [item for item in items if item.get_closest_marker("realcluster")]
+    if real:
+        config.hook.pytest_deselected(items=real)
+        items[:] = [item for item in items if not item.get_closest_marker("realcluster")]
+        _REAL_CLUSTER_SKIPPED.append(len(real))
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    if not _REAL_CLUSTER_SKIPPED:
+        return None
+    return (
+        f"realcluster: go is not on PATH, so {_REAL_CLUSTER_SKIPPED[0]} tests on the real "
+        "control plane are not run (install Go >= 1.24 to run them)"
+    )
 
 # Tests never depend on wall time: Hypothesis's deadline and too-slow health check would make
 # a loaded CI machine fail tests whose behaviour is fine.

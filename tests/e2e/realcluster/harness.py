@@ -1,0 +1,328 @@
+"""graceful-drain on the real control plane: installed from deploy/ with real kubectl, the
+controller as its own process under its shipped ServiceAccount, workloads on kwok nodes.
+
+What differs from a cluster install, and why: the webhook is registered by
+`clientConfig.url: https://127.0.0.1:PORT/validate-eviction` (kube-apiserver has no cluster
+network here to reach a Service), PORT being a loopback load balancer in front of the
+controller processes (`LoadBalancer`); the controller's Deployment is scaled to 0 (its
+replicas run as processes here, configured from that Deployment's container: arguments,
+literal environment, Downward API fields) with loopback addresses, their own ports,
+`--self-signed-hosts 127.0.0.1` so the self-signed certificate names the address the API
+server dials, and a kubeconfig carrying a token of the shipped ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubesim.client import KubeClient
+from kubesim.kubeconfig import write_kubeconfig
+from realcluster.cluster import RealCluster, free_port, wait_until
+from realcluster.processes import Child
+from tests.conftest import kubectl_cache_args
+from tests.e2e.controller.drain_cluster import container_invocation, watch_until
+
+from .loadbalancer import LoadBalancer
+
+Obj = dict[str, Any]
+
+REPO = Path(__file__).resolve().parents[3]
+NAMESPACE = "graceful-drain"  # deploy/base/namespace.yaml
+SERVICE_ACCOUNT = "graceful-drain"
+CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+BOUND = 120.0  # guards against hangs only: nothing is asserted on time
+KUBECTL_DRAIN_TIMEOUT = "100s"  # below BOUND, so a held drain ends with its own output
+READY_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class KubectlRun:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+
+async def kubectl(
+    kubeconfig: Path, *args: str, binary: str = "kubectl", check: bool = True,
+    stdin: str | None = None,
+) -> KubectlRun:  # fmt: skip
+    """Real kubectl as a subprocess, without blocking the event loop (watches keep running)."""
+    process = await asyncio.create_subprocess_exec(
+        binary, *kubectl_cache_args(kubeconfig), *args,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(BOUND):
+        out, err = await process.communicate(None if stdin is None else stdin.encode())
+    run = KubectlRun(int(process.returncode or 0), out.decode(), err.decode())
+    if check and run.code != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {run.code}\n{run.stderr}")
+    return run
+
+
+async def kubectl_json(kubeconfig: Path, *args: str) -> Obj:
+    result: Obj = json.loads((await kubectl(kubeconfig, *args, "-o", "json")).stdout)
+    return result
+
+
+def admin_client(cluster: RealCluster, user_agent: str = "graceful-drain-e2e") -> KubeClient:
+    return KubeClient(cluster.server, cluster.admin_token, cluster.ca_pem, user_agent=user_agent)
+
+
+async def watch_objects(
+    cluster: RealCluster, api_version: str, plural: str, kind: str, namespace: str | None,
+    predicate: Callable[[list[Obj]], bool],
+) -> list[Obj]:  # fmt: skip
+    """The objects once `predicate(all of them)` holds, re-checked on every watch event."""
+    client = admin_client(cluster, "e2e-watch")
+    try:
+        return await watch_until(client, api_version, plural, kind, namespace, predicate)
+    finally:
+        await client.close()
+
+
+def requests_of(cluster: RealCluster, user: str) -> list[Obj]:
+    """The audit log's records of `user`'s requests."""
+    return [r for r in cluster.audit_records() if r["user"]["username"] == user]
+
+
+def refused(records: list[Obj]) -> list[str]:
+    """The requests among `records` that were answered 403."""
+    return [
+        f"{r['verb']} {r['requestURI']}"
+        for r in records
+        if (r.get("responseStatus") or {}).get("code") == 403
+    ]
+
+
+# --- the install ---------------------------------------------------------------------------
+
+
+def overlay(directory: Path, webhook_port: int, base: Path = REPO / "deploy") -> Path:
+    """A kustomization on top of `base` for this loopback cluster (see the module doc)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "kustomization.yaml").write_text(
+        textwrap.dedent(f"""\
+        apiVersion: kustomize.config.k8s.io/v1beta1
+        kind: Kustomization
+        resources:
+          - {os.path.relpath(base, directory)}
+        replicas:
+          - name: graceful-drain
+            count: 0
+        patches:
+          - target:
+              kind: ValidatingWebhookConfiguration
+              name: graceful-drain
+            patch: |-
+              - op: remove
+                path: /webhooks/0/clientConfig/service
+              - op: add
+                path: /webhooks/0/clientConfig/url
+                value: https://127.0.0.1:{webhook_port}/validate-eviction
+        """)
+    )
+    return directory
+
+
+@dataclass
+class Installation:
+    """graceful-drain applied to the cluster, with the Service's stand-in."""
+
+    cluster: RealCluster
+    service: LoadBalancer
+    workdir: Path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster.kubeconfig_path
+
+    async def controller_deployment(self) -> Obj:
+        return await kubectl_json(
+            self.kubeconfig, "get", "deployment", "graceful-drain", "-n", NAMESPACE
+        )
+
+    async def service_account_kubeconfig(self, name: str) -> Path:
+        token = await kubectl(
+            self.kubeconfig, "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE,
+            "--duration=2h",
+        )  # fmt: skip
+        path = self.workdir / f"{name}.kubeconfig"
+        return write_kubeconfig(
+            path, self.cluster.server, self.cluster.ca_pem, token.stdout.strip(), CONTROLLER_USER
+        )
+
+    async def start_controller(
+        self, name: str = "graceful-drain-0", env: Mapping[str, str] | None = None
+    ) -> ControllerProcess:
+        """One controller replica as its own process, routed once its /readyz is 200."""
+        args, container_env, _ports = container_invocation(await self.controller_deployment(), name)
+        replica = ControllerProcess(
+            name=name,
+            args=args,
+            env={**container_env, **(env or {})},
+            kubeconfig=await self.service_account_kubeconfig(name),
+            log_path=self.workdir / f"{name}.log",
+            service=self.service,
+        )
+        await asyncio.to_thread(replica.start)
+        return replica
+
+
+@dataclass
+class ControllerProcess:
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    kubeconfig: Path
+    log_path: Path
+    service: LoadBalancer
+    webhook_port: int = 0
+    metrics_port: int = 0
+    child: Child | None = None
+
+    def start(self) -> None:
+        self.webhook_port, self.metrics_port = free_port(), free_port()
+        loopback = [
+            "--bind-address", "127.0.0.1",
+            "--webhook-port", str(self.webhook_port),
+            "--metrics-port", str(self.metrics_port),
+            "--self-signed-hosts", "127.0.0.1",
+            "--kubeconfig", str(self.kubeconfig),
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **self.env}
+        env.pop("KUBECONFIG", None)
+        self.child = Child(
+            self.name,
+            [sys.executable, "-m", "graceful_drain.cli", "controller", *self.args, *loopback],
+            self.log_path,
+            env=env,
+        )
+        wait_until(f"{self.name} /readyz", self._ready, READY_TIMEOUT, self.child)
+        self.service.add(self.webhook_port)
+
+    def _get(self, path: str) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{self.metrics_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), ""
+        except OSError:
+            return 0, ""
+
+    def _ready(self) -> bool:
+        return self._get("/readyz")[0] == 200
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of `name` on /metrics whose labels include `labels`."""
+        _, text = self._get("/metrics")
+        wanted = {f'{key}="{value}"' for key, value in labels.items()}
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            series, _, value = line.rpartition(" ")
+            metric, _, label_text = series.partition("{")
+            if metric == name and wanted <= set(label_text.rstrip("}").split(",")):
+                total += float(value)
+        return total
+
+    def decisions(self, reason: str | None = None, *, allowed: bool) -> float:
+        labels = {"allowed": "true" if allowed else "false"}
+        if reason is not None:
+            labels["reason"] = reason
+        return self.metric("graceful_drain_decisions_total", **labels)
+
+    def log_lines(self) -> list[Obj]:
+        lines = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                lines.append(record)
+        return lines
+
+    def stop(self) -> None:
+        self.service.remove(self.webhook_port)
+        if self.child is not None:
+            self.child.stop()
+
+    def kill(self) -> None:
+        """SIGKILL, as an OOM kill or a node loss would end it."""
+        self.service.remove(self.webhook_port)
+        if self.child is not None:
+            self.child.kill()
+
+
+# --- workloads -----------------------------------------------------------------------------
+
+
+def web(
+    namespace: str, name: str = "web", *, replicas: int = 1, ready_delay: str = "3s",
+    never_ready: bool = False, max_surge: int = 1, max_unavailable: int = 0,
+    prefer: str = "node-a",
+) -> Obj:  # fmt: skip
+    """A Deployment as the install docs ask for (maxSurge 1, maxUnavailable 0, a readiness
+    probe), Ready `ready_delay` after it starts (kwok.yaml), preferring node `prefer`."""
+    labels = {"app": name}
+    behaviour = {"sim.kubesim.io/ready-delay": ready_delay}
+    if never_ready:
+        behaviour["sim.kubesim.io/never-ready"] = "true"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
+            },
+            "template": {
+                "metadata": {"labels": labels, "annotations": behaviour},
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "affinity": {"nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "preference": {"matchExpressions": [{
+                                "key": "kubernetes.io/hostname", "operator": "In",
+                                "values": [prefer],
+                            }]},
+                        }],
+                    }},
+                    "containers": [{
+                        "name": "app", "image": "registry.example/web:1",
+                        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
+                    }],
+                },
+            },
+        },
+    }  # fmt: skip
+
+
+def is_ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def annotations_of(obj: Obj) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})

@@ -1,0 +1,225 @@
+"""Real `kubectl drain` on the real control plane, with and without graceful-drain.
+
+kube-apiserver, the Deployment and ReplicaSet controllers, the scheduler and the disruption
+controller are the upstream ones (realcluster/); the nodes are kwok's. The availability
+sampler is a watch on pods, ReplicaSets and Deployments (kubesim's AvailabilityRecorder,
+a plain API client here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.kube.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
+from kubesim.client import ApiStatusError
+from kubesim.recorder import AvailabilityRecorder
+from realcluster.cluster import RealCluster
+
+from .harness import (
+    BOUND,
+    KUBECTL_DRAIN_TIMEOUT,
+    Installation,
+    KubectlRun,
+    admin_client,
+    annotations_of,
+    is_ready,
+    kubectl,
+    kubectl_json,
+    web,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
+
+HELD = "(will retry after 5s): admission webhook"
+
+
+@pytest.fixture
+async def recorder(
+    real_cluster: RealCluster, namespace: str
+) -> AsyncIterator[AvailabilityRecorder]:
+    client = admin_client(real_cluster, "availability-recorder")
+    async with AvailabilityRecorder(client, namespace=namespace) as running:
+        yield running
+    await client.close()
+
+
+async def until(recorder: AvailabilityRecorder, predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(BOUND):
+        await recorder.wait_until(predicate)
+
+
+async def create_ready_web(
+    cluster: RealCluster, recorder: AvailabilityRecorder, namespace: str, **options: object
+) -> dict[str, object]:
+    manifest = web(namespace, **options)  # type: ignore[arg-type]
+    await kubectl(cluster.kubeconfig_path, "apply", "-f", "-", stdin=json.dumps(manifest))
+    replicas = int(manifest["spec"]["replicas"])
+    await until(recorder, lambda: recorder.ready("web", namespace) >= replicas)
+    return manifest
+
+
+async def pods(cluster: RealCluster, namespace: str, app: str = "web") -> list[dict[str, object]]:
+    listed = await kubectl_json(cluster.kubeconfig_path, "get", "pods", "-n", namespace,
+                                "-l", f"app={app}")  # fmt: skip
+    return list(listed["items"])
+
+
+async def drain(
+    cluster: RealCluster, recorder: AvailabilityRecorder, node: str, binary: str = "kubectl"
+) -> KubectlRun:
+    recorder.mark_drain_started(node, binary)
+    try:
+        return await kubectl(
+            cluster.kubeconfig_path, "drain", node, "--ignore-daemonsets",
+            "--delete-emptydir-data", f"--timeout={KUBECTL_DRAIN_TIMEOUT}",
+            binary=binary, check=False,
+        )  # fmt: skip
+    finally:
+        recorder.mark("drain-finished", node=node)
+
+
+async def settle(recorder: AvailabilityRecorder, namespace: str, node: str) -> tuple[float, float]:
+    """Until web is Ready again after the drain of `node`: the window to measure."""
+    start, _ = recorder.drain_window(node)
+    await until(recorder, lambda: recorder.ready("web", namespace) >= 1)
+    return start, recorder.clock()
+
+
+async def events(cluster: RealCluster, namespace: str, reason: str) -> list[dict[str, object]]:
+    listed = await kubectl_json(cluster.kubeconfig_path, "get", "events", "-n", namespace,
+                                "--field-selector", f"reason={reason}")  # fmt: skip
+    return list(listed["items"])
+
+
+@pytest.mark.parametrize("binary", ["kubectl", "kubectl.1.33"])
+async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
+    installation: Installation, real_cluster: RealCluster, namespace: str,
+    recorder: AvailabilityRecorder, binary: str,
+) -> None:  # fmt: skip
+    await create_ready_web(real_cluster, recorder, namespace)
+    [old] = await pods(real_cluster, namespace)
+    assert old["spec"]["nodeName"] == "node-a"  # type: ignore[index]
+    replica = await installation.start_controller()
+    try:
+        drained = await drain(real_cluster, recorder, "node-a", binary)
+        window = await settle(recorder, namespace, "node-a")
+    finally:
+        replica.stop()
+
+    assert drained.code == 0, drained.stderr
+    assert drained.lines[-1] == "node/node-a drained"
+    assert HELD in drained.stderr
+    assert f"graceful-drain: waiting for a replacement of Deployment {namespace}/web" in (
+        drained.stderr
+    )
+    timeline = recorder.timeline("web", namespace)
+    assert timeline.zero_ready_seconds(*window) == 0
+    assert len(timeline.rollouts(*window)) == 1  # exactly one new ReplicaSet
+    [new] = await pods(real_cluster, namespace)
+    assert new["spec"]["nodeName"] == "node-b"  # type: ignore[index]
+    assert is_ready(new)
+    [started] = await events(real_cluster, namespace, DRAIN_STARTED)
+    assert old["metadata"]["name"] in started["message"]  # type: ignore[index,operator]
+    assert await events(real_cluster, namespace, DRAIN_COMPLETED)
+
+
+async def test_the_same_drain_without_the_controller_has_an_outage(
+    installation: Installation, real_cluster: RealCluster, namespace: str,
+    recorder: AvailabilityRecorder,
+) -> None:  # fmt: skip
+    await create_ready_web(real_cluster, recorder, namespace)
+
+    drained = await drain(real_cluster, recorder, "node-a")  # the webhook has no replica
+    window = await settle(recorder, namespace, "node-a")
+
+    assert drained.code == 0, drained.stderr
+    assert HELD not in drained.stderr
+    timeline = recorder.timeline("web", namespace)
+    assert timeline.zero_ready_seconds(*window) > 0
+    assert timeline.rollouts(*window) == []
+    deployment = await kubectl_json(real_cluster.kubeconfig_path, "get", "deployment", "web",
+                                    "-n", namespace)  # fmt: skip
+    assert RESTARTED_AT_ANNOTATION not in annotations_of(deployment)
+
+
+async def test_fifty_concurrent_evictions_through_two_replicas_start_one_rollout(
+    installation: Installation, real_cluster: RealCluster, namespace: str,
+    recorder: AvailabilityRecorder,
+) -> None:  # fmt: skip
+    await create_ready_web(real_cluster, recorder, namespace, ready_delay="10s")
+    [pod] = await pods(real_cluster, namespace)
+    name = pod["metadata"]["name"]  # type: ignore[index]
+    replicas = [
+        await installation.start_controller("graceful-drain-0"),
+        await installation.start_controller("graceful-drain-1"),
+    ]
+    client = admin_client(real_cluster, "eviction-storm")
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+
+    async def evict() -> int:
+        try:
+            await client.request("POST", path, eviction)
+        except ApiStatusError as error:
+            return error.code
+        return 201
+
+    try:
+        async with asyncio.timeout(BOUND):
+            codes = await asyncio.gather(*(evict() for _ in range(50)))
+        await until(recorder, lambda: len(recorder.timeline("web", namespace).rollouts()) >= 2)
+        refused = sum(r.decisions(allowed=False) for r in replicas)
+        started = sum(r.metric("graceful_drain_rollouts_started_total") for r in replicas)
+    finally:
+        for replica in replicas:
+            replica.stop()
+        await client.close()
+
+    # A refusal is a 429; once the surge pod is Ready an eviction may go through (201), and
+    # then the pod is gone (404). Nothing else.
+    assert set(codes) <= {429, 201, 404}, codes
+    assert codes.count(429) == refused > 0
+    assert started == 1
+    assert len(recorder.timeline("web", namespace).rollouts()) == 2  # the first and one more
+
+
+async def test_a_never_ready_replacement_is_held_until_the_timeout_and_a_restart_costs_nothing(
+    installation: Installation, real_cluster: RealCluster, namespace: str,
+    recorder: AvailabilityRecorder,
+) -> None:  # fmt: skip
+    """A release whose pods never pass readiness is stuck mid-rollout (the old pod still
+    serves) when the node is drained: evictions are held until rolloutTimeout, then allowed
+    with a GracefulDrainTimeout event. The controller is killed (SIGKILL) mid-drain and
+    another replica takes over: the stamp on the Deployment carries on, no second rollout."""
+    await create_ready_web(real_cluster, recorder, namespace)
+    broken = {"spec": {"template": {"metadata": {"annotations": {
+        "sim.kubesim.io/never-ready": "true"}}}}}  # fmt: skip
+    await kubectl(real_cluster.kubeconfig_path, "patch", "deployment", "web", "-n", namespace,
+                  "--type=strategic", "-p", json.dumps(broken))  # fmt: skip
+    await until(recorder, lambda: len(recorder.timeline("web", namespace).rollouts()) == 2)
+    env = {"GRACEFUL_DRAIN_ROLLOUT_TIMEOUT": "20s"}
+    replica = await installation.start_controller(env=env)
+    try:
+        draining = asyncio.create_task(drain(real_cluster, recorder, "node-a"))
+        # graceful-drain's own rollout: the third ReplicaSet.
+        await until(recorder, lambda: len(recorder.timeline("web", namespace).rollouts()) == 3)
+        replica.kill()
+        replica = await installation.start_controller("graceful-drain-1", env=env)
+        drained = await draining
+    finally:
+        replica.stop()
+
+    assert drained.code == 0, drained.stderr
+    assert HELD in drained.stderr
+    [timeout] = await events(real_cluster, namespace, DRAIN_TIMEOUT)
+    assert timeout["involvedObject"]["name"] == "web"  # type: ignore[index]
+    assert len(recorder.timeline("web", namespace).rollouts()) == 3  # no second restart
+    deployment = await kubectl_json(real_cluster.kubeconfig_path, "get", "deployment", "web",
+                                    "-n", namespace)  # fmt: skip
+    assert RESTARTED_AT_ANNOTATION in annotations_of(deployment)  # kept until it completes

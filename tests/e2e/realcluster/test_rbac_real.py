@@ -1,0 +1,134 @@
+"""The shipped RBAC, proven from kube-apiserver's own audit log: the controller's requests
+are never refused, and every verb its roles grant is used by some path of the controller."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubesim.client import ApiStatusError
+from realcluster.cluster import RealCluster
+from tests.e2e.controller.rbac_usage import Pair, describe, granted_to
+
+from .harness import (
+    CONTROLLER_USER,
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    Installation,
+    admin_client,
+    kubectl,
+    kubectl_json,
+    refused,
+    requests_of,
+    watch_objects,
+    web,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
+
+Obj = dict[str, Any]
+
+
+def used_pairs(records: list[Obj]) -> set[Pair]:
+    pairs = set()
+    for record in records:
+        ref = record.get("objectRef") or {}
+        if not ref.get("resource"):
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        pairs.add((ref.get("apiGroup", ""), resource, record["verb"]))
+    return pairs
+
+
+async def applied_rbac(cluster: RealCluster) -> list[Obj]:
+    listed = await kubectl_json(
+        cluster.kubeconfig_path, "get", "clusterroles,clusterrolebindings,roles,rolebindings",
+        "--all-namespaces",
+    )  # fmt: skip
+    return list(listed["items"])
+
+
+async def one_drain(cluster: RealCluster, namespace: str, node: str) -> None:
+    drained = await kubectl(cluster.kubeconfig_path, "drain", node, "--ignore-daemonsets",
+                            "--timeout=100s", check=False)  # fmt: skip
+    assert drained.code == 0, drained.stderr
+    await watch_objects(cluster, "apps/v1", "deployments", "Deployment", namespace,
+                        lambda ds: ds[0].get("status", {}).get("readyReplicas") == 1)  # fmt: skip
+    await kubectl(cluster.kubeconfig_path, "uncordon", node)
+
+
+async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_refused(
+    installation: Installation, real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    admin = real_cluster.kubeconfig_path
+    # A first install: no Lease and no certificate Secret yet (create)...
+    await kubectl(admin, "delete", "lease", "graceful-drain", "-n", NAMESPACE,
+                  "--ignore-not-found")  # fmt: skip
+    await kubectl(admin, "delete", "secret", "graceful-drain-webhook-tls", "-n", NAMESPACE,
+                  "--ignore-not-found")  # fmt: skip
+    first = await installation.start_controller("graceful-drain-0")
+    first.stop()
+    # ...then a Secret whose content is unusable (update), and a Lease to take over.
+    await kubectl(
+        admin,
+        "patch",
+        "secret",
+        "graceful-drain-webhook-tls",
+        "-n",
+        NAMESPACE,
+        "--type=json",
+        "-p",
+        '[{"op": "replace", "path": "/data", "value": {}}]',
+    )
+    replicas = [
+        await installation.start_controller("graceful-drain-1"),
+        await installation.start_controller("graceful-drain-2"),
+    ]
+    client = admin_client(real_cluster, "rbac-paths")
+    try:
+        manifest = web(namespace, ready_delay="1s")
+        await kubectl(admin, "apply", "-f", "-", stdin=json.dumps(manifest))
+        await watch_objects(
+            real_cluster,
+            "apps/v1",
+            "deployments",
+            "Deployment",
+            namespace,
+            lambda ds: ds[0].get("status", {}).get("readyReplicas") == 1,
+        )
+        # Two drains of the same Deployment: the second GracefulDrainStarted folds into the
+        # first Event (patch).
+        await one_drain(real_cluster, namespace, "node-a")
+        await one_drain(real_cluster, namespace, "node-b")
+        # Concurrent evictions through both replicas: one stamp races the other (a 409, then
+        # a live GET of the Deployment).
+        [pod] = (await kubectl_json(admin, "get", "pods", "-n", namespace))["items"]
+        name = pod["metadata"]["name"]
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        burst = [client.request("POST", path, eviction) for _ in range(20)]
+        await asyncio.gather(*burst, return_exceptions=True)
+        # An eviction of a pod no cache holds: the webhook's live GET (then 404, allowed).
+        with pytest.raises(ApiStatusError) as missing:
+            await client.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods/no-such-pod/eviction",
+                {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": "no-such-pod", "namespace": namespace}},
+            )  # fmt: skip
+        assert missing.value.code == 404
+    finally:
+        for replica in replicas:
+            replica.stop()
+        await client.close()
+
+    records = requests_of(real_cluster, CONTROLLER_USER)
+    granted = granted_to(await applied_rbac(real_cluster), NAMESPACE, SERVICE_ACCOUNT)
+    used = used_pairs(records)
+    assert refused(records) == []
+    assert describe(used - granted) == []
+    assert describe(granted - used) == []
