@@ -3,6 +3,10 @@
 Each child runs in its own session (so a Ctrl-C in a terminal reaches only the launcher)
 with the kernel's parent-death signal set to SIGKILL, so even a launcher killed with
 SIGKILL leaves no orphan. `stop()` sends SIGTERM, waits, then SIGKILLs.
+
+The parent-death signal fires when the *thread* that forked the child ends, not the
+process: children are therefore always forked from one thread that lives as long as the
+process, whichever thread (or event loop worker) asks for them.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 _STOP_GRACE = 10.0
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="child-spawner")
 
 
 def _die_with_parent() -> None:
@@ -34,7 +40,8 @@ class Child:
         self.argv = list(argv)
         self.log_path = log_path
         self._log = log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = _SPAWNER.submit(
+            subprocess.Popen,
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
@@ -42,7 +49,7 @@ class Child:
             env=None if env is None else dict(env),
             start_new_session=True,
             preexec_fn=_die_with_parent,
-        )
+        ).result()
 
     @property
     def running(self) -> bool:

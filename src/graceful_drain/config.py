@@ -316,9 +316,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         )
     self_signed_hosts = () if (value := get("self_signed_hosts")) is None else _hosts(*value)
     if self_signed_hosts and not self_signed:
-        raise ConfigError(
-            f"{names('self_signed_hosts')} only applies with {names('self_signed')}"
-        )
+        raise ConfigError(f"{names('self_signed_hosts')} only applies with {names('self_signed')}")
     in_cluster = IN_CLUSTER_VARIABLE in env
     log_format: LogFormat = "json" if in_cluster else "console"
     if (value := get("log_format")) is not None:

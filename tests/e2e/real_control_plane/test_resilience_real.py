@@ -12,7 +12,15 @@ import pytest
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 
-from .harness import BOUND, KUBECTL_DRAIN_TIMEOUT, Installation, admin_client, kubectl, web
+from .harness import (
+    BOUND,
+    KUBECTL_DRAIN_TIMEOUT,
+    Installation,
+    KubectlRun,
+    admin_client,
+    kubectl,
+    web,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
@@ -34,15 +42,19 @@ async def until(recorder: AvailabilityRecorder, predicate: object) -> None:
         await recorder.wait_until(predicate)  # type: ignore[arg-type]
 
 
-async def drain_until_done(cluster: RealCluster, node: str) -> list[int]:
-    codes = []
+async def drain_until_done(
+    cluster: RealCluster, node: str, api_up: asyncio.Event
+) -> list[KubectlRun]:
+    """`kubectl drain` until it succeeds; after a failure, again once the API is back."""
+    runs = []
     for _ in range(DRAIN_ATTEMPTS):
+        await api_up.wait()
         run = await kubectl(cluster.kubeconfig_path, "drain", node, "--ignore-daemonsets",
                             f"--timeout={KUBECTL_DRAIN_TIMEOUT}", check=False)  # fmt: skip
-        codes.append(run.code)
+        runs.append(run)
         if run.code == 0:
             break
-    return codes
+    return runs
 
 
 async def test_a_drain_survives_an_apiserver_restart_over_compacted_history(
@@ -55,22 +67,26 @@ async def test_a_drain_survives_an_apiserver_restart_over_compacted_history(
     replica = await installation.start_controller()
     try:
         recorder.mark_drain_started("node-a", "kubectl")
-        draining = asyncio.create_task(drain_until_done(real_cluster, "node-a"))
+        api_up = asyncio.Event()
+        api_up.set()
+        draining = asyncio.create_task(drain_until_done(real_cluster, "node-a", api_up))
         # graceful-drain's rollout has started; its surge pod needs 10 s to be Ready.
         await until(recorder, lambda: len(recorder.timeline("web", namespace).rollouts()) == 2)
+        api_up.clear()
         await asyncio.to_thread(real_cluster.stop_apiserver)
         # While it is down, history moves on and is compacted: every watch's resourceVersion
         # is now older than what etcd keeps, so resuming it is answered 410 Gone.
         revision = real_cluster.etcd_put("/graceful-drain-e2e/probe", namespace)
         assert real_cluster.compact_etcd() >= revision
         await asyncio.to_thread(real_cluster.start_apiserver)
-        codes = await draining
+        api_up.set()
+        runs = await draining
         recorder.mark("drain-finished", node="node-a")
         await until(recorder, lambda: recorder.ready("web", namespace) == 1)
     finally:
         replica.stop()
 
-    assert codes[-1] == 0, codes
+    assert runs[-1].code == 0, [run.stderr for run in runs]
     start, _ = recorder.drain_window("node-a")
     timeline = recorder.timeline("web", namespace)
     assert timeline.zero_ready_seconds(start, recorder.clock()) == 0

@@ -30,6 +30,7 @@ from .harness import (
     is_ready,
     kubectl,
     kubectl_json,
+    pinned_kubectl,
     web,
 )
 
@@ -96,11 +97,12 @@ async def events(cluster: RealCluster, namespace: str, reason: str) -> list[dict
     return list(listed["items"])
 
 
-@pytest.mark.parametrize("binary", ["kubectl", "kubectl.1.33"])
+@pytest.mark.parametrize("release", ["dispatcher", "1.33"])
 async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
     installation: Installation, real_cluster: RealCluster, namespace: str,
-    recorder: AvailabilityRecorder, binary: str,
+    recorder: AvailabilityRecorder, release: str,
 ) -> None:  # fmt: skip
+    binary = "kubectl" if release == "dispatcher" else pinned_kubectl(release)
     await create_ready_web(real_cluster, recorder, namespace)
     [old] = await pods(real_cluster, namespace)
     assert old["spec"]["nodeName"] == "node-a"  # type: ignore[index]

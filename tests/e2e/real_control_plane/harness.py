@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import textwrap
 import urllib.request
@@ -53,6 +54,15 @@ class KubectlRun:
     @property
     def lines(self) -> list[str]:
         return self.stdout.splitlines()
+
+
+def pinned_kubectl(release: str) -> str:
+    """The dispatcher's own kubectl of one release (e.g. "1.33"), beside it on disk."""
+    dispatcher = shutil.which("kubectl")
+    assert dispatcher is not None, "kubectl is not on PATH"
+    pinned = Path(os.path.realpath(dispatcher)).parent / f"kubectl.{release}"
+    assert pinned.is_file(), f"no kubectl {release} beside the dispatcher ({pinned})"
+    return str(pinned)
 
 
 async def kubectl(

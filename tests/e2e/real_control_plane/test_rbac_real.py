@@ -82,7 +82,7 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
         NAMESPACE,
         "--type=json",
         "-p",
-        '[{"op": "replace", "path": "/data", "value": {}}]',
+        '[{"op": "replace", "path": "/data/tls.crt", "value": "bm90IGEgY2VydA=="}]',
     )
     replicas = [
         await installation.start_controller("graceful-drain-1"),
