@@ -1,4 +1,4 @@
-"""Where the control plane's binaries are: built (or reused) by `realcluster/build`."""
+"""Where the control plane's binaries (and helm) are: built or reused by `realcluster/build`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build"
-NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm")
 BUILD_TIMEOUT = 45 * 60  # a cold build on 2 cores takes minutes; this only guards a hang
 
 
@@ -30,7 +30,7 @@ def built_bin_dir() -> Path | None:
     if printed.returncode != 0:
         return None
     bin_dir = Path(printed.stdout.strip())
-    return bin_dir if (bin_dir.parent / "complete").is_file() else None
+    return bin_dir if (bin_dir / ".complete").is_file() else None
 
 
 def ensure_built() -> Path:

@@ -1,32 +1,18 @@
-"""One real control plane per test session (realcluster/), graceful-drain installed on it
-from deploy/, and a namespace per test."""
+"""graceful-drain installed from deploy/ on the session's real control plane (the
+`real_cluster` fixture, tests/e2e/conftest.py), and a namespace per test."""
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from realcluster.binaries import BinariesUnavailable, ensure_built
 from realcluster.cluster import RealCluster
-from tests.conftest import REQUIRE_REAL_CLUSTER, run_kubectl
+from tests.conftest import run_kubectl
 
 from .harness import Installation, kubectl, overlay
 from .loadbalancer import LoadBalancer
-
-
-@pytest.fixture(scope="session")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    try:
-        bin_dir = ensure_built()
-    except BinariesUnavailable as error:
-        if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
-            pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: {error}")
-        pytest.skip(str(error))
-    with RealCluster(tmp_path_factory.mktemp("realcluster"), bin_dir) as cluster:
-        yield cluster
 
 
 @pytest.fixture(scope="session")

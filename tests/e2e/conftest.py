@@ -1,0 +1,25 @@
+"""The real control plane (realcluster/): one per test session, shared by the end-to-end
+tests on it and the differential suite that compares kubesim with it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from realcluster.binaries import BinariesUnavailable, ensure_built
+from realcluster.cluster import RealCluster
+from tests.conftest import REQUIRE_REAL_CLUSTER
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    try:
+        bin_dir = ensure_built()
+    except BinariesUnavailable as error:
+        if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
+            pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: {error}")
+        pytest.skip(str(error))
+    with RealCluster(tmp_path_factory.mktemp("realcluster"), bin_dir) as cluster:
+        yield cluster
