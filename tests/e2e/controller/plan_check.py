@@ -24,6 +24,7 @@ from typing import Any
 from kubesim.client import KubeClient
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
 from tests.conftest import run_kubectl
+from tests.unit.inspection.documented_schema import problems
 
 from .drain_cluster import BOUND, pod_on, watch_until, web
 
@@ -259,6 +260,7 @@ async def predict_drain_and_check(subject: DrainSubject) -> Obj:
     predicted = await run_plan(subject.kubeconfig, subject.drained, "--json")
     assert predicted.code == 2, predicted.stderr  # blocked
     plan: Obj = json.loads(predicted.stdout)
+    assert problems(plan, "plan") == []
     check_expected_predictions(plan, subject.namespace)
     on_node = await kubectl(
         subject.kubeconfig, "get", "pods", "--all-namespaces", "-o",

@@ -17,6 +17,7 @@ import pytest
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
 from kubesim.sim import KubeSim
+from tests.unit.inspection.documented_schema import problems
 
 from .drain_cluster import (
     BOUND,
@@ -71,6 +72,7 @@ async def test_status_during_a_held_drain_shows_what_the_webhooks_429_says(
         assert told, drained.stderr
         assert status.code == 0, status.stderr
         document = json.loads(status.stdout)
+        assert problems(document, "status") == []
         [held] = document["held"]
         assert (held["namespace"], held["name"], held["restartedAt"]) == ("default", "web", stamp)
         assert held["nodes"] == ["node-a"]
