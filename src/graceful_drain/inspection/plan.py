@@ -222,16 +222,14 @@ def surge_fixes(deployment: JsonDict) -> tuple[str, ...]:
     return tuple(fixes)
 
 
-def _ready_elsewhere(pod: JsonDict, state: NodeState, lookups: _Lookups) -> bool:
-    namespace, _ = _key(pod)
-    workload = lookups.workload(pod)
-    return any(
-        _key(other)[0] == namespace
-        and (other.get("spec") or {}).get("nodeName") != state.node
+def _serving_elsewhere(state: NodeState, lookups: _Lookups) -> frozenset[tuple[str, str]]:
+    """(namespace, workload) of every workload with a Ready pod on another node."""
+    return frozenset(
+        (_key(other)[0], lookups.workload(other))
+        for other in state.neighbours
+        if (other.get("spec") or {}).get("nodeName") != state.node
         and not (other.get("metadata") or {}).get("deletionTimestamp")
         and PodInfo.from_object(other).ready
-        and lookups.workload(other) == workload
-        for other in state.neighbours
     )
 
 
@@ -242,8 +240,13 @@ def _budget_keeps_one(name: str | None, state: NodeState) -> bool:
     return False
 
 
-def plan_pod(
-    pod: JsonDict, state: NodeState, lookups: _Lookups, config: DecisionConfig, now: datetime
+def _plan_pod(
+    pod: JsonDict,
+    state: NodeState,
+    lookups: _Lookups,
+    serving_elsewhere: frozenset[tuple[str, str]],
+    config: DecisionConfig,
+    now: datetime,
 ) -> PodPlan:
     info = PodInfo.from_object(pod)
     workload = lookups.workload(pod)
@@ -272,8 +275,8 @@ def plan_pod(
         reason, message = decision.reason.value, decision.message
     base.update(reason=reason, decision=decision)
 
-    held = decision is not None and not decision.allowed
-    budget = check_budget(pod, info.ready, state.budgets, surge=held)
+    held = decision if decision is not None and not decision.allowed else None
+    budget = check_budget(pod, info.ready, state.budgets, surge=held is not None)
     base["budget"] = budget.budget
     if budget.blocks:
         blocked = (
@@ -281,11 +284,10 @@ def plan_pod(
             "the drain will not complete without intervention"
         )
         return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=blocked)
-    if held:
+    if held is not None:
         wait, source = expected_wait(pod)
-        assert decision is not None
-        if wait is not None and decision.waited is not None:
-            wait = max(min(wait - decision.waited, config.rollout_timeout - decision.waited),
+        if wait is not None and held.waited is not None:
+            wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
                        timedelta(0))  # fmt: skip
         return PodPlan(**base, outcome=Outcome.HELD, outage=False, message=message,
                        expected_wait=wait, expected_wait_source=source)  # fmt: skip
@@ -298,7 +300,7 @@ def plan_pod(
     outage = (
         info.ready
         and treatment.category != "finished"
-        and not _ready_elsewhere(pod, state, lookups)
+        and (info.namespace, workload) not in serving_elsewhere
         and not _budget_keeps_one(budget.budget, state)
     )
     if treatment.note:
@@ -308,11 +310,12 @@ def plan_pod(
 
 def plan_node(state: NodeState, config: DecisionConfig, now: datetime) -> Plan:
     lookups = _Lookups(state, config)
+    serving_elsewhere = _serving_elsewhere(state, lookups)
     pods = sorted(state.pods, key=_key)
     return Plan(
         node=state.node,
         generated_at=now,
         webhook_registered=state.webhook is not None,
         config=config,
-        pods=tuple(plan_pod(pod, state, lookups, config, now) for pod in pods),
+        pods=tuple(_plan_pod(pod, state, lookups, serving_elsewhere, config, now) for pod in pods),
     )
