@@ -299,6 +299,7 @@ def _plan_pod(
         fix = () if raw is None else surge_fixes(raw)
     outage = (
         info.ready
+        and not info.terminating  # already leaving: the drain changes nothing
         and treatment.category != "finished"
         and (info.namespace, workload) not in serving_elsewhere
         and not _budget_keeps_one(budget.budget, state)
