@@ -225,7 +225,8 @@ async def check_every_prediction(
             assert key not in remaining, where  # gone, replaced by the rollout
         elif outcome == "evicted":
             assert f"pod/{pod['name']} evicted" in drained.stdout, where
-            assert f"{ref} (will retry" not in drained.stderr, where  # evicted at first try
+            refused = f'pods/"{pod["name"]}" -n "{pod["namespace"]}" (will retry'
+            assert refused not in drained.stderr, where  # evicted at the first try
         elif outcome == "blocked":
             assert BUDGET_VIOLATION in drained.stderr and pod["name"] in drained.stderr, where
             assert key in remaining and not remaining[key]["metadata"].get("deletionTimestamp"), (
