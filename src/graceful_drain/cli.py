@@ -1,4 +1,6 @@
-"""`graceful-drain <subcommand>`: controller, termination-cause and demo; more register alike.
+"""`graceful-drain <subcommand>`: controller, termination-cause, demo, plan and status.
+
+Also installed as `kubectl-graceful_drain`, so `kubectl graceful-drain plan NODE` works.
 
 Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
 to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
@@ -54,6 +56,30 @@ def _run_demo(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _configure_plan(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.inspection.commands import configure_plan
+
+    configure_plan(parser)
+
+
+def _configure_status(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.inspection.commands import configure_status
+
+    configure_status(parser)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from graceful_drain.inspection.commands import run_plan
+
+    return run_plan(args)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    from graceful_drain.inspection.commands import run_status
+
+    return run_status(args)
+
+
 SUBCOMMANDS: list[Subcommand] = [
     Subcommand(
         "controller",
@@ -72,6 +98,15 @@ SUBCOMMANDS: list[Subcommand] = [
         "drain a node of an in-process cluster, with and without the controller",
         _add_demo_arguments,
         _run_demo,
+    ),
+    Subcommand(
+        "plan", "predict what draining a node would do, pod by pod", _configure_plan, _run_plan
+    ),
+    Subcommand(
+        "status",
+        "what graceful-drain holds now, recent timeouts, its health",
+        _configure_status,
+        _run_status,
     ),
 ]
 
@@ -99,6 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def kubectl_plugin_main() -> int:
+    """`kubectl-graceful_drain`: kubectl runs it for `kubectl graceful-drain ARGS`."""
+    return main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT
+from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig
 from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
 
 ENV_PREFIX = "GRACEFUL_DRAIN_"
@@ -68,6 +68,12 @@ class ControllerConfig:
     lease_name: str = "graceful-drain"
     # Extra subject alternative names of the --self-signed certificate (DNS names or IPs).
     self_signed_hosts: tuple[str, ...] = ()
+
+    def decision_config(self) -> DecisionConfig:
+        """What the webhook decides with (also what `plan` and `status` decide with)."""
+        return DecisionConfig(
+            rollout_timeout=self.rollout_timeout, enabled_annotation=self.enabled_annotation
+        )
 
 
 @dataclass(frozen=True, slots=True)

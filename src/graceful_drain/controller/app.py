@@ -34,7 +34,6 @@ from lightkube import AsyncClient
 
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
 from graceful_drain.controller.reconciler import Reconciler
@@ -162,10 +161,7 @@ class ControllerApp:
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),
-            config=DecisionConfig(
-                rollout_timeout=config.rollout_timeout,
-                enabled_annotation=config.enabled_annotation,
-            ),
+            config=config.decision_config(),
             metrics=self.metrics,
             hooks=event_hooks(self.events, hooks),
         )

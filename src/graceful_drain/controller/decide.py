@@ -7,10 +7,9 @@ results, and carries out what the `Decision` asks for:
     if decision is None:
         pod = PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
               PodGone() on 404, PodUnavailable(str(error)) on any other failure
-        owner = resolve_owner(pod.pod, <replicaset cache get>, <deployment cache get>)
-                (any PodLookup other than PodFound: pass e.g. NoDeployment("pod not found"),
-                 it is never read)
-        decision = decide(request, pod, owner, config, now)
+        decision = decide_eviction(request, pod, <replicaset cache get>,
+                                   <deployment cache get>, config, now)
+                   (resolve_owner, then decide: the one path the webhook and `plan` share)
         attempt = 1
         while decision.stamp is not None:                                   # row 16
             PATCH the Deployment with decision.stamp.patch (application/json-patch+json)
@@ -221,6 +220,22 @@ def resolve_owner(
             f"Deployment {pod.namespace}/{replicaset.owner_deployment} not found"
         )
     return DeploymentFound(deployment)
+
+
+def decide_eviction(
+    request: EvictionRequest,
+    pod: PodLookup,
+    find_replicaset: Callable[[str, str], ReplicaSetInfo | None],
+    find_deployment: Callable[[str, str], DeploymentInfo | None],
+    config: DecisionConfig,
+    now: datetime,
+) -> Decision:
+    """The first decision for a request whose pod was looked up: owner resolution, then the
+    table. The webhook and `graceful-drain plan` both decide through here."""
+    owner: OwnerLookup = NoDeployment("pod not found")  # never read unless PodFound
+    if isinstance(pod, PodFound):
+        owner = resolve_owner(pod.pod, find_replicaset, find_deployment)
+    return decide(request, pod, owner, config, now)
 
 
 # --- the answer -------------------------------------------------------------------------------

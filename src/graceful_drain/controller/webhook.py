@@ -43,16 +43,15 @@ from graceful_drain.controller.decide import (
     DecisionConfig,
     EvictionRequest,
     FollowUp,
-    NoDeployment,
     OwnerLookup,
     PodFound,
     PodLookup,
     Reason,
     after_stamp_failure,
     decide,
+    decide_eviction,
     malformed_review,
     precheck,
-    resolve_owner,
     unexpected_error,
 )
 from graceful_drain.controller.metrics import Metrics
@@ -237,11 +236,12 @@ class EvictionWebhook:
         pod_lookup = await self.cluster.lookup_pod(
             request.namespace, request.name, budget=deadline.call_timeout()
         )
-        owner: OwnerLookup = NoDeployment("pod not found")  # never read unless PodFound
         if isinstance(pod_lookup, PodFound):
             outcome.pod = pod_lookup.pod
-            owner = resolve_owner(pod_lookup.pod, self.cluster.replicaset, self.cluster.deployment)
-        decision = decide(request, pod_lookup, owner, self.config, self._clock())
+        decision = decide_eviction(
+            request, pod_lookup, self.cluster.replicaset, self.cluster.deployment, self.config,
+            self._clock(),
+        )  # fmt: skip
         outcome.attempts = 1
         while decision.stamp is not None:  # row 16
             stamp = decision.stamp

@@ -1,0 +1,194 @@
+"""`graceful-drain status`, the pure part: the Deployments graceful-drain holds evictions for,
+recent GracefulDrainTimeout events, the webhook's health and the leader Lease.
+
+For each held Deployment the webhook's answer right now comes from `decide_eviction` (the
+function the webhook decides through) for its pod on the node being drained, so the waited
+time and the message are the ones a drain is being told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from graceful_drain.controller.decide import Decision, DecisionConfig, PodFound, decide_eviction
+from graceful_drain.controller.model import (
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.timefmt import parse_rfc3339
+from graceful_drain.inspection.plan import eviction_request
+from graceful_drain.inspection.webhook_health import WebhookHealth
+
+JsonDict = Mapping[str, Any]
+RECENT_TIMEOUTS = 20
+EXIT_HEALTHY = 0
+EXIT_DEGRADED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderState:
+    lease: str  # namespace/name
+    present: bool
+    holder: str
+    renewed_at: datetime | None
+    duration: timedelta | None
+
+    def held(self, now: datetime) -> bool:
+        if not self.holder or self.renewed_at is None or self.duration is None:
+            return False
+        return now < self.renewed_at + self.duration
+
+    @classmethod
+    def of(cls, lease: JsonDict | None, ref: str) -> LeaderState:
+        if lease is None:
+            return cls(ref, False, "", None, None)
+        spec = lease.get("spec") or {}
+        seconds = spec.get("leaseDurationSeconds")
+        return cls(
+            lease=ref,
+            present=True,
+            holder=str(spec.get("holderIdentity") or ""),
+            renewed_at=parse_rfc3339(str(spec.get("renewTime") or "")),
+            duration=None if seconds is None else timedelta(seconds=int(seconds)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeldDeployment:
+    namespace: str
+    name: str
+    restarted_at: str
+    waited: timedelta
+    time_left: timedelta  # before the escape hatch (row 14) lets evictions through
+    replicas: int | None
+    updated: int
+    ready: int
+    available: int
+    rollout_complete: bool
+    nodes: tuple[str, ...]  # cordoned nodes its pods run on: the node(s) being drained
+    pod: str | None  # the pod the webhook's answer below is for
+    decision: Decision | None  # the webhook's answer for `pod` now
+
+
+@dataclass(frozen=True, slots=True)
+class DrainTimeout:
+    namespace: str
+    deployment: str
+    last_seen: str
+    count: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusState:
+    deployments: Sequence[JsonDict]  # every Deployment (those carrying restarted-at matter)
+    replicasets: Sequence[JsonDict]  # in the namespaces of the held ones
+    pods: Sequence[JsonDict]  # in the namespaces of the held ones
+    cordoned: frozenset[str]  # names of unschedulable nodes
+    timeout_events: Sequence[JsonDict]
+    webhook: WebhookHealth
+    leader: LeaderState
+    leader_elect: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    generated_at: datetime
+    config: DecisionConfig
+    held: tuple[HeldDeployment, ...]
+    timeouts: tuple[DrainTimeout, ...]
+    webhook: WebhookHealth
+    leader: LeaderState
+    leader_elect: bool
+
+    @property
+    def leader_present(self) -> bool:
+        return self.leader.held(self.generated_at)
+
+    @property
+    def exit_code(self) -> int:
+        leader_missing = self.leader_elect and not self.leader_present
+        return EXIT_DEGRADED if not self.webhook.healthy or leader_missing else EXIT_HEALTHY
+
+
+def _held(
+    raw: JsonDict, state: StatusState, config: DecisionConfig, now: datetime
+) -> HeldDeployment | None:
+    deployment = DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation)
+    if deployment.restarted_at is None or deployment.restarted_at_raw is None:
+        return None
+    replicasets = {
+        info.name: info
+        for info in map(ReplicaSetInfo.from_object, state.replicasets)
+        if info.namespace == deployment.namespace and info.owner_deployment == deployment.name
+    }
+    pods = [
+        info
+        for info in map(PodInfo.from_object, state.pods)
+        if info.namespace == deployment.namespace and info.owner_replicaset in replicasets
+    ]
+    draining = [pod for pod in pods if pod.node_name in state.cordoned and not pod.terminating]
+    candidates = draining or [pod for pod in pods if not pod.terminating]
+    subject = candidates[0] if candidates else None
+    decision = None
+    if subject is not None:
+        decision = decide_eviction(
+            eviction_request(subject.ref), PodFound(subject),
+            lambda _, name: replicasets.get(name), lambda _, __: deployment, config, now,
+        )  # fmt: skip
+    waited = max(now - deployment.restarted_at, timedelta(0))
+    return HeldDeployment(
+        namespace=deployment.namespace,
+        name=deployment.name,
+        restarted_at=deployment.restarted_at_raw,
+        waited=waited,
+        time_left=max(config.rollout_timeout - waited, timedelta(0)),
+        replicas=deployment.replicas,
+        updated=deployment.updated_replicas,
+        ready=deployment.ready_replicas,
+        available=deployment.available_replicas,
+        rollout_complete=deployment.rollout_complete,
+        nodes=tuple(sorted({pod.node_name for pod in draining})),
+        pod=None if subject is None else subject.name,
+        decision=decision,
+    )
+
+
+def _timeouts(events: Sequence[JsonDict]) -> tuple[DrainTimeout, ...]:
+    def last_seen(event: JsonDict) -> str:
+        return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+
+    newest = sorted(events, key=last_seen, reverse=True)[:RECENT_TIMEOUTS]
+    return tuple(
+        DrainTimeout(
+            namespace=str((event.get("involvedObject") or {}).get("namespace", "")),
+            deployment=str((event.get("involvedObject") or {}).get("name", "")),
+            last_seen=last_seen(event),
+            count=int(event.get("count") or 1),
+            message=str(event.get("message") or ""),
+        )
+        for event in newest
+    )
+
+
+def build_status(state: StatusState, config: DecisionConfig, now: datetime) -> Status:
+    stamped = [
+        raw
+        for raw in state.deployments
+        if RESTARTED_AT_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
+    ]
+    held = (_held(raw, state, config, now) for raw in stamped)
+    return Status(
+        generated_at=now,
+        config=config,
+        held=tuple(sorted((h for h in held if h is not None), key=lambda h: (h.namespace, h.name))),
+        timeouts=_timeouts(state.timeout_events),
+        webhook=state.webhook,
+        leader=state.leader,
+        leader_elect=state.leader_elect,
+    )

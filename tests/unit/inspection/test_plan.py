@@ -1,0 +1,147 @@
+"""`plan_node`: each kind of pod a drain meets, the verdict, and the JSON against docs/cli.md."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.inspection.plan import (
+    NodeState,
+    Outcome,
+    Plan,
+    Verdict,
+    WebhookScope,
+    plan_node,
+)
+from graceful_drain.inspection.render import plan_json, plan_table
+
+from . import cluster_objects as k
+from .documented_schema import problems
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+CONFIG = DecisionConfig()
+NOT_SYSTEM = {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+OUTSIDE_SYSTEM = WebhookScope({"matchExpressions": [NOT_SYSTEM]})
+
+
+def state(pods: list[k.Obj], *, deployments: Sequence[k.Obj] = (), budgets: Sequence[k.Obj] = (),
+          elsewhere: Sequence[k.Obj] = (), webhook: WebhookScope | None = OUTSIDE_SYSTEM,
+          ) -> NodeState:  # fmt: skip
+    return NodeState(
+        node=k.NODE, pods=pods, neighbours=[*pods, *elsewhere],
+        replicasets=[k.replicaset(d) for d in deployments], deployments=list(deployments),
+        budgets=list(budgets), namespaces={n: k.namespace(n) for n in ("default", "kube-system")},
+        webhook=webhook,
+    )  # fmt: skip
+
+
+def one(plan: Plan) -> tuple[Outcome, bool, str]:
+    [pod] = plan.pods
+    return pod.outcome, pod.outage, pod.reason
+
+
+def deployment_pod(deployment: k.Obj, name: str = "p", **options: object) -> k.Obj:
+    return k.pod(name, of=k.replicaset(deployment), **options)  # type: ignore[arg-type]
+
+
+def test_a_protectable_deployment_is_held_with_the_wait_its_pod_took_to_become_ready() -> None:
+    web = k.deployment("web")
+    pod = deployment_pod(web, created=NOW - timedelta(hours=1), ready_after=timedelta(seconds=7))
+    plan = plan_node(state([pod], deployments=[web]), CONFIG, NOW)
+    assert one(plan) == (Outcome.HELD, False, "rollout-requested")
+    assert (plan.pods[0].expected_wait, plan.pods[0].expected_wait_source) == (
+        timedelta(seconds=7), "readiness-history",
+    )  # fmt: skip
+    assert plan.verdict is Verdict.SAFE and plan.exit_code == 0
+
+
+def test_without_readiness_history_the_probe_settings_give_the_expected_wait() -> None:
+    web = k.deployment("web")
+    pod = deployment_pod(web, probe={"initialDelaySeconds": 5, "periodSeconds": 3})
+    plan = plan_node(state([pod], deployments=[web]), CONFIG, NOW)
+    assert (plan.pods[0].expected_wait, plan.pods[0].expected_wait_source) == (
+        timedelta(seconds=8), "probe-settings",
+    )  # fmt: skip
+
+
+def test_an_unprotectable_single_replica_is_an_outage_naming_the_field_to_change() -> None:
+    cases = {
+        "no-surge": (k.deployment("d", rolling={"maxSurge": 0, "maxUnavailable": 1}),
+                     "spec.strategy.rollingUpdate.maxSurge: 1 (is 0)"),
+        "recreate": (k.deployment("d", strategy="Recreate"),
+                     "spec.strategy.type: RollingUpdate (is Recreate)"),
+        "paused": (k.deployment("d", paused=True), "spec.paused: false"),
+    }  # fmt: skip
+    for case, (deployment, fix) in cases.items():
+        plan = plan_node(state([deployment_pod(deployment)], deployments=[deployment]), CONFIG, NOW)
+        assert one(plan) == (Outcome.EVICTED, True, "cannot-surge"), case
+        assert fix in plan.pods[0].fix, (case, plan.pods[0].fix)
+        assert plan.verdict is Verdict.OUTAGE and plan.exit_code == 1
+        assert plan.outage_workloads == ["default/Deployment/d"]
+
+
+def test_a_budget_allowing_no_disruption_blocks_unless_the_surge_makes_room() -> None:
+    pair = k.deployment("pair", replicas=2)
+    pods = [deployment_pod(pair, f"p{i}", labels={"app": "pair"}) for i in range(2)]
+    strict = k.budget("pair", {"app": "pair"}, allowed=0, healthy=2, desired=2)
+    plan = plan_node(state(pods, deployments=[pair], budgets=[strict]), CONFIG, NOW)
+    assert [p.outcome for p in plan.pods] == [Outcome.BLOCKED, Outcome.BLOCKED]
+    assert plan.pods[0].budget == "default/pair"
+    assert plan.verdict is Verdict.BLOCKED and plan.exit_code == 2
+
+    web = k.deployment("web")  # held: its replacement raises currentHealthy by one
+    pod = deployment_pod(web, labels={"app": "web"})
+    minimum = k.budget("web", {"app": "web"}, allowed=0, healthy=1, desired=1)
+    plan = plan_node(state([pod], deployments=[web], budgets=[minimum]), CONFIG, NOW)
+    assert one(plan) == (Outcome.HELD, False, "rollout-requested")
+
+
+def test_kubectl_drains_treatment_of_daemonset_mirror_and_bare_pods() -> None:
+    agent = k.pod("agent-x", of=k.daemonset("agent"))
+    mirror = k.pod("etcd-node-a", annotations={"kubernetes.io/config.mirror": "abc"})
+    bare = k.pod("scratch", volumes=[{"name": "tmp", "emptyDir": {}}])
+    plan = plan_node(state([agent, mirror, bare]), CONFIG, NOW)
+    by_name = {p.name: p for p in plan.pods}
+    assert (by_name["agent-x"].outcome, by_name["agent-x"].outage) == (Outcome.IGNORED, False)
+    assert by_name["etcd-node-a"].outcome is Outcome.SKIPPED
+    assert (by_name["scratch"].outcome, by_name["scratch"].outage) == (Outcome.EVICTED, True)
+    assert by_name["scratch"].reason == "no-deployment"
+    assert plan.kubectl_flags == ("--ignore-daemonsets", "--delete-emptydir-data", "--force")
+
+
+def test_a_replica_ready_elsewhere_means_no_outage() -> None:
+    pair = k.deployment("pair", replicas=2)
+    here, there = deployment_pod(pair, "here"), deployment_pod(pair, "there", node="node-b")
+    plan = plan_node(state([here], deployments=[pair], elsewhere=[there]), CONFIG, NOW)
+    assert one(plan) == (Outcome.EVICTED, False, "replicas-not-one")
+
+
+def test_pods_the_webhook_is_not_asked_about_are_not_reviewed() -> None:
+    web = k.deployment("web", namespace="kube-system")
+    pod = k.pod("p", of=k.replicaset(web), namespace="kube-system")
+    plan = plan_node(state([pod], deployments=[web]), CONFIG, NOW)
+    assert one(plan) == (Outcome.EVICTED, True, "not-reviewed")
+    assert plan.pods[0].decision is None
+
+    web = k.deployment("web")
+    plan = plan_node(state([deployment_pod(web)], deployments=[web], webhook=None), CONFIG, NOW)
+    assert one(plan) == (Outcome.EVICTED, True, "not-reviewed")
+    assert not plan.webhook_registered
+
+
+def test_the_json_and_the_table_of_a_plan() -> None:
+    web, solo = k.deployment("web"), k.deployment("solo", rolling={"maxSurge": 0})
+    pods = [deployment_pod(web, "w"), deployment_pod(solo, "s"), k.pod("bare")]
+    plan = plan_node(state(pods, deployments=[web, solo]), CONFIG, NOW)
+    document = json.loads(plan_json(plan, "defaults"))
+    assert problems(document, "plan") == []
+    assert document["verdict"] == "outage" and document["exitCode"] == 1
+
+    table = plan_table(plan, "defaults", colour=False)
+    assert table.splitlines()[-1] == (
+        "Verdict: 2 outage(s): default/Pod/bare, default/Deployment/solo"
+    )
+    assert "\033[" not in table
+    assert "\033[31m" in plan_table(plan, "defaults", colour=True)
