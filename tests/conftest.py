@@ -41,6 +41,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
         "control plane are not run (install Go >= 1.24 to run them)"
     )
 
+
 # Tests never depend on wall time: Hypothesis's deadline and too-slow health check would make
 # a loaded CI machine fail tests whose behaviour is fine.
 settings.register_profile("graceful-drain", deadline=None,

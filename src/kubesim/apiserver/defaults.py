@@ -6,6 +6,7 @@ matches its upstream value.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -170,8 +171,31 @@ def validating_webhook_configuration(obj: Obj) -> None:
                 rule.setdefault("scope", "*")
 
 
+def secret(obj: Obj) -> None:
+    """stringData is write-only: the v1 conversion merges it into data, base64-encoded, over
+    any entry of the same key (Convert_v1_Secret_To_core_Secret), and it is never stored."""
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            data = obj["data"] = {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+    obj.setdefault("type", "Opaque")
+
+
+def pod_disruption_budget(obj: Obj) -> None:
+    """A new budget's status is the empty struct, whose counters are not omitempty
+    (pkg/registry/policy/poddisruptionbudget/strategy.go PrepareForCreate)."""
+    if "status" not in obj:
+        obj["status"] = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                         "expectedPods": 0}  # fmt: skip
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
+    ("policy", "PodDisruptionBudget"): pod_disruption_budget,
     ("", "Pod"): pod,
+    ("", "Secret"): secret,
     ("", "Namespace"): namespace,
     ("", "Service"): service,
     ("apps", "Deployment"): deployment,

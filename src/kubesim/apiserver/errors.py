@@ -116,17 +116,35 @@ OBJECT_MODIFIED = (
 )
 
 
+# field.Error's type, as its message starts (apimachinery/pkg/util/validation/field/errors.go).
+_CAUSE_REASONS = (
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Not found", "FieldValueNotFound"),
+)
+
+
+def _cause_reason(message: str) -> str:
+    return next((r for prefix, r in _CAUSE_REASONS if message.startswith(prefix)),
+                "FieldValueInvalid")  # fmt: skip
+
+
 def invalid(group: str, kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid; causes are (field, message) pairs."""
+    """422 Invalid; causes are (field, message) pairs, each message starting as field.Error's
+    does ("Invalid value: ...", "Required value: ..."), which gives its reason."""
     qualified_kind = f"{kind}.{group}" if group else kind
     joined = ", ".join(f"{f}: {m}" for f, m in causes)
     if len(causes) > 1:
         joined = f"[{joined}]"
     details = _details(group, kind, name)
+    if not name:
+        del details["name"]  # omitempty
     details["kind"] = kind
-    details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
-    ]
+    details["causes"] = [{"reason": _cause_reason(m), "message": m, "field": f} for f, m in causes]
     return ApiError(422, f'{qualified_kind} "{name}" is invalid: {joined}', "Invalid", details)
 
 

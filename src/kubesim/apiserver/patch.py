@@ -109,7 +109,31 @@ def decode_patch_body(kind: PatchKind, body: bytes) -> Json:
         if kind is PatchKind.MERGE:
             raise PatchBadRequest("Invalid JSON Patch") from None
         raise PatchBadRequest(_go_syntax_error(error)) from None
+    _check_patch_shape(kind, decoded)
     return decoded
+
+
+# How Go's encoding/json names a JSON value it cannot unmarshal into the patch's type.
+_GO_JSON_TYPES = ((bool, "bool"), (str, "string"), ((int, float), "number"), (list, "array"),
+                  (dict, "object"))  # fmt: skip
+
+
+def _check_patch_shape(kind: PatchKind, decoded: Json) -> None:
+    """The API server's default field validation (Warn) first decodes the patch strictly into
+    the type it expects (endpoints/handlers/patch.go): an object for merge and strategic
+    merge patches, a list of operations for JSON patches. null passes that step."""
+    if decoded is None:
+        return
+    expected = list if kind is PatchKind.JSON else dict
+    if isinstance(decoded, expected):
+        return
+    found = next(name for types, name in _GO_JSON_TYPES if isinstance(decoded, types))
+    if kind is PatchKind.JSON:
+        target, prefix = "[]handlers.jsonPatchOp", "error decoding patch: "
+    else:
+        target = "map[string]interface {}"
+        prefix = "error decoding patch: " if kind is PatchKind.MERGE else ""
+    raise PatchBadRequest(f"{prefix}json: cannot unmarshal {found} into Go value of type {target}")
 
 
 def _go_syntax_error(error: json.JSONDecodeError) -> str:

@@ -22,6 +22,7 @@ from .errors import (
     already_exists,
     bad_request,
     conflict,
+    invalid,
     not_found,
     success_status,
 )
@@ -36,6 +37,24 @@ TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 def _copy(obj: Obj) -> Obj:
     return copy.deepcopy(obj)
+
+
+# Kinds whose registry sets ReturnDeletedObject (pkg/registry/*/storage/storage.go): a DELETE
+# answers with the object instead of a Status.
+RETURN_DELETED_OBJECT_KINDS = frozenset({
+    "Pod", "ServiceAccount", "Namespace", "Service", "PersistentVolume", "PersistentVolumeClaim",
+    "ResourceQuota", "PodTemplate", "StorageClass", "CSIDriver", "CSINode", "VolumeAttachment",
+})  # fmt: skip
+
+
+# Kinds whose strategy's AllowUnconditionalUpdate is false: an update must name the
+# resourceVersion it replaces.
+CONDITIONAL_UPDATE_ONLY_KINDS = frozenset({
+    "Lease", "PodDisruptionBudget", "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "RuntimeClass", "CSIDriver", "CSINode",
+    "VolumeAttachment",
+})  # fmt: skip
 
 
 class Registry:
@@ -147,6 +166,11 @@ class Registry:
                 "request"
             )
         requested_rv = meta.get("resourceVersion")
+        if not requested_rv and rt.kind in CONDITIONAL_UPDATE_ONLY_KINDS:
+            # generic registry Store.Update: `qualifiedKind` is built from the resource.
+            raise invalid(rt.group, rt.plural, name, [
+                ("metadata.resourceVersion", "Invalid value: 0: must be specified for an update")
+            ])  # fmt: skip
         if requested_rv and requested_rv != current["metadata"]["resourceVersion"]:
             raise conflict(rt.group, rt.plural, name, OBJECT_MODIFIED)
         old_meta = current["metadata"]
@@ -267,22 +291,25 @@ class Registry:
         return int(value) if isinstance(value, int) else 30
 
     def _check_preconditions(self, rt: ResourceType, obj: Obj, pre: Obj) -> None:
+        # The storage layer's check (apiserver/pkg/storage/interfaces.go Preconditions.Check):
+        # its conflict names the Kind, not the resource.
         meta = obj["metadata"]
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 meta["name"],
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                f"{meta.get('uid')}",
+                f"the UID in the precondition ({pre['uid']}) does not match the UID in record "
+                f"({meta.get('uid')}). The object might have been deleted and then recreated",
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 meta["name"],
-                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not "
+                f"match the ResourceVersion in record ({meta.get('resourceVersion')}). The "
+                "object might have been modified",
             )
 
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
@@ -292,7 +319,7 @@ class Registry:
         return final
 
     def _delete_response(self, rt: ResourceType, obj: Obj) -> Obj:
-        if rt.kind == "Pod":  # the pod registry sets ReturnDeletedObject
+        if rt.kind in RETURN_DELETED_OBJECT_KINDS:
             return obj
         details: Obj = {"name": obj["metadata"]["name"]}
         if rt.group:

@@ -22,7 +22,14 @@ from aiohttp import web
 from . import discovery, tables
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
-from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
+from .errors import (
+    ApiError,
+    bad_request,
+    invalid,
+    method_not_allowed,
+    path_not_found,
+    unauthorized,
+)
 from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
 from .openapi import RawResponse
@@ -97,11 +104,27 @@ def error_response(err: ApiError) -> web.Response:
     return response
 
 
-def _dry_run(request: web.Request) -> bool:
+# Kinds whose registry strategy's AllowCreateOnUpdate is true (pkg/registry/*/strategy.go):
+# a PUT to a missing object creates it.
+CREATE_ON_UPDATE_KINDS = frozenset({
+    "Lease", "Event", "Endpoints", "LimitRange", "Service", "Role", "RoleBinding", "ClusterRole",
+    "ClusterRoleBinding", "RuntimeClass",
+})  # fmt: skip
+_OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions",
+                 "delete": "DeleteOptions", "deletecollection": "DeleteOptions"}  # fmt: skip
+
+
+def _dry_run(request: web.Request, verb: str) -> bool:
+    """The dryRun query parameter, validated as apimachinery's ValidateDryRun does."""
     values = request.query.getall("dryRun", [])
-    for value in values:
-        if value != "All":
-            raise bad_request(f'Invalid dry run value "{value}": dryRun must be "All"')
+    if any(value != "All" for value in values):
+        shown = json.dumps(values, separators=(",", ":"))
+        raise invalid(
+            "meta.k8s.io",
+            _OPTIONS_KIND.get(verb, "CreateOptions"),
+            "",
+            [("dryRun", f'Unsupported value: {shown}: supported values: "All"')],
+        )
     return bool(values)
 
 
@@ -242,6 +265,9 @@ class ApiServer:
         if not info.is_resource_request:
             return await self._non_resource(request, info)
         rt = self.resources.lookup(info.api_group, info.api_version, info.resource)
+        if rt is None and not self.resources.in_group_version(info.api_group, info.api_version):
+            # No handler for the group version at all: the mux's plain-text 404.
+            return web.Response(status=404, text="404 page not found\n")
         if rt is None:
             raise path_not_found()
         namespace = info.namespace if rt.namespaced else ""
@@ -257,7 +283,7 @@ class ApiServer:
             and not (rt.kind == "Namespace" and info.subresource == "finalize")
         ):
             raise path_not_found()
-        ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request))
+        ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request, info.verb))
         sub = info.subresource
         if sub and sub not in ("status", "scale", "finalize"):
             handler = self.subresource_handlers.get((rt.group, rt.plural, sub))
@@ -389,7 +415,10 @@ class ApiServer:
         items, remaining = list_page(ordered, namespace, predicate, after, limit)
         if remaining:
             meta["continue"] = _encode_continue(storage_order_key(items[-1]), list_rv)
-            meta["remainingItemCount"] = remaining
+            # etcd3's store counts what is left only when no selector filters the list.
+            query = ctx.request.query
+            if not query.get("labelSelector") and not query.get("fieldSelector"):
+                meta["remainingItemCount"] = remaining
         meta["resourceVersion"] = list_rv
         out_items = [self._out(ctx.rt, o) for o in items]
         if tables.wants_table(ctx.request.headers.get("Accept", "")):
@@ -502,6 +531,9 @@ class ApiServer:
     async def _write_update(self, ctx: RequestContext, body: Any) -> web.Response:
         stored = self._stored_type(ctx.rt)
         sub = ctx.info.subresource
+        if (not sub and stored.kind in CREATE_ON_UPDATE_KINDS
+                and self.registry.find(stored, ctx.namespace, ctx.info.name) is None):  # fmt: skip
+            return await self._create_by_update(ctx, stored, body)
         if ctx.rt.kind == "Namespace" and sub == "finalize":
             sub = "finalize"
         current, new = self.registry.prepare_update(
@@ -518,6 +550,28 @@ class ApiServer:
         )  # fmt: skip
         updated = self.registry.commit_update(stored, current, new, ctx.dry_run)
         return self._respond_object(ctx, updated)
+
+    async def _create_by_update(
+        self, ctx: RequestContext, stored: ResourceType, body: Any
+    ) -> web.Response:
+        """A PUT to a missing object of a kind whose strategy allows create on update."""
+        if isinstance(body, dict):
+            meta = body.setdefault("metadata", {})
+            if meta.get("name") and meta["name"] != ctx.info.name:
+                raise bad_request(
+                    f"the name of the object ({meta['name']}) does not match the name on the "
+                    f"URL ({ctx.info.name})"
+                )
+            meta["name"] = ctx.info.name
+            meta.pop("resourceVersion", None)
+        obj = self.registry.prepare_create(stored, ctx.namespace, body)
+        await self.admit(
+            AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
+                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user,
+                                requested=ctx.rt)
+        )  # fmt: skip
+        created = self.registry.commit_create(stored, obj, ctx.dry_run)
+        return self._respond_object(ctx, created, 201)
 
     async def _patch(self, ctx: RequestContext) -> web.Response:
         from .patch_request import patched_object

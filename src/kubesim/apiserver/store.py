@@ -63,7 +63,15 @@ class Watcher:
             elif now_matches:
                 self._put(WatchEvent("ADDED", change.object))
             elif was_matching:
-                self._put(WatchEvent("DELETED", change.object))
+                # The cacher's convertToWatchEvent: the previous object, at the new revision.
+                gone = {
+                    **change.previous,
+                    "metadata": {
+                        **change.previous["metadata"],
+                        "resourceVersion": change.object["metadata"]["resourceVersion"],
+                    },
+                }
+                self._put(WatchEvent("DELETED", gone))
         elif now_matches:
             self._put(WatchEvent(change.type, change.object))
 

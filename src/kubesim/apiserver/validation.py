@@ -59,15 +59,21 @@ def _workload_causes(obj: Obj) -> list[tuple[str, str]]:
     return causes
 
 
+# Kinds whose validation does not ask for a DNS subdomain name: RBAC objects (ValidateRBACName)
+# and PodDisruptionBudgets (ValidatePodDisruptionBudget checks only the spec); the generic
+# registry still refuses a name that is not a path segment.
+NAME_IS_A_PATH_SEGMENT = frozenset(
+    {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "PodDisruptionBudget"}
+)
+
+
 def validate(rt: ResourceType, obj: Obj) -> None:
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
     causes: list[tuple[str, str]] = []
     if not name:
         causes.append(("metadata.name", "Required value: name or generateName is required"))
-    elif rt.kind not in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding") and (
-        not is_dns1123_subdomain(name)
-    ):
+    elif rt.kind not in NAME_IS_A_PATH_SEGMENT and not is_dns1123_subdomain(name):
         causes.append(("metadata.name", f'Invalid value: "{name}": {DNS1123_SUBDOMAIN_MESSAGE}'))
     if rt.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
         causes += _workload_causes(obj)

@@ -140,12 +140,17 @@ async def test_dry_run_create_and_delete_change_nothing(
     await asyncio.to_thread(core.read_namespaced_config_map, "kept", "default")
 
 
-async def test_invalid_dry_run_value_is_400(raw: KubeClient) -> None:
+async def test_invalid_dry_run_value_is_422_on_the_options(raw: KubeClient) -> None:
     with pytest.raises(ApiStatusError) as err:
         await raw.request(
             "POST", "/api/v1/namespaces/default/configmaps", _cm("x"), {"dryRun": "Some"}
         )
-    assert err.value.code == 400
+    assert err.value.code == 422
+    assert err.value.status["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: '
+        'supported values: "All"'
+    )
+    assert err.value.status["details"]["causes"][0]["reason"] == "FieldValueNotSupported"
 
 
 async def test_delete_precondition_uid_mismatch_is_409(lk: AsyncClient, raw: KubeClient) -> None:
@@ -154,7 +159,13 @@ async def test_delete_precondition_uid_mismatch_is_409(lk: AsyncClient, raw: Kub
     with pytest.raises(ApiStatusError) as err:
         await raw.delete("/api/v1/namespaces/default/configmaps/pre", options)
     assert err.value.code == 409
-    assert "Precondition failed: UID in precondition: not-the-uid" in err.value.status["message"]
+    assert err.value.status["message"] == (
+        'Operation cannot be fulfilled on ConfigMap "pre": the UID in the precondition '
+        "(not-the-uid) does not match the UID in record "
+        f"({(await raw.get('/api/v1/namespaces/default/configmaps/pre'))['metadata']['uid']}). "
+        "The object might have been deleted and then recreated"
+    )
+    assert err.value.status["details"] == {"name": "pre", "kind": "ConfigMap"}
 
 
 async def test_finalizers_hold_deletion_until_removed(lk: AsyncClient) -> None:
