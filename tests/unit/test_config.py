@@ -281,3 +281,12 @@ def test_own_object_names_from_flags_and_variables(
 def test_bad_object_names_are_refused(argv: list[str], names: str) -> None:
     with pytest.raises(ConfigError, match=names):
         parse(*argv)
+
+
+@pytest.mark.parametrize("value", [",,", ",", " , "])
+def test_a_namespaces_value_naming_no_namespace_is_an_error(value: str) -> None:
+    """v2: it used to mean "every namespace", the opposite of a scoped install."""
+    with pytest.raises(ConfigError, match="names no namespace"):
+        parse_controller_config(["--self-signed", "--namespaces", value], {})
+    with pytest.raises(ConfigError, match=r"GRACEFUL_DRAIN_NAMESPACES\): ',' names"):
+        parse_controller_config(["--self-signed"], {"GRACEFUL_DRAIN_NAMESPACES": ","})
