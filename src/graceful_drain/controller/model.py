@@ -275,9 +275,7 @@ class DeploymentInfo:
     def drain_finished(self) -> bool:
         """The rollout restarted-at asked for has completed; the stamp only remains as the
         detector's evidence until the old pod's grace period is over."""
-        return self.restarted_at_raw is not None and (
-            self.completed_at_raw is not None or (self.rollout_started and self.rollout_complete)
-        )
+        return self.rollout_started and (self.completed_at_raw is not None or self.rollout_complete)
 
     @property
     def restarted_at_malformed(self) -> bool:

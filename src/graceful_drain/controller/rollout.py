@@ -137,14 +137,16 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
     if restarted_at is None:
         return DiscardMalformed(value)
 
-    if deployment.completed_at_raw is not None:
+    copied = deployment.rollout_started
+    # completed-at belongs to the stamp the template carries; next to a newer stamp (not
+    # copied yet) it is an earlier drain's, and the copy removes it.
+    if copied and deployment.completed_at_raw is not None:
         completed_at = deployment.completed_at
         if completed_at is None:  # malformed: nothing to wait for
             return Retire(value)
         until = completed_at + timedelta(seconds=deployment.template_grace_period_seconds)
         return Retain(value, until) if now < until else Retire(value)
 
-    copied = deployment.rollout_started
     # Same view, same moment: the controller has seen the template carrying `value` and every
     # replica runs it, so this is the rollout we asked for and it has finished.
     if copied and deployment.rollout_complete:
@@ -188,9 +190,12 @@ def copy_patch(deployment: DeploymentInfo, value: str) -> JsonPatch:
     server does not bump the generation (one rollout); a reconciler with a stale view (the
     drain already finished, or a newer one started) fails the `test` instead. A missing
     annotations map must be added whole; the resourceVersion `test` then makes sure no map
-    appeared since, which the whole-map `add` would replace.
+    appeared since, which the whole-map `add` would replace. An earlier drain's completed-at
+    is removed: it would read as this rollout's completion.
     """
     ops: JsonPatch = [{"op": "test", "path": RESTARTED_AT_PATH, "value": value}]
+    if deployment.completed_at_raw is not None:  # an earlier drain's
+        ops.append({"op": "remove", "path": COMPLETED_AT_PATH})
     if deployment.template_has_annotations:
         ops.append({"op": "add", "path": TEMPLATE_RESTARTED_AT_PATH, "value": value})
     else:

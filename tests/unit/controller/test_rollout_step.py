@@ -226,6 +226,11 @@ CASES = [
         Retire(STAMP),
     ),
     Case(
+        "an earlier drain's completed-at next to a new stamp: copy the new one",
+        info(template=OLDER, completed_at="2024-05-01T11:00:00Z"),
+        CopyToTemplate(STAMP, DEADLINE),
+    ),
+    Case(
         "completed-at malformed: retire",
         info(template=STAMP, completed_at="soon"),
         Retire(STAMP),
@@ -355,6 +360,17 @@ def test_completion_patch_writes_completed_at_once() -> None:
     newer = {**patched, "metadata": {**patched["metadata"], "resourceVersion": "43"}}
     with pytest.raises(PatchInvalid):  # another reconciler's write came first
         apply(newer, completion_patch(deployment, STAMP, "2024-05-01T12:00:00.100000Z"))
+
+
+def test_the_copy_drops_an_earlier_drains_completed_at() -> None:
+    raw = raw_deployment(template=OLDER, completed_at="2024-05-01T11:00:00Z")
+    deployment = DeploymentInfo.from_object(raw)
+
+    patched = DeploymentInfo.from_object(apply(raw, copy_patch(deployment, STAMP)))
+
+    assert patched.template_restarted_at == STAMP
+    assert patched.completed_at_raw is None
+    assert not isinstance(next_step(patched, NOW, TIMEOUT), Retain | Retire)
 
 
 def test_retiring_removes_both_annotations() -> None:
