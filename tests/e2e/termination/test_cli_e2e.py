@@ -50,13 +50,17 @@ async def workload(sim: KubeSim, tmp_path: Path) -> Any:
 
 
 async def run_cli(
-    workload: Workload, pod: Obj, *args: str, extra_env: dict[str, str] | None = None
+    workload: Workload, pod: Obj, *args: str, grace_env: dict[str, str] | None = None
 ) -> tuple[int, str, str]:  # exit status, stdout, stderr
+    """The CLI as the pod runs it; its manifest sets TERMINATION_GRACE_PERIOD_SECONDS to the
+    pod's grace period (docs/termination-detector.md), unless `grace_env` replaces it."""
+    if grace_env is None:
+        grace_env = {"TERMINATION_GRACE_PERIOD_SECONDS": str(workload.grace_period(pod))}
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(SRC),
         **workload.downward_env(pod),
-        **(extra_env or {}),
+        **grace_env,
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "graceful_drain.cli", "termination-cause",
@@ -205,7 +209,7 @@ async def test_a_hanging_pod_read_cannot_push_the_verdict_past_a_short_grace_per
     pod was read: with the read hanging, a pod with 4s got its verdict after SIGKILL."""
     pod = await workload.running_pod("web-0", grace=4)
     sim.faults.add(FaultRule(hang=True))  # every request, from anyone
-    code, out, _ = await run_cli(workload, pod, "--json", extra_env=env)
+    code, out, _ = await run_cli(workload, pod, "--json", grace_env=env)
     verdict = json.loads(out)
     assert code == EXIT_CODES[Outcome.INDETERMINATE]
     [pod_read] = [i for i in verdict["evidence"] if i["fact"] == "pod_unavailable"]
