@@ -191,7 +191,9 @@ class Reconciler:
     def _track(self, namespace: str, name: str, deployment: DeploymentInfo | None) -> None:
         key = (namespace, name)
         carrying = deployment is not None and deployment.restarted_at_raw is not None
-        if carrying and deployment is not None and deployment.completed_at_raw is None:
+        # A completed drain's stamp is only kept as evidence: not a drain in progress.
+        draining = carrying and deployment is not None and deployment.completed_at_raw is None
+        if draining:
             self._in_progress.add(key)
         else:
             self._in_progress.discard(key)
