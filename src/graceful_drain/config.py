@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig
+from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
 from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
 
 ENV_PREFIX = "GRACEFUL_DRAIN_"
@@ -32,8 +33,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 # metav1 qualified name (apimachinery validation.IsQualifiedName): optional DNS-subdomain prefix.
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -72,7 +71,9 @@ class ControllerConfig:
     def decision_config(self) -> DecisionConfig:
         """What the webhook decides with (also what `plan` and `status` decide with)."""
         return DecisionConfig(
-            rollout_timeout=self.rollout_timeout, enabled_annotation=self.enabled_annotation
+            rollout_timeout=self.rollout_timeout,
+            enabled_annotation=self.enabled_annotation,
+            namespaces=None if self.namespaces is None else frozenset(self.namespaces),
         )
 
 
@@ -103,9 +104,13 @@ _OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "--enabled-annotation",
-        "only protect Deployments carrying this annotation (default: every Deployment)",
+        'opt-in mode: only protect Deployments whose annotation KEY is "true" (default: '
+        'every Deployment except those with graceful-drain.stonal.com/enabled: "false")',
     ),
-    _Option("--namespaces", "comma-separated namespaces to watch (default: all)"),
+    _Option(
+        "--namespaces",
+        "comma-separated namespaces to watch; evictions elsewhere are allowed (default: all)",
+    ),
     _Option("--bind-address", "address both servers listen on (default 0.0.0.0)"),
     _Option("--webhook-port", "HTTPS admission webhook port (default 8443)"),
     _Option("--metrics-port", "plain-HTTP /metrics, /healthz, /readyz port (default 8080)"),
@@ -210,7 +215,7 @@ def _qualified_name(text: str, names: str) -> str:
     key = text.strip()
     prefix, slash, name = key.rpartition("/")
     valid = _QUALIFIED_NAME.fullmatch(name) is not None and (
-        not slash or (0 < len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix) is not None)
+        not slash or (prefix != "" and is_dns_subdomain(prefix))
     )
     if not valid:
         raise ConfigError(f"invalid value for {names}: {text!r} is not a valid annotation key")
@@ -218,11 +223,20 @@ def _qualified_name(text: str, names: str) -> str:
 
 
 def _namespaces(text: str, names: str) -> tuple[str, ...] | None:
+    """Comma-separated namespace names; an unset or blank value means every namespace, but a
+    value made only of commas names none, which is a mistake rather than "all"."""
+    if not text.strip():
+        return None
     items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ConfigError(
+            f"invalid value for {names}: {text!r} names no namespace (leave it unset to watch "
+            "every namespace)"
+        )
     for item in items:
-        if _DNS_LABEL.fullmatch(item) is None:
+        if not is_dns_label(item):
             raise ConfigError(f"invalid value for {names}: {item!r} is not a namespace name")
-    return tuple(dict.fromkeys(items)) or None
+    return tuple(dict.fromkeys(items))
 
 
 def _hosts(text: str, names: str) -> tuple[str, ...]:
@@ -236,7 +250,7 @@ def _hosts(text: str, names: str) -> tuple[str, ...]:
             continue
         except ValueError:
             pass
-        if _DNS_SUBDOMAIN.fullmatch(item) is None or len(item) > 253:
+        if not is_dns_subdomain(item):
             raise ConfigError(
                 f"invalid value for {names}: {item!r} is neither an IP address nor a DNS name"
             )
@@ -246,8 +260,7 @@ def _hosts(text: str, names: str) -> tuple[str, ...]:
 def _object_name(text: str, names: str, *, label: bool = False) -> str:
     """A DNS subdomain (most object names), or a DNS label (namespaces, Services)."""
     name = text.strip()
-    pattern = _DNS_LABEL if label else _DNS_SUBDOMAIN
-    if pattern.fullmatch(name) is None or len(name) > (63 if label else 253):
+    if not (is_dns_label(name) if label else is_dns_subdomain(name)):
         kind = "DNS label" if label else "DNS subdomain"
         raise ConfigError(f"invalid value for {names}: {text!r} is not a valid {kind} name")
     return name

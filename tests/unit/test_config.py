@@ -306,3 +306,12 @@ def test_bad_self_signed_hosts_are_refused(value: str) -> None:
 def test_self_signed_hosts_need_self_signed() -> None:
     with pytest.raises(ConfigError, match=r"--self-signed-hosts .* only .* --self-signed"):
         parse("--self-signed-hosts", "127.0.0.1")
+
+
+@pytest.mark.parametrize("value", [",,", ",", " , "])
+def test_a_namespaces_value_naming_no_namespace_is_an_error(value: str) -> None:
+    """v2: it used to mean "every namespace", the opposite of a scoped install."""
+    with pytest.raises(ConfigError, match="names no namespace"):
+        parse_controller_config(["--self-signed", "--namespaces", value], {})
+    with pytest.raises(ConfigError, match=r"GRACEFUL_DRAIN_NAMESPACES\): ',' names"):
+        parse_controller_config(["--self-signed"], {"GRACEFUL_DRAIN_NAMESPACES": ","})

@@ -39,6 +39,8 @@ TOO_MANY_REQUESTS = 429
 WARNED_REASONS = frozenset(
     {
         Reason.CANNOT_SURGE,
+        Reason.CANNOT_PROTECT,
+        Reason.ENABLED_ANNOTATION_INVALID,
         Reason.ROLLOUT_TIMEOUT,
         Reason.STAMP_FAILED,
         Reason.OWNER_UNRESOLVED,
@@ -150,6 +152,9 @@ def _eviction_request(request: Mapping[str, Any], uid: str) -> EvictionRequest:
         resource, "resource", "request.resource.resource", required=True, limit=MAX_NAME_CHARS
     )
     sub_resource = _string(request, "subResource", "request.subResource", limit=64)
+    kind = _mapping(request, "kind", "request.kind") or {}
+    kind_group = _string(kind, "group", "request.kind.group", limit=MAX_NAME_CHARS)
+    kind_name = _string(kind, "kind", "request.kind.kind", limit=MAX_NAME_CHARS)
     dry_run = _field(request, "dryRun", "request.dryRun")
     if dry_run is not None and not isinstance(dry_run, bool):
         raise _Invalid(f"request.dryRun must be a boolean, not {_type_name(dry_run)}")
@@ -158,11 +163,13 @@ def _eviction_request(request: Mapping[str, Any], uid: str) -> EvictionRequest:
     if username is not None and not isinstance(username, str):
         raise _Invalid(f"request.userInfo.username must be a string, not {_type_name(username)}")
 
-    is_eviction = (operation, group, resource_name, sub_resource) == (
+    is_eviction = (operation, group, resource_name, sub_resource, kind_group, kind_name) == (
         "CREATE",
         "",
         "pods",
         "eviction",
+        "policy",
+        "Eviction",
     )
     namespace = _string(
         request, "namespace", "request.namespace", required=is_eviction, limit=MAX_NAMESPACE_CHARS
@@ -186,6 +193,8 @@ def _eviction_request(request: Mapping[str, Any], uid: str) -> EvictionRequest:
         username=(username or "")[:MAX_USERNAME_CHARS],
         precondition_uid=precondition_uid,
         options_dry_run=options_dry_run,
+        kind_group=kind_group,
+        kind=kind_name,
     )
 
 

@@ -12,8 +12,9 @@ elector that runs the reconciler only while this replica leads (the webhook serv
 replica). Added components start after them and stop before them. /readyz fails until every
 cache has synced and TLS is loaded, and again from the moment shutdown begins.
 
-The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting /
-GracefulDrainCannotSurge events; the reconciler writes GracefulDrainCompleted and
+The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting events and the
+Warnings of rows 9 and 11 (GracefulDrainCannotSurge, GracefulDrainCannotProtect,
+GracefulDrainInvalidAnnotation); the reconciler writes GracefulDrainCompleted and
 GracefulDrainTimeout.
 """
 
@@ -40,7 +41,7 @@ from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
 from graceful_drain.controller.webhook import (
     DEFAULT_HELD_INTERVAL_SECONDS,
-    CannotSurge,
+    DeploymentWarning,
     EvictionHeld,
     EvictionWebhook,
     LightkubeDeploymentPatcher,
@@ -311,13 +312,13 @@ def event_hooks(events: DrainEvents, hooks: WebhookHooks | None = None) -> Webho
     def held(event: EvictionHeld) -> None:
         events.held(event.deployment, pod=event.pod, node=event.node, waited=event.waited)
 
-    def cannot_surge(event: CannotSurge) -> None:
-        events.cannot_surge(event.deployment, message=event.message)
+    def warning(event: DeploymentWarning) -> None:
+        events.warning(event.deployment, reason=event.reason, message=event.message)
 
     return WebhookHooks(
         on_rollout_requested=_both(given.on_rollout_requested, started),
         on_held=_both(given.on_held, held),
-        on_cannot_surge=_both(given.on_cannot_surge, cannot_surge),
+        on_warning=_both(given.on_warning, warning),
     )
 
 

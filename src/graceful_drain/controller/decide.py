@@ -1,11 +1,12 @@
-"""The webhook's decision table (DESIGN.md, "Controller semantics", rows 1-17), as pure code.
+"""The webhook's decision table (docs/decisions.md, rows 1-17), as pure code.
 
 No I/O happens here. The caller (the webhook handler) does the lookups, hands in their
 results, and carries out what the `Decision` asks for:
 
     decision = precheck(request)                        # rows 1-2, before any lookup
     if decision is None:
-        pod = PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
+        pod = PodOutOfScope() when not config.in_scope(request.namespace) (row 3b: no lookup)
+              | PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
               PodGone() on 404, PodUnavailable(str(error)) on any other failure
         decision = decide_eviction(request, pod, <replicaset cache get>,
                                    <deployment cache get>, config, now)
@@ -20,13 +21,14 @@ results, and carries out what the `Decision` asks for:
             # FollowUp.REREAD_AND_DECIDE (409): live GET of the Deployment, then once more
             owner = DeploymentFound(DeploymentInfo.from_object(body)) | NoDeployment on 404
                     | OwnerUnresolved on any other failure
+            if OwnerUnresolved: decision = reread_failed(decision, owner.detail); break  # 429
             attempt += 1
             decision = decide(request, pod, owner, config, <fresh now>)
     if anything above raised: decision = unexpected_error(request, error)     # row 17
 
-Then log/count decision.reason, emit a Warning event when decision.warning_event, a
-GracefulDrainStarted event after a successful stamp, and answer with
-admission.encode_review_response(request.uid, decision).
+Then log/count decision.reason, emit a Warning event when decision.warning_event (its
+reason names which one), a GracefulDrainStarted event after a successful stamp, and answer
+with admission.encode_review_response(request.uid, decision).
 """
 
 from __future__ import annotations
@@ -40,13 +42,17 @@ from typing import Any
 
 from graceful_drain.controller.intstr import ROLLING_UPDATE
 from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
+    DEFAULT_ENABLED_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
+    Enablement,
     ObjectRef,
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.timefmt import as_utc, format_go_duration, format_rfc3339
+from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
+from graceful_drain.controller.timefmt import as_utc, format_go_duration, format_rfc3339_micro
 
 DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
 MAX_DECIDE_ATTEMPTS = 2  # the first decision, plus one more after a 409 on the stamp
@@ -55,25 +61,32 @@ _PREFIX = "graceful-drain: "
 
 
 class Reason(StrEnum):
-    """Stable, machine-readable outcome of one decision (logs, metrics, messages)."""
+    """Stable, machine-readable outcome of one decision (logs, metrics, messages); each one
+    is an anchor of docs/decisions.md."""
 
     DRY_RUN = "dry-run"
     NOT_EVICTION = "not-eviction"
+    INVALID_NAME = "invalid-name"
     POD_GONE = "pod-gone"
+    NAMESPACE_OUT_OF_SCOPE = "namespace-out-of-scope"
     CACHE_COLD = "cache-cold"
     POD_TERMINATING = "pod-terminating"
     UID_MISMATCH = "uid-mismatch"
     NO_DEPLOYMENT = "no-deployment"
     OWNER_UNRESOLVED = "owner-unresolved"
     DEPLOYMENT_DELETING = "deployment-deleting"
+    OPTED_OUT = "opted-out"
+    ENABLED_ANNOTATION_INVALID = "enabled-annotation-invalid"
     NOT_ENABLED = "not-enabled"
     REPLICAS_NOT_ONE = "replicas-not-one"
     CANNOT_SURGE = "cannot-surge"
+    CANNOT_PROTECT = "cannot-protect"
     POD_NOT_READY = "pod-not-ready"
     SURGE_READY = "surge-ready"
     ROLLOUT_TIMEOUT = "rollout-timeout"
     ROLLOUT_IN_PROGRESS = "rollout-in-progress"
     ROLLOUT_REQUESTED = "rollout-requested"
+    REREAD_FAILED = "reread-failed"
     STAMP_FAILED = "stamp-failed"
     ERROR = "error"
     MALFORMED_REVIEW = "malformed-review"
@@ -83,40 +96,60 @@ class Reason(StrEnum):
         return ROW_OF_REASON[self]
 
 
-# Every reason belongs to exactly one row of the DESIGN.md table.
+# Every reason belongs to exactly one row of docs/decisions.md (row 3b counts as 3).
 ROW_OF_REASON: Mapping[Reason, int] = MappingProxyType(
     {
         Reason.DRY_RUN: 1,
         Reason.NOT_EVICTION: 2,
+        Reason.INVALID_NAME: 2,
         Reason.POD_GONE: 3,
+        Reason.NAMESPACE_OUT_OF_SCOPE: 3,  # row 3b
         Reason.CACHE_COLD: 4,
         Reason.POD_TERMINATING: 5,
         Reason.UID_MISMATCH: 6,
         Reason.NO_DEPLOYMENT: 7,
-        Reason.OWNER_UNRESOLVED: 7,  # the seed: "the Deployment could not be resolved: allow"
+        Reason.OWNER_UNRESOLVED: 7,  # could not tell: never block a drain on it
         Reason.DEPLOYMENT_DELETING: 8,
+        Reason.OPTED_OUT: 9,
+        Reason.ENABLED_ANNOTATION_INVALID: 9,
         Reason.NOT_ENABLED: 9,
         Reason.REPLICAS_NOT_ONE: 10,
         Reason.CANNOT_SURGE: 11,
+        Reason.CANNOT_PROTECT: 11,
         Reason.POD_NOT_READY: 12,
         Reason.SURGE_READY: 13,
         Reason.ROLLOUT_TIMEOUT: 14,
         Reason.ROLLOUT_IN_PROGRESS: 15,
         Reason.ROLLOUT_REQUESTED: 16,
+        Reason.REREAD_FAILED: 16,
         Reason.STAMP_FAILED: 16,
         Reason.ERROR: 17,
         Reason.MALFORMED_REVIEW: 17,
     }
 )
 DENYING_REASONS = frozenset(
-    {Reason.CACHE_COLD, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED}
+    {Reason.CACHE_COLD, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED, Reason.REREAD_FAILED}
+)
+# Allowed outcomes that also ask for a Warning event on the Deployment.
+WARNING_REASONS = frozenset(
+    {Reason.ENABLED_ANNOTATION_INVALID, Reason.CANNOT_SURGE, Reason.CANNOT_PROTECT}
 )
 
 
 @dataclass(frozen=True, slots=True)
 class DecisionConfig:
     rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
-    enabled_annotation: str | None = None  # when set, only Deployments carrying it are protected
+    # Opt-in mode when set: only Deployments whose annotation is "true" are protected.
+    # Either way the key it names (else DEFAULT_ENABLED_ANNOTATION) set to "false" opts out.
+    enabled_annotation: str | None = None
+    namespaces: frozenset[str] | None = None  # the controller's scope; None: every namespace
+
+    @property
+    def enabled_key(self) -> str:
+        return self.enabled_annotation or DEFAULT_ENABLED_ANNOTATION
+
+    def in_scope(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +168,8 @@ class EvictionRequest:
     username: str
     precondition_uid: str | None = None  # Eviction deleteOptions.preconditions.uid
     options_dry_run: bool = False  # Eviction deleteOptions.dryRun is non-empty
+    kind_group: str = "policy"  # request.kind.group
+    kind: str = "Eviction"  # request.kind.kind
 
     @property
     def pod_ref(self) -> ObjectRef:
@@ -151,6 +186,8 @@ class EvictionRequest:
             and self.group == ""
             and self.resource == "pods"
             and self.sub_resource == "eviction"
+            and self.kind_group == "policy"
+            and self.kind == "Eviction"
         )
 
 
@@ -174,7 +211,12 @@ class PodUnavailable:
     detail: str = ""
 
 
-PodLookup = PodFound | PodGone | PodUnavailable
+@dataclass(frozen=True, slots=True)
+class PodOutOfScope:
+    """The pod's namespace is outside the controller's scope: not looked up (row 3b)."""
+
+
+PodLookup = PodFound | PodGone | PodOutOfScope | PodUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,8 +306,12 @@ class Decision:
     message: str  # human readable; the 429 message kubectl drain prints
     deployment: ObjectRef | None = None
     waited: timedelta | None = None  # since restarted-at, when the Deployment carries it
-    warning_event: bool = False  # emit a Warning event on the Deployment (row 11)
     stamp: StampIntent | None = None  # row 16 only
+
+    @property
+    def warning_event(self) -> bool:
+        """Emit a Warning event on the Deployment (rows 9 and 11; the reason says which)."""
+        return self.reason in WARNING_REASONS
 
     @property
     def row(self) -> int:
@@ -296,12 +342,27 @@ def _waiting_message(deployment: ObjectRef, waited: timedelta, timeout: timedelt
 
 
 def _cannot_surge_why(deployment: DeploymentInfo) -> str | None:
+    """Why a restart cannot bring up a replacement first, naming the field to change."""
     if deployment.paused:
-        return "it is paused, so a restart would not roll out"
+        return "spec.paused is true, so a restart would not roll out; resume it to protect it"
     if deployment.strategy_type != ROLLING_UPDATE:
-        return f"strategy {deployment.strategy_type or '(malformed)'}"
+        return (
+            f"spec.strategy.type is {deployment.strategy_type or '(malformed)'}; set it to "
+            "RollingUpdate with maxSurge 1 and maxUnavailable 0 to protect it"
+        )
     if deployment.max_surge <= 0:
-        return "maxSurge resolves to 0"
+        return "spec.strategy.rollingUpdate.maxSurge resolves to 0; set it to 1 to protect it"
+    return None
+
+
+def _cannot_protect_why(deployment: DeploymentInfo) -> str | None:
+    """Why the rollout may take the only Ready pod away before its replacement is Ready."""
+    if deployment.max_unavailable >= 1:
+        return (
+            f"spec.strategy.rollingUpdate.maxUnavailable resolves to "
+            f"{deployment.max_unavailable}, so the rollout may remove the only Ready pod "
+            "before its replacement is Ready; set it to 0 to protect it"
+        )
     return None
 
 
@@ -315,8 +376,15 @@ def precheck(request: EvictionRequest) -> Decision | None:
     if not request.is_pod_eviction_create:  # 2
         return _allow(
             Reason.NOT_EVICTION,
-            f"not a CREATE of pods/eviction ({request.operation} "
-            f"{request.resource}/{request.sub_resource})",
+            f"not a CREATE of pods/eviction of kind policy Eviction ({request.operation} "
+            f"{request.resource}/{request.sub_resource}, kind "
+            f"{request.kind_group or 'core'}/{request.kind or '(none)'})",
+        )
+    if not (is_dns_label(request.namespace) and is_dns_subdomain(request.name)):  # 2
+        return _allow(
+            Reason.INVALID_NAME,
+            f"{_detail(repr(request.namespace))}/{_detail(repr(request.name))} is not a valid "
+            "pod namespace/name; not looked up",
         )
     return None
 
@@ -348,6 +416,12 @@ def _first_matching_row(
 
     if isinstance(pod_lookup, PodGone):  # 3
         return _allow(Reason.POD_GONE, f"pod {request.pod_ref} no longer exists")
+    if isinstance(pod_lookup, PodOutOfScope) or not config.in_scope(request.namespace):  # 3b
+        return _allow(
+            Reason.NAMESPACE_OUT_OF_SCOPE,
+            f"namespace {request.namespace} is outside the controller's --namespaces; "
+            f"pod {request.pod_ref} is not protected",
+        )
     if isinstance(pod_lookup, PodUnavailable):  # 4: cold-cache caution, the one "deny on doubt"
         return _deny(
             Reason.CACHE_COLD,
@@ -379,18 +453,31 @@ def _first_matching_row(
     deployment = owner.deployment
     ref = deployment.ref
     timeout = config.rollout_timeout
-    restarted_at = deployment.restarted_at
+    # A finished drain's stamp only remains as the detector's evidence: it holds nothing.
+    restarted_at = None if deployment.drain_finished else deployment.restarted_at
     waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
     known = {"deployment": ref, "waited": waited}
+    # Our rollout keeps holding whatever rows 9-11 say, unless it never started and cannot.
+    ours_under_way = restarted_at is not None and (
+        deployment.rollout_started or not deployment.paused
+    )
 
     if deployment.deleting:  # 8
         return _allow(Reason.DEPLOYMENT_DELETING, f"Deployment {ref} is being deleted", **known)
 
-    if config.enabled_annotation is not None and not deployment.enabled:  # 9
+    key, enablement = config.enabled_key, deployment.enablement
+    if enablement is Enablement.INVALID:  # 9
         return _allow(
-            Reason.NOT_ENABLED,
-            f"Deployment {ref} lacks the {config.enabled_annotation} annotation",
+            Reason.ENABLED_ANNOTATION_INVALID,
+            f"Deployment {ref} has {key}: {_detail(repr(deployment.enabled_value))}, which is "
+            'neither "true" nor "false"; treated as disabled',
             **known,
+        )
+    if enablement is Enablement.OFF:  # 9
+        return _allow(Reason.OPTED_OUT, f'Deployment {ref} opted out ({key}: "false")', **known)
+    if config.enabled_annotation is not None and enablement is not Enablement.ON:  # 9
+        return _allow(
+            Reason.NOT_ENABLED, f'Deployment {ref} has not opted in ({key}: "true")', **known
         )
 
     if deployment.replicas != 1:  # 10
@@ -401,13 +488,20 @@ def _first_matching_row(
             **known,
         )
 
-    why_not = _cannot_surge_why(deployment)
-    if why_not is not None:  # 11
+    cannot_surge = None if ours_under_way else _cannot_surge_why(deployment)
+    if cannot_surge is not None:  # 11
         return _allow(
             Reason.CANNOT_SURGE,
-            f"Deployment {ref} cannot surge a replacement ({why_not}); evicting pod "
+            f"Deployment {ref} cannot surge a replacement ({cannot_surge}); evicting pod "
             f"{pod.ref} without one",
-            warning_event=True,
+            **known,
+        )
+    cannot_protect = None if ours_under_way else _cannot_protect_why(deployment)
+    if cannot_protect is not None:  # 11
+        return _allow(
+            Reason.CANNOT_PROTECT,
+            f"Deployment {ref} cannot keep a Ready pod through a restart ({cannot_protect}); "
+            f"evicting pod {pod.ref} without starting one",
             **known,
         )
 
@@ -435,7 +529,7 @@ def _first_matching_row(
                 Reason.ROLLOUT_TIMEOUT,
                 f"gave up waiting for a Ready replacement of Deployment {ref} "
                 + (
-                    f"(restarted-at {deployment.restarted_at_raw} is in the future)"
+                    f"(restarted-at {deployment.restarted_at_raw} is too far in the future)"
                     if from_the_future
                     else f"after {format_go_duration(waited)} "
                     f"(rolloutTimeout {format_go_duration(timeout)})"
@@ -465,12 +559,12 @@ def _pointer_token(key: str) -> str:
 
 
 def stamp_value(deployment: DeploymentInfo, now: datetime) -> str:
-    """restarted-at for a drain stamped at `now`: to the second, as metav1.Time, but never the
-    value the pod template already carries (a previous drain in the same second), which the
-    reconciler would read as a rollout already done."""
-    value = format_rfc3339(now)
+    """restarted-at for a drain stamped at `now`: to the microsecond (so "waited 515ms" is
+    true), but never the value the pod template already carries (a previous drain in the same
+    microsecond), which the reconciler would read as a rollout already done."""
+    value = format_rfc3339_micro(now)
     if value == deployment.template_restarted_at:
-        value = format_rfc3339(now + timedelta(seconds=1))
+        value = format_rfc3339_micro(now + timedelta(microseconds=1))
     return value
 
 
@@ -483,7 +577,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
     differs from the stored one is an OptimisticLockError). A failed `test` op would answer 422
     instead (apiserver endpoints/handlers/patch.go), so the `test` here only pins the object's
     identity. An absent annotations map must be added whole: a JSON patch cannot add a member
-    to a missing parent.
+    to a missing parent. A finished drain's completed-at goes with the old stamp.
     """
     value = stamp_value(deployment, now)
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": deployment.uid}]
@@ -509,6 +603,13 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
                 "op": "add",
                 "path": "/metadata/annotations",
                 "value": {RESTARTED_AT_ANNOTATION: value},
+            }
+        )
+    if deployment.has_annotations and deployment.completed_at_raw is not None:
+        ops.append(
+            {
+                "op": "remove",
+                "path": "/metadata/annotations/" + _pointer_token(COMPLETED_AT_ANNOTATION),
             }
         )
     return ops
@@ -542,6 +643,22 @@ def after_stamp_failure(
     return _allow(
         Reason.STAMP_FAILED,
         f"could not request a rollout of {target} ({what}); allowing the eviction",
+        deployment=decision.deployment,
+        waited=decision.waited,
+    )
+
+
+def reread_failed(decision: Decision, detail: str) -> Decision:
+    """Row 16: the stamp met a 409 and the Deployment could not be read again. Someone is
+    changing it right now (most likely another replica stamping it): 429, the client retries
+    in seconds, rather than letting the pod go without a replacement."""
+    target = (
+        "its Deployment" if decision.deployment is None else f"Deployment {decision.deployment}"
+    )
+    return _deny(
+        Reason.REREAD_FAILED,
+        f"{target} changed while a rollout was being requested and could not be read again "
+        f"({_detail(detail) or 'no detail'}); retry shortly",
         deployment=decision.deployment,
         waited=decision.waited,
     )

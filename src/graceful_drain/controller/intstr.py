@@ -1,4 +1,4 @@
-"""maxSurge resolution, exactly as the upstream Deployment controller does it.
+"""maxSurge and maxUnavailable resolution, exactly as the upstream Deployment controller does it.
 
 Upstream references:
 - k8s.io/apimachinery/pkg/util/intstr/intstr.go: GetScaledValueFromIntOrPercent and
@@ -6,7 +6,8 @@ Upstream references:
   of `total` is rounded up or down in float64).
 - k8s.io/kubernetes/pkg/controller/deployment/util/deployment_util.go: ResolveFenceposts
   (surge rounds UP, unavailable rounds DOWN; an error in either yields 0, 0) and MaxSurge
-  (0 unless the strategy is RollingUpdate; the error of ResolveFenceposts is ignored).
+  (0 unless the strategy is RollingUpdate; the error of ResolveFenceposts is ignored) and
+  MaxUnavailable (0 unless RollingUpdate with replicas > 0; capped at replicas).
 - k8s.io/kubernetes/pkg/apis/apps/v1/defaults.go: SetDefaults_Deployment (strategy type
   RollingUpdate, maxSurge and maxUnavailable "25%" when absent).
 """
@@ -60,6 +61,25 @@ def scaled_value_from_int_or_percent(value: object, total: int, round_up: bool) 
     return rounded if _INT64_MIN <= rounded <= _INT64_MAX else None
 
 
+def _fenceposts(max_surge: object, max_unavailable: object, replicas: int) -> tuple[int, int]:
+    """deploymentutil.ResolveFenceposts: (surge, unavailable); an error in either gives 0, 0,
+    and 0, 0 becomes 0, 1 (a rollout must be able to make progress)."""
+    surge = scaled_value_from_int_or_percent(
+        DEFAULT_MAX_SURGE if max_surge is None else max_surge, replicas, round_up=True
+    )
+    unavailable = scaled_value_from_int_or_percent(
+        DEFAULT_MAX_UNAVAILABLE if max_unavailable is None else max_unavailable,
+        replicas,
+        round_up=False,
+    )
+    if surge is None or unavailable is None:
+        return 0, 0
+    surge, unavailable = _wrap_int32(surge), _wrap_int32(unavailable)
+    if surge == 0 and unavailable == 0:
+        return 0, 1
+    return surge, unavailable
+
+
 def resolve_max_surge(
     strategy_type: str, max_surge: object, max_unavailable: object, replicas: int
 ) -> int:
@@ -70,14 +90,14 @@ def resolve_max_surge(
     """
     if strategy_type != ROLLING_UPDATE:
         return 0
-    surge = scaled_value_from_int_or_percent(
-        DEFAULT_MAX_SURGE if max_surge is None else max_surge, replicas, round_up=True
-    )
-    unavailable = scaled_value_from_int_or_percent(
-        DEFAULT_MAX_UNAVAILABLE if max_unavailable is None else max_unavailable,
-        replicas,
-        round_up=False,
-    )
-    if surge is None or unavailable is None:
+    return _fenceposts(max_surge, max_unavailable, replicas)[0]
+
+
+def resolve_max_unavailable(
+    strategy_type: str, max_surge: object, max_unavailable: object, replicas: int
+) -> int:
+    """deploymentutil.MaxUnavailable: 0 unless RollingUpdate with replicas > 0, else the
+    resolved maxUnavailable capped at `replicas`."""
+    if strategy_type != ROLLING_UPDATE or replicas == 0:
         return 0
-    return _wrap_int32(surge)
+    return min(_fenceposts(max_surge, max_unavailable, replicas)[1], replicas)

@@ -14,13 +14,25 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Self
 
-from graceful_drain.controller.intstr import ROLLING_UPDATE, resolve_max_surge
+from graceful_drain.controller.intstr import (
+    ROLLING_UPDATE,
+    resolve_max_surge,
+    resolve_max_unavailable,
+)
 from graceful_drain.controller.rawjson import FieldReader, JsonObject
 from graceful_drain.controller.timefmt import parse_rfc3339
 
 RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
+# Set by the reconciler when the rollout restarted-at asked for has completed; both are removed
+# once the old pod's grace period has passed (docs/decisions.md, "Reconciler").
+COMPLETED_AT_ANNOTATION = "graceful-drain.stonal.com/completed-at"
+# Read on every Deployment: "false" opts out; with --enabled-annotation (opt-in mode) that key
+# is read instead and only "true" opts in.
+DEFAULT_ENABLED_ANNOTATION = "graceful-drain.stonal.com/enabled"
+DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30  # the API server's default
 TEMPLATE_RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -170,26 +182,45 @@ class ReplicaSetInfo:
 
 def _strategy(
     reader: FieldReader, spec: JsonObject | None, replicas: int | None
-) -> tuple[str, int]:
-    """(strategy type, resolved maxSurge). A malformed strategy resolves to no surge at all,
-    as upstream fails to decode such an object: the eviction is then let through."""
+) -> tuple[str, int, int]:
+    """(strategy type, resolved maxSurge, resolved maxUnavailable). A malformed strategy
+    resolves to no surge at all, as upstream fails to decode such an object: the eviction is
+    then let through."""
     strategy = reader.mapping(spec, "strategy", "spec.strategy")
     strategy_type = reader.optional_string(strategy, "type", "spec.strategy.type")
     if strategy_type is None and FieldReader.is_set(strategy, "type"):
-        return "", 0
+        return "", 0, 0
     strategy_type = strategy_type or ROLLING_UPDATE  # SetDefaults_Deployment
     rolling = reader.mapping(strategy, "rollingUpdate", "spec.strategy.rollingUpdate")
     if rolling is None and FieldReader.is_set(strategy, "rollingUpdate"):
-        return strategy_type, 0
+        return strategy_type, 0, 0
     if replicas is None:
-        return strategy_type, 0
-    max_surge = resolve_max_surge(
+        return strategy_type, 0, 0
+    surge, unavailable = reader.raw(rolling, "maxSurge"), reader.raw(rolling, "maxUnavailable")
+    return (
         strategy_type,
-        reader.raw(rolling, "maxSurge"),
-        reader.raw(rolling, "maxUnavailable"),
-        replicas,
+        resolve_max_surge(strategy_type, surge, unavailable, replicas),
+        resolve_max_unavailable(strategy_type, surge, unavailable, replicas),
     )
-    return strategy_type, max_surge
+
+
+class Enablement(StrEnum):
+    """What a Deployment's enabled annotation says (docs/decisions.md, row 9)."""
+
+    ABSENT = "absent"
+    ON = "true"
+    OFF = "false"
+    INVALID = "invalid"  # any other value: a Warning event, and treated as disabled
+
+
+def parse_enablement(value: str | None) -> Enablement:
+    if value is None:
+        return Enablement.ABSENT
+    if value == "true":
+        return Enablement.ON
+    if value == "false":
+        return Enablement.OFF
+    return Enablement.INVALID
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,15 +243,39 @@ class DeploymentInfo:
     available_replicas: int
     restarted_at: datetime | None  # graceful-drain.stonal.com/restarted-at, aware UTC
     restarted_at_raw: str | None  # the annotation exactly as stored, even when malformed
-    enabled: bool  # the configured enabled-annotation is present (False if none configured)
     template_restarted_at: str | None  # spec.template annotation kubectl.kubernetes.io/restartedAt
     malformed: tuple[str, ...] = ()
     # spec.template.metadata.annotations is a (possibly empty) map: shapes the reconciler's patch
     template_has_annotations: bool = True
+    max_unavailable: int = 0  # resolved as upstream MaxUnavailable does; 0 unless RollingUpdate
+    enabled_value: str | None = None  # the enabled annotation's value (see Enablement)
+    completed_at_raw: str | None = None  # graceful-drain.stonal.com/completed-at
+    template_grace_period_seconds: int = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
 
     @property
     def ref(self) -> ObjectRef:
         return ObjectRef(self.namespace, self.name)
+
+    @property
+    def enablement(self) -> Enablement:
+        return parse_enablement(self.enabled_value)
+
+    @property
+    def completed_at(self) -> datetime | None:
+        return None if self.completed_at_raw is None else parse_rfc3339(self.completed_at_raw)
+
+    @property
+    def rollout_started(self) -> bool:
+        """restarted-at is set and the pod template carries it: our rollout was started."""
+        return self.restarted_at_raw is not None and self.template_restarted_at == (
+            self.restarted_at_raw
+        )
+
+    @property
+    def drain_finished(self) -> bool:
+        """The rollout restarted-at asked for has completed; the stamp only remains as the
+        detector's evidence until the old pod's grace period is over."""
+        return self.rollout_started and (self.completed_at_raw is not None or self.rollout_complete)
 
     @property
     def restarted_at_malformed(self) -> bool:
@@ -250,7 +305,7 @@ class DeploymentInfo:
         if FieldReader.is_set(spec, "replicas"):
             replicas = reader.optional_integer(spec, "replicas", "spec.replicas")
 
-        strategy_type, max_surge = _strategy(reader, spec, replicas)
+        strategy_type, max_surge, max_unavailable = _strategy(reader, spec, replicas)
 
         restarted_at_raw = reader.optional_string(
             annotations, RESTARTED_AT_ANNOTATION, f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
@@ -264,6 +319,13 @@ class DeploymentInfo:
         template_annotations = reader.mapping(
             template_meta, "annotations", "spec.template.metadata.annotations"
         )
+        template_spec = reader.mapping(template, "spec", "spec.template.spec")
+        grace = reader.optional_integer(
+            template_spec,
+            "terminationGracePeriodSeconds",
+            "spec.template.spec.terminationGracePeriodSeconds",
+        )
+        enabled_key = enabled_annotation or DEFAULT_ENABLED_ANNOTATION
 
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
@@ -288,14 +350,23 @@ class DeploymentInfo:
             ),
             restarted_at=restarted_at,
             restarted_at_raw=restarted_at_raw,
-            enabled=enabled_annotation is not None
-            and annotations is not None
-            and isinstance(annotations.get(enabled_annotation), str),
             template_restarted_at=reader.optional_string(
                 template_annotations,
                 TEMPLATE_RESTARTED_AT_ANNOTATION,
                 f"spec.template.metadata.annotations[{TEMPLATE_RESTARTED_AT_ANNOTATION}]",
             ),
-            malformed=tuple(reader.malformed),
             template_has_annotations=template_annotations is not None,
+            max_unavailable=max_unavailable,
+            enabled_value=reader.optional_string(
+                annotations, enabled_key, f"metadata.annotations[{enabled_key}]"
+            ),
+            completed_at_raw=reader.optional_string(
+                annotations,
+                COMPLETED_AT_ANNOTATION,
+                f"metadata.annotations[{COMPLETED_AT_ANNOTATION}]",
+            ),
+            template_grace_period_seconds=(
+                DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS if grace is None or grace < 0 else grace
+            ),
+            malformed=tuple(reader.malformed),
         )

@@ -1,5 +1,7 @@
 """The Deployment reconciler: turns restarted-at into a rollout, and clears it when done.
 
+The rows it follows are in docs/decisions.md ("Reconciler").
+
     reconciler = Reconciler(cache.deployments, LightkubeDeploymentPatcher(client), events,
                             rollout_timeout=timedelta(minutes=10), metrics=metrics)
     await reconciler.start()   # a component; the leader elector may start and stop it often
@@ -25,6 +27,7 @@ from lightkube.core.exceptions import ApiError
 
 from graceful_drain.controller.model import DeploymentInfo
 from graceful_drain.controller.rollout import (
+    Abandoned,
     Completed,
     CopyToTemplate,
     DiscardMalformed,
@@ -32,13 +35,17 @@ from graceful_drain.controller.rollout import (
     Idle,
     JsonPatch,
     Removal,
+    Retain,
+    Retire,
     Step,
     TimedOut,
     WaitForRollout,
+    completion_patch,
     copy_patch,
     next_step,
     removal_patch,
 )
+from graceful_drain.controller.timefmt import format_rfc3339_micro
 from graceful_drain.controller.webhook import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.events import DrainEvents
@@ -184,7 +191,9 @@ class Reconciler:
     def _track(self, namespace: str, name: str, deployment: DeploymentInfo | None) -> None:
         key = (namespace, name)
         carrying = deployment is not None and deployment.restarted_at_raw is not None
-        if carrying:
+        # A completed drain's stamp is only kept as evidence: not a drain in progress.
+        draining = carrying and deployment is not None and deployment.completed_at_raw is None
+        if draining:
             self._in_progress.add(key)
         else:
             self._in_progress.discard(key)
@@ -231,6 +240,11 @@ class Reconciler:
         if isinstance(step, WaitForRollout):
             self._wake_at(key, step.deadline, now)
             return Result(step)
+        if isinstance(step, Retain):
+            self._wake_at(key, step.until, now)
+            return Result(step)
+        if isinstance(step, Completed):
+            return await self._complete(deployment, step, now)
         if isinstance(step, CopyToTemplate):
             self._wake_at(key, step.deadline, now)  # a rollout that never completes
             return await self._copy(deployment, step)
@@ -295,18 +309,35 @@ class Reconciler:
             log.info("rollout not triggered: the Deployment changed since it was read")
         return Result(step, applied=applied, already_done=not applied)
 
+    async def _complete(self, deployment: DeploymentInfo, step: Completed, now: datetime) -> Result:
+        """Record completed-at (once, whoever wins the guarded write reports it); the stamp
+        stays as evidence for the old pod's grace period, then a `Retire` removes both."""
+        patch = completion_patch(deployment, step.value, format_rfc3339_micro(now))
+        applied = await self._guarded(deployment, patch)
+        log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
+        if not applied:
+            log.info("completion already recorded or the Deployment changed")
+            return Result(step, already_done=True)
+        log.info("drain rollout completed", duration_seconds=step.duration.total_seconds(),
+                 kept_seconds=deployment.template_grace_period_seconds)  # fmt: skip
+        self._metrics.record_rollout_completed(step.duration.total_seconds())
+        if self._events is not None:
+            self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
+        # The informer brings the Deployment back with completed-at: Retain sets the timer.
+        return Result(step, applied=True)
+
     async def _remove(self, deployment: DeploymentInfo, step: Removal) -> Result:
-        applied = await self._guarded(deployment, removal_patch(step.value))
+        completed = deployment.completed_at_raw is not None
+        applied = await self._guarded(deployment, removal_patch(step.value, completed=completed))
         self._cancel_timer((deployment.namespace, deployment.name))
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if not applied:
             log.info("restarted-at already removed or replaced", step=type(step).__name__)
             return Result(step, already_done=True)
-        if isinstance(step, Completed):
-            log.info("drain rollout completed", duration_seconds=step.duration.total_seconds())
-            self._metrics.record_rollout_completed(step.duration.total_seconds())
-            if self._events is not None:
-                self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
+        if isinstance(step, Retire):
+            log.info("restarted-at removed: the replaced pod's grace period is over")
+        elif isinstance(step, Abandoned):
+            log.info("restarted-at removed: the Deployment was paused before its rollout")
         elif isinstance(step, TimedOut):
             self._report_timeout(deployment, step.value, step.waited,
                                  from_the_future=step.from_the_future, kept="removed")  # fmt: skip

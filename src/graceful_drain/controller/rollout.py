@@ -1,8 +1,9 @@
 """What the reconciler does next with a Deployment, and the JSON patches that do it (pure).
 
-The state of a drain is the restarted-at annotation alone (DESIGN.md, "Controller semantics").
-`next_step(deployment, now, timeout)` reads it together with the rollout status and answers
-with one step; the reconciler performs it. Every write is guarded by a JSON patch `test` op on
+The state of a drain is the restarted-at annotation, and once its rollout has completed the
+completed-at annotation next to it (docs/decisions.md, "Reconciler"). `next_step(deployment,
+now, timeout)` reads them together with the rollout status and answers with one step; the
+reconciler performs it. Every write is guarded by a JSON patch `test` op on
 the annotation's value, so N reconcilers acting on the same view produce one change: the
 others' `test` fails (HTTP 422) and that only means the work is already done.
 """
@@ -14,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
@@ -47,10 +49,37 @@ class WaitForRollout:
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """The rollout is complete: remove restarted-at, report the duration."""
+    """The rollout is complete: write completed-at, report the duration. restarted-at stays
+    until `Retire`: the old pod is only now terminating, and the termination-cause detector
+    reads restarted-at as the evidence that graceful-drain replaced it."""
 
     value: str
     duration: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class Retain:
+    """A completed drain's stamp, kept as evidence until `until` (completed-at + the pod
+    template's terminationGracePeriodSeconds): look again then."""
+
+    value: str
+    until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """The old pod's grace period is over: remove restarted-at and completed-at."""
+
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """restarted-at was never copied and the Deployment is paused: a paused Deployment does not
+    roll out, and copying the restart into its template would start one whenever it is resumed,
+    long after the drain. Remove the stamp instead (the webhook then allows, row 11)."""
+
+    value: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +110,20 @@ class DiscardMalformed:
     value: str
 
 
-Step = Idle | CopyToTemplate | WaitForRollout | Completed | Expired | TimedOut | DiscardMalformed
+Step = (
+    Idle
+    | CopyToTemplate
+    | WaitForRollout
+    | Completed
+    | Retain
+    | Retire
+    | Abandoned
+    | Expired
+    | TimedOut
+    | DiscardMalformed
+)
 # The steps that end a drain by removing restarted-at.
-Removal = Completed | TimedOut | DiscardMalformed
+Removal = Retire | Abandoned | TimedOut | DiscardMalformed
 
 
 def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> Step:
@@ -97,11 +137,22 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
     if restarted_at is None:
         return DiscardMalformed(value)
 
-    copied = deployment.template_restarted_at == value
+    copied = deployment.rollout_started
+    # completed-at belongs to the stamp the template carries; next to a newer stamp (not
+    # copied yet) it is an earlier drain's, and the copy removes it.
+    if copied and deployment.completed_at_raw is not None:
+        completed_at = deployment.completed_at
+        if completed_at is None:  # malformed: nothing to wait for
+            return Retire(value)
+        until = completed_at + timedelta(seconds=deployment.template_grace_period_seconds)
+        return Retain(value, until) if now < until else Retire(value)
+
     # Same view, same moment: the controller has seen the template carrying `value` and every
     # replica runs it, so this is the rollout we asked for and it has finished.
     if copied and deployment.rollout_complete:
         return Completed(value, max(now - restarted_at, timedelta(0)))
+    if not copied and deployment.paused:
+        return Abandoned(value)
 
     waited = max(now - restarted_at, timedelta(0))
     # As the webhook's escape hatch (decide.py row 14): a stamp further ahead than the timeout
@@ -125,6 +176,7 @@ def _token(key: str) -> str:
 
 
 RESTARTED_AT_PATH = "/metadata/annotations/" + _token(RESTARTED_AT_ANNOTATION)
+COMPLETED_AT_PATH = "/metadata/annotations/" + _token(COMPLETED_AT_ANNOTATION)
 TEMPLATE_ANNOTATIONS_PATH = "/spec/template/metadata/annotations"
 TEMPLATE_RESTARTED_AT_PATH = (
     TEMPLATE_ANNOTATIONS_PATH + "/" + _token(TEMPLATE_RESTARTED_AT_ANNOTATION)
@@ -138,9 +190,12 @@ def copy_patch(deployment: DeploymentInfo, value: str) -> JsonPatch:
     server does not bump the generation (one rollout); a reconciler with a stale view (the
     drain already finished, or a newer one started) fails the `test` instead. A missing
     annotations map must be added whole; the resourceVersion `test` then makes sure no map
-    appeared since, which the whole-map `add` would replace.
+    appeared since, which the whole-map `add` would replace. An earlier drain's completed-at
+    is removed: it would read as this rollout's completion.
     """
     ops: JsonPatch = [{"op": "test", "path": RESTARTED_AT_PATH, "value": value}]
+    if deployment.completed_at_raw is not None:  # an earlier drain's
+        ops.append({"op": "remove", "path": COMPLETED_AT_PATH})
     if deployment.template_has_annotations:
         ops.append({"op": "add", "path": TEMPLATE_RESTARTED_AT_PATH, "value": value})
     else:
@@ -161,9 +216,23 @@ def copy_patch(deployment: DeploymentInfo, value: str) -> JsonPatch:
     return ops
 
 
-def removal_patch(value: str) -> JsonPatch:
-    """Remove restarted-at, only if it still holds `value`: a newer drain's stamp survives."""
+def completion_patch(deployment: DeploymentInfo, value: str, completed_at: str) -> JsonPatch:
+    """Add completed-at, only while restarted-at still says `value` and nothing changed since
+    this view: of N reconcilers acting on it, one writes (and reports) the completion."""
     return [
+        {"op": "test", "path": RESTARTED_AT_PATH, "value": value},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": deployment.resource_version},
+        {"op": "add", "path": COMPLETED_AT_PATH, "value": completed_at},
+    ]
+
+
+def removal_patch(value: str, *, completed: bool = False) -> JsonPatch:
+    """Remove restarted-at (and completed-at when `completed`), only if restarted-at still
+    holds `value`: a newer drain's stamp survives."""
+    ops: JsonPatch = [
         {"op": "test", "path": RESTARTED_AT_PATH, "value": value},
         {"op": "remove", "path": RESTARTED_AT_PATH},
     ]
+    if completed:
+        ops.append({"op": "remove", "path": COMPLETED_AT_PATH})
+    return ops

@@ -53,6 +53,13 @@ def format_rfc3339(moment: datetime) -> str:
     )
 
 
+def format_rfc3339_micro(moment: datetime) -> str:
+    """`moment` in UTC with microseconds, e.g. 2024-05-01T12:00:00.515000Z (metav1.MicroTime's
+    layout). `parse_rfc3339` reads it, and still reads whole-second stamps."""
+    utc = as_utc(moment)
+    return format_rfc3339(utc)[:-1] + f".{utc.microsecond:06d}Z"
+
+
 def format_go_duration(duration: timedelta) -> str:
     """Go's time.Duration.String() truncated to whole seconds: 42s, 10m0s, 1h2m3s.
 

@@ -14,7 +14,8 @@ Side-channel hooks (for the event writer; each must only enqueue, never block):
 - `on_rollout_requested` after a successful stamp (GracefulDrainStarted),
 - `on_held` while a requested rollout holds evictions (row 15), at most once per Deployment
   per `held_interval` seconds,
-- `on_cannot_surge` for row 11's Warning, rate-limited the same way.
+- `on_warning` for the Warning events of rows 9 and 11, rate-limited the same way per
+  Deployment and reason.
 """
 
 from __future__ import annotations
@@ -44,14 +45,17 @@ from graceful_drain.controller.decide import (
     EvictionRequest,
     FollowUp,
     OwnerLookup,
+    OwnerUnresolved,
     PodFound,
     PodLookup,
+    PodOutOfScope,
     Reason,
     after_stamp_failure,
     decide,
     decide_eviction,
     malformed_review,
     precheck,
+    reread_failed,
     unexpected_error,
 )
 from graceful_drain.controller.metrics import Metrics
@@ -120,9 +124,12 @@ class EvictionHeld:
 
 
 @dataclass(frozen=True, slots=True)
-class CannotSurge:
+class DeploymentWarning:
+    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
+
     deployment: ObjectRef
     pod: ObjectRef
+    reason: Reason
     message: str
 
 
@@ -130,7 +137,7 @@ class CannotSurge:
 class WebhookHooks:
     on_rollout_requested: Callable[[RolloutRequested], None] | None = None
     on_held: Callable[[EvictionHeld], None] | None = None
-    on_cannot_surge: Callable[[CannotSurge], None] | None = None
+    on_warning: Callable[[DeploymentWarning], None] | None = None
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -184,7 +191,7 @@ class EvictionWebhook:
         self._budget = budget_seconds
         self._call_timeout = call_timeout_seconds
         self._held_limiter = RateLimiter(held_interval_seconds)
-        self._surge_limiter = RateLimiter(held_interval_seconds)
+        self._warning_limiter = RateLimiter(held_interval_seconds)
 
     # --- HTTP -----------------------------------------------------------------------------------
 
@@ -233,9 +240,11 @@ class EvictionWebhook:
             outcome.decision = early
             return
         deadline = _Deadline(self._budget, self._call_timeout)
-        pod_lookup = await self.cluster.lookup_pod(
-            request.namespace, request.name, budget=deadline.call_timeout()
-        )
+        pod_lookup: PodLookup = PodOutOfScope()  # row 3b: never read, it may well be forbidden
+        if self.config.in_scope(request.namespace):
+            pod_lookup = await self.cluster.lookup_pod(
+                request.namespace, request.name, budget=deadline.call_timeout()
+            )
         if isinstance(pod_lookup, PodFound):
             outcome.pod = pod_lookup.pod
         decision = decide_eviction(
@@ -266,6 +275,9 @@ class EvictionWebhook:
                     stamp.deployment.name,
                     budget=deadline.call_timeout(),
                 )
+                if isinstance(owner, OwnerUnresolved):
+                    decision = reread_failed(decision, owner.detail)
+                    break
                 outcome.attempts += 1
                 decision = decide(request, pod_lookup, owner, self.config, self._clock())
                 continue
@@ -291,7 +303,7 @@ class EvictionWebhook:
             self._log(outcome, seconds)
             if pod is None or decision.deployment is None:
                 return
-            on_held, on_cannot_surge = self.hooks.on_held, self.hooks.on_cannot_surge
+            on_held, on_warning = self.hooks.on_held, self.hooks.on_warning
             held = decision.reason is Reason.ROLLOUT_IN_PROGRESS
             if held and on_held is not None and self._held_limiter.allow(decision.deployment):
                 event = EvictionHeld(
@@ -300,12 +312,13 @@ class EvictionWebhook:
                 self._call_hook(on_held, event)
             if (
                 decision.warning_event
-                and on_cannot_surge is not None
-                and self._surge_limiter.allow(decision.deployment)
+                and on_warning is not None
+                and self._warning_limiter.allow((decision.deployment, decision.reason))
             ):
-                self._call_hook(
-                    on_cannot_surge, CannotSurge(decision.deployment, pod.ref, decision.message)
+                warning = DeploymentWarning(
+                    decision.deployment, pod.ref, decision.reason, decision.message
                 )
+                self._call_hook(on_warning, warning)
         except Exception as error:  # observing must never change the answer
             _log.error("observing the decision failed", error=error_detail(error),
                        uid=None if request is None else request.uid)  # fmt: skip
@@ -340,7 +353,9 @@ class EvictionWebhook:
             fields["stamped"] = True
         if outcome.error is not None:
             _log.error("admission", message=decision.message, exc_info=outcome.error, **fields)
-        elif decision.reason in (Reason.STAMP_FAILED, Reason.MALFORMED_REVIEW, Reason.ERROR):
+        elif decision.reason in (
+            Reason.STAMP_FAILED, Reason.REREAD_FAILED, Reason.MALFORMED_REVIEW, Reason.ERROR,
+        ):  # fmt: skip
             _log.warning("admission", message=decision.message, **fields)
         else:
             _log.info("admission", **fields)

@@ -1,4 +1,4 @@
-"""`graceful-drain demo`: the seed's eviction dance on an in-process cluster, with a timeline.
+"""`graceful-drain demo`: the eviction dance on an in-process cluster, with a timeline.
 
     graceful-drain demo [--client kubectl|karpenter|cluster-autoscaler] [--compare] [--json]
 

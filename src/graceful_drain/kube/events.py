@@ -38,6 +38,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
+from graceful_drain.controller.decide import Reason
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef
 from graceful_drain.controller.timefmt import format_go_duration, format_rfc3339
 from graceful_drain.kube.client import error_detail, http_status
@@ -54,7 +55,14 @@ DRAIN_WAITING: Final = "GracefulDrainWaiting"
 DRAIN_COMPLETED: Final = "GracefulDrainCompleted"
 DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
 DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
+DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
+# The Warning each warning decision (decide.WARNING_REASONS) is reported with.
+WARNING_EVENT_REASON: Final = {
+    Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
+    Reason.CANNOT_PROTECT: DRAIN_CANNOT_PROTECT,
+    Reason.ENABLED_ANNOTATION_INVALID: DRAIN_INVALID_ANNOTATION,
+}
 
 SERIES_WINDOW = timedelta(minutes=6)
 HELD_EVENT_INTERVAL_SECONDS = 30.0
@@ -401,7 +409,7 @@ class DrainEvents:
         self.recorder = recorder
         self._uid_of = uid_of
         self._held = RateLimiter(held_interval, clock=monotonic)
-        self._cannot_surge = RateLimiter(held_interval, clock=monotonic)
+        self._warnings = RateLimiter(held_interval, clock=monotonic)
 
     def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
         try:
@@ -434,14 +442,17 @@ class DrainEvents:
         )
         return True
 
-    def cannot_surge(self, deployment: ObjectRef, *, message: str) -> bool:
-        """The Deployment's strategy cannot surge a replacement (Warning, rate-limited)."""
+    def warning(self, deployment: ObjectRef, *, reason: Reason, message: str) -> bool:
+        """An eviction let through without protection, for a reason the Deployment's owner can
+        fix (the message names the field): a Warning, rate-limited per Deployment and reason.
+        True if an event was queued."""
+        event_reason = WARNING_EVENT_REASON.get(reason)
         try:
-            if not self._cannot_surge.allow(deployment):
+            if event_reason is None or not self._warnings.allow((deployment, reason)):
                 return False
         except Exception:
             return False
-        self.recorder.record(self._regarding(deployment), WARNING, DRAIN_CANNOT_SURGE, message)
+        self.recorder.record(self._regarding(deployment), WARNING, event_reason, message)
         return True
 
     def completed(

@@ -7,20 +7,28 @@ to the drain (or the shed) it decides on, so detection gets at most
 
     budget = max(0, min(requested deadline, grace period * DETECTION_SHARE))
 
-The grace period is known up front only when the caller gives it; otherwise the
-detector starts from ``DEFAULT_GRACE_PERIOD_SECONDS`` and *tightens* the deadline once
-the pod object says what this pod's grace period is (:func:`pod_grace_period_seconds`).
-A deadline is only ever brought forward, never extended.
+The grace period is known up front when the caller gives it, or the environment does
+(``TERMINATION_GRACE_PERIOD_SECONDS``, set next to the pod's
+``terminationGracePeriodSeconds`` in its manifest).  Otherwise the detector starts from
+``ASSUMED_GRACE_PERIOD_SECONDS``, well under Kubernetes' 30 s default, because the pod
+read that would tell may be the very call that hangs; it then *tightens* the deadline
+once the pod object says what this pod's grace period is
+(:func:`pod_grace_period_seconds`).  A deadline is only ever brought forward, never
+extended.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from graceful_drain.termination._raw import as_int, get_path
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30  # the API server's default terminationGracePeriodSeconds
+# The deadline's grace period while none is known: a 2 s budget, in time for a pod whose
+# grace period is as short as 4 s even when the pod read hangs.
+ASSUMED_GRACE_PERIOD_SECONDS = 4
+GRACE_PERIOD_VARIABLE = "TERMINATION_GRACE_PERIOD_SECONDS"
 DEFAULT_DEADLINE_SECONDS = 5.0
 DETECTION_SHARE = 0.5  # at most half the grace period is spent deciding what to do with it
 
@@ -53,6 +61,27 @@ def pod_grace_period_seconds(raw_pod: object) -> int | None:
         if seconds is not None and seconds >= 0:
             return seconds
     return None
+
+
+class GracePeriodError(ValueError):
+    """The grace period in the environment is not a whole number of seconds >= 0."""
+
+
+def grace_period_from_environment(env: Mapping[str, str]) -> int | None:
+    """``TERMINATION_GRACE_PERIOD_SECONDS`` from ``env``; None when unset or blank."""
+    text = env.get(GRACE_PERIOD_VARIABLE, "").strip()
+    if not text:
+        return None
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = -1
+    if seconds < 0:
+        raise GracePeriodError(
+            f"{GRACE_PERIOD_VARIABLE}={text!r} is not a whole number of seconds >= 0 (set it "
+            "to the pod's terminationGracePeriodSeconds)"
+        )
+    return seconds
 
 
 Clock = Callable[[], float]

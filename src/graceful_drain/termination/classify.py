@@ -1,6 +1,6 @@
 """Why is this pod terminating?  A pure, total function from evidence to a verdict.
 
-The question (seed 001): on SIGTERM, drain gracefully (a planned disruption) or
+The question: on SIGTERM, drain gracefully (a planned disruption) or
 shed load and exit fast (the node or the scheduler wants the resources back, and
 the kubelet may SIGKILL a slow drain — hard-threshold evictions get a 1 s grace
 period, ``immediateEvictionGracePeriodSeconds`` in eviction_manager.go).
@@ -8,8 +8,8 @@ Treating an eviction as a drain is the unsafe error; the reverse only costs a
 brief connection reset.  So **drain requires positive evidence of a voluntary
 disruption**; everything else sheds load.
 
-Decision order at SIGTERM (first tier that decides wins; DESIGN.md "Detector
-semantics"):
+Decision order at SIGTERM (first tier that decides wins; docs/termination-detector.md,
+"What it reads"):
 
 1. **The pod's own object**, used only when its UID equals ``Evidence.pod_uid``
    (a pod with the same name but another UID is another incarnation and is
@@ -31,8 +31,8 @@ semantics"):
    the matching ``node.kubernetes.io/*-pressure`` taints) is corroboration only.
    Exact rule: it never overrides a decision of tiers 1-2; when they are
    undecided it *upgrades* the otherwise-unknown case from indeterminate to
-   involuntary_eviction with the pressured resource (the seed's "event
-   propagation lags" rule), and it beats tier 4.  The action is the same either
+   involuntary_eviction with the pressured resource ("event propagation
+   lags"), and it beats tier 4.  The action is the same either
    way (shed load): pressure changes the label, never turns a drain into a shed.
 4. **graceful-drain's rollout marker** (``restarted-at`` on the owning
    Deployment) → voluntary, but only when (a) the pod object is not usable (a
@@ -42,18 +42,20 @@ semantics"):
    The marker is about the Deployment, not this pod; without (b) a kubelet
    eviction during a rollout could not be excluded.
 
-Fallback: nothing decided → indeterminate, shed load (the seed's conservative
+Fallback: nothing decided → indeterminate, shed load (the conservative
 fallback: assume eviction unless a voluntary marker is present).
 
-The one exception to "higher tier wins" (the kubelet-eviction override): a
-voluntary tier-1 reading yields to a kubelet eviction record for this UID — the
-pod's status reason ``Evicted`` or a kubelet Warning ``Evicted`` event.  The
-kubelet does not set deletionTimestamp, and the Eviction API's
-``UpdatePodCondition`` *replaces* an existing DisruptionTarget, so a pod the
-kubelet evicted and a drain then evicted again reads as ``EvictionByEvictionAPI``;
-the kubelet's record is then the truer one, and the safe direction besides.
+The one exception to "higher tier wins" (the record overrides): a voluntary tier-1
+reading yields to a kubelet eviction record for this UID — the pod's status reason
+``Evicted`` or a kubelet Warning ``Evicted`` event — and, failing that, to a
+preemption record for this UID (a scheduler ``Preempted`` or kubelet ``Preempting``
+event).  The kubelet and the scheduler's preemption do set or keep no voluntary mark,
+and the Eviction API's ``UpdatePodCondition`` *replaces* an existing DisruptionTarget,
+so a pod the kubelet evicted (or the scheduler preempted) and a drain then evicted
+again reads as ``EvictionByEvictionAPI``; the earlier record is then the truer one, and
+the safe direction besides.
 
-Retention rule (seed): the absence of a kubelet Evicted event for this UID is
+Retention rule: the absence of a kubelet Evicted event for this UID is
 informative only if events were readable, the UID is known, and the window in
 which such an event would have been emitted (at most ``grace_period_seconds``
 before ``now``) lies within ``event_retention_seconds`` — i.e.
@@ -138,9 +140,9 @@ def _at_sigterm(
 
     chosen = pod.finding or events.finding or node.finding or owner.finding
     if pod.finding is not None and pod.finding.cause is Cause.VOLUNTARY:
-        override = pod.kubelet_eviction or events.kubelet_eviction
-        if override is not None:
-            chosen = override
+        eviction = pod.kubelet_eviction or events.kubelet_eviction
+        if eviction is not None:
+            chosen = eviction
             notes.append(
                 make_item(
                     Source.CLASSIFIER,
@@ -148,6 +150,18 @@ def _at_sigterm(
                     "The pod object reads as voluntary, but the kubelet recorded an eviction "
                     "of this UID; the kubelet's record wins (the Eviction API replaces the "
                     "kubelet's DisruptionTarget, and shedding is the safe direction).",
+                    overridden=pod.finding.item.fact.value,
+                )
+            )
+        elif events.preemption is not None:
+            chosen = events.preemption
+            notes.append(
+                make_item(
+                    Source.CLASSIFIER,
+                    Fact.PREEMPTION_OVERRIDE,
+                    "The pod object reads as voluntary, but this UID was preempted; the "
+                    "preemption record wins (the Eviction API replaces the scheduler's "
+                    "DisruptionTarget, and shedding is the safe direction).",
                     overridden=pod.finding.item.fact.value,
                 )
             )

@@ -12,7 +12,8 @@ application container reads.  The exit status is the contract
 The deadline is a whole-process one: it counts from the process start (read from
 ``/proc/self/stat``, so interpreter start-up and imports are included) and the answer is
 printed before it, whatever the API server does.  It is capped at half the grace period
-(``--grace-period``, else the pod's own, else 30 s).
+(``--grace-period``, else ``$TERMINATION_GRACE_PERIOD_SECONDS``, else an assumed 4 s until
+the pod's own is read).
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
-from graceful_drain.termination.budget import DEFAULT_DEADLINE_SECONDS
+from graceful_drain.termination.budget import (
+    DEFAULT_DEADLINE_SECONDS,
+    GracePeriodError,
+    grace_period_from_environment,
+)
 from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS
 from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory, utc_now
 from graceful_drain.termination.evidence import Trigger
@@ -80,7 +85,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--grace-period",
         type=_non_negative_int,
         metavar="SECONDS",
-        help="this pod's termination grace period (default: the pod's own, else 30)",
+        help="this pod's terminationGracePeriodSeconds (default: "
+        "$TERMINATION_GRACE_PERIOD_SECONDS, else an assumed 4 until the pod is read)",
     )
     parser.add_argument(
         "--after-restart",
@@ -192,8 +198,9 @@ def run(
 ) -> int:
     """Run the subcommand; returns the exit status.  The keyword arguments are for tests."""
     started = time.monotonic() - process_age_seconds() if started_at is None else started_at
+    environment = os.environ if env is None else env
     try:
-        identity = resolve_identity(os.environ if env is None else env)
+        identity = resolve_identity(environment)
     except IdentityError as error:
         print(
             f"graceful-drain {NAME}: error: {error} (set POD_NAME and POD_NAMESPACE "
@@ -201,8 +208,15 @@ def run(
             file=sys.stderr,
         )
         return EXIT_CODES[Outcome.USAGE_ERROR]
+    grace = args.grace_period
+    if grace is None:
+        try:
+            grace = grace_period_from_environment(environment)
+        except GracePeriodError as error:
+            print(f"graceful-drain {NAME}: error: {error}", file=sys.stderr)
+            return EXIT_CODES[Outcome.USAGE_ERROR]
     config = DetectorConfig(
-        grace_period_seconds=args.grace_period,
+        grace_period_seconds=grace,
         deadline_seconds=args.deadline,
         event_retention_seconds=args.event_retention,
         kubeconfig=args.kubeconfig,

@@ -7,14 +7,17 @@ become evidence, and the classifier's conservative fallback answers.  The CLI
 (``graceful-drain termination-cause``) and the SIGTERM handlers all call this class,
 so they give the same verdict on the same cluster state.
 
-The grace period used for the deadline and for the classifier's retention rule is, in
-order: the configured one; the pod's own (``deletionGracePeriodSeconds``, else
-``terminationGracePeriodSeconds``); 30 s.
+The grace period the deadline starts from is the configured one (``--grace-period``, or
+``TERMINATION_GRACE_PERIOD_SECONDS`` in the environment), else an assumed 4 s; once the
+pod is read, its own grace period can only bring the deadline forward.  The grace
+period of the classifier's retention rule is the configured one, else the pod's own
+(``deletionGracePeriodSeconds``, else ``terminationGracePeriodSeconds``), else 30 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -23,10 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from graceful_drain.termination.budget import (
+    ASSUMED_GRACE_PERIOD_SECONDS,
     DEFAULT_GRACE_PERIOD_SECONDS,
     Clock,
     Deadline,
     collection_budget,
+    grace_period_from_environment,
 )
 from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS, classify
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, UnavailableReason
@@ -53,8 +58,9 @@ ReaderFactory = Callable[[float], ClusterReader]  # client timeout (s) -> reader
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    """How to detect.  ``None`` grace period: the pod's own, else 30 s.  ``None``
-    deadline: 5 s.  The deadline is always capped at half the grace period."""
+    """How to detect.  ``None`` grace period: an assumed 4 s for the deadline, the pod's
+    own (else 30 s) for the retention rule.  ``None`` deadline: 5 s.  The deadline is
+    always capped at half the grace period."""
 
     grace_period_seconds: int | None = None
     deadline_seconds: float | None = None
@@ -94,9 +100,16 @@ class Detector:
     def from_environment(
         cls, config: DetectorConfig | None = None, env: Mapping[str, str] | None = None
     ) -> Detector:
-        """Identity from the Downward API; raises IdentityError when name or namespace is
-        missing (at start-up, where a misconfiguration is visible, not at SIGTERM)."""
-        return cls(resolve_identity(os.environ if env is None else env), config)
+        """Identity from the Downward API, the grace period from
+        ``TERMINATION_GRACE_PERIOD_SECONDS`` unless ``config`` gives one; raises
+        IdentityError when name or namespace is missing, GracePeriodError for a bad grace
+        period (at start-up, where a misconfiguration is visible, not at SIGTERM)."""
+        environment = os.environ if env is None else env
+        config = config or DetectorConfig()
+        if config.grace_period_seconds is None:
+            grace = grace_period_from_environment(environment)
+            config = dataclasses.replace(config, grace_period_seconds=grace)
+        return cls(resolve_identity(environment), config)
 
     def _lightkube_reader(self, timeout_seconds: float) -> ClusterReader:
         return LightkubeReader.open(
@@ -109,7 +122,7 @@ class Detector:
         if grace is None:
             grace = self.config.grace_period_seconds
         if grace is None:
-            grace = DEFAULT_GRACE_PERIOD_SECONDS
+            grace = ASSUMED_GRACE_PERIOD_SECONDS
         return collection_budget(grace, self.config.deadline_seconds)
 
     async def detect(

@@ -23,7 +23,14 @@ never delays the decision.  Only the first SIGTERM starts a detection.
   load, the integration sets ``server.force_exit``, which uvicorn's shutdown polls: it
   stops waiting for connections and background tasks and skips the lifespan shutdown
   (uvicorn's own "second Ctrl+C").  Call it before ``serve()``; if uvicorn's handler is
-  already installed, the process-level handler is swapped too.
+  already installed, the process-level handler is swapped too.  uvicorn re-raises the
+  SIGTERM it captured once serving ends, so the process always dies of it (status 143)
+  and the verdict is lost to whoever reads the exit status.  With
+  ``exit_with_verdict=True`` the wrapper starts uvicorn's shutdown itself
+  (``should_exit``, exactly what uvicorn's handler does for SIGTERM) without letting it
+  capture the signal, runs the detection in its own thread so that it outlives the
+  server's loop, and :meth:`UvicornTermination.exit_code` gives the status to exit
+  with: ``sys.exit(termination.exit_code())`` after ``server.run()``.
 * :func:`install_threaded` — plain (synchronous) programs.  ``signal.signal`` from the
   main thread; the handler notes the time and writes one byte to a non-blocking pipe
   (it takes no lock, so it cannot wait on the code it interrupted), and a worker
@@ -48,6 +55,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
+from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
 from graceful_drain.termination.detector import Detector
 from graceful_drain.termination.verdict import Action, Verdict
 
@@ -55,6 +63,7 @@ log = logging.getLogger(__name__)
 
 VerdictCallback = Callable[[Verdict], object]  # an awaitable result is awaited (asyncio)
 SignalHandler = Callable[[int, FrameType | None], Any]
+EXIT_CODE_WAIT_MARGIN_SECONDS = 1.0  # past the detection deadline, which detect() keeps
 
 
 async def _deliver(
@@ -190,12 +199,14 @@ class UvicornTermination:
         on_verdict: VerdictCallback | None,
         record_event: bool,
         force_exit_on_shed: bool,
+        exit_with_verdict: bool = False,
     ) -> None:
         self.server = server
         self.detector = detector
         self._on_verdict = on_verdict
         self._record_event = record_event
         self._force_exit_on_shed = force_exit_on_shed
+        self._exit_with_verdict = exit_with_verdict
         self._previous: SignalHandler = server.handle_exit
         self._triggered = False
         self._done = threading.Event()
@@ -225,6 +236,17 @@ class UvicornTermination:
         self._done.wait(timeout)
         return self._verdict
 
+    def exit_code(self) -> int:
+        """The process status for the verdict (graceful_drain.termination.actions): 0 when
+        no SIGTERM came; when one did, waits for the verdict (bounded by the detection
+        deadline) and answers 11, indeterminate, if there is none."""
+        if not self._triggered:
+            return 0
+        self._done.wait(self.detector.budget_seconds() + EXIT_CODE_WAIT_MARGIN_SECONDS)
+        if self._verdict is None:
+            return EXIT_CODES[Outcome.INDETERMINATE]
+        return exit_code_of(self._verdict)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig == signal.SIGTERM and not self._triggered:
             self._triggered = True
@@ -232,9 +254,14 @@ class UvicornTermination:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
+                loop = None
+            if loop is None or self._exit_with_verdict:
                 _start_thread(self._run_in_thread, started)
             else:
                 loop.call_soon_threadsafe(self._start, loop, started)
+            if self._exit_with_verdict:
+                self.server.should_exit = True  # uvicorn's shutdown, without the re-raise
+                return
         self._previous(sig, frame)
 
     def _start(self, loop: asyncio.AbstractEventLoop, started: float) -> None:
@@ -259,14 +286,22 @@ def install_uvicorn(
     detector: Detector | None = None,
     record_event: bool = False,
     force_exit_on_shed: bool = True,
+    exit_with_verdict: bool = False,
 ) -> UvicornTermination:
     """Classify on SIGTERM in a ``uvicorn.Server``, chaining uvicorn's own shutdown.
 
     Use ``uvicorn.Server(config)`` + ``install_uvicorn(server)`` + ``server.run()`` (or
-    ``await server.serve()``) instead of ``uvicorn.run(...)``.
+    ``await server.serve()``) instead of ``uvicorn.run(...)``.  With
+    ``exit_with_verdict``, end the program with ``sys.exit(termination.exit_code())``:
+    uvicorn would otherwise re-raise SIGTERM and the process would exit 143.
     """
     termination = UvicornTermination(
-        server, _detector_or_default(detector), on_verdict, record_event, force_exit_on_shed
+        server,
+        _detector_or_default(detector),
+        on_verdict,
+        record_event,
+        force_exit_on_shed,
+        exit_with_verdict,
     )
     termination._install()
     return termination

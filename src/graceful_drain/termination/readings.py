@@ -45,7 +45,7 @@ _RESOURCE_ORDER = (
 
 
 def absence_is_informative(grace_period_seconds: int, event_retention_seconds: int) -> bool:
-    """The seed's retention rule, for readable events and a known UID."""
+    """The retention rule, for readable events and a known UID."""
     return event_retention_seconds > 0 and max(grace_period_seconds, 0) <= event_retention_seconds
 
 
@@ -79,6 +79,7 @@ class PodReading(Reading):
 @dataclass
 class EventsReading(Reading):
     kubelet_eviction: Finding | None = None
+    preemption: Finding | None = None  # the latest preemption record for this UID
     absence_informative: bool = False
 
 
@@ -364,7 +365,8 @@ def read_events(
             )
     for event in own:
         if _is_preemption(event):
-            reading.offer(_preemption_finding(event, now))
+            finding = reading.offer(_preemption_finding(event, now))
+            reading.preemption = reading.preemption or finding
     if reading.kubelet_eviction is None:
         reading.absence_informative = absence_is_informative(
             grace_period_seconds, event_retention_seconds

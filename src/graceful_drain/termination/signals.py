@@ -1,6 +1,6 @@
 """Read the four signals concurrently under one hard deadline, and hand back Evidence.
 
-The collectors (DESIGN.md "Detector semantics"):
+The collectors (docs/termination-detector.md, "What it reads"):
 
 * **pod** — this pod by name, a quorum read (the classifier checks the UID);
 * **events** — Events in the namespace with ``fieldSelector=involvedObject.uid=<uid>``

@@ -103,6 +103,7 @@ class Fact(StrEnum):
     ROLLOUT_MARKER = "rollout_marker"
     # classifier
     KUBELET_EVICTION_OVERRIDE = "kubelet_eviction_override"
+    PREEMPTION_OVERRIDE = "preemption_override"
     CONSERVATIVE_FALLBACK = "conservative_fallback"
     CLASSIFIER_ERROR = "classifier_error"
 

@@ -495,8 +495,8 @@ def forbidden(records: list[AuditRecord]) -> list[str]:
     ]
 
 
-async def _install(cluster: DrainCluster) -> None:
-    applied = await cluster.kubectl("apply", "-k", str(DEPLOY))
+async def _install(cluster: DrainCluster, kustomization: Path) -> None:
+    applied = await cluster.kubectl("apply", "-k", str(kustomization))
     assert applied.code == 0, applied.stderr
     # The controller's own (simulated) pods run on the nodes and its PodDisruptionBudget lets a
     # drain take one of them: wait until it says so, as a drain would otherwise be refused.
@@ -511,13 +511,17 @@ async def _install(cluster: DrainCluster) -> None:
 
 
 @contextlib.asynccontextmanager
-async def drain_cluster(sim: KubeSim, workdir: Path) -> AsyncIterator[DrainCluster]:
+async def drain_cluster(
+    sim: KubeSim, workdir: Path, *, kustomization: Path = DEPLOY
+) -> AsyncIterator[DrainCluster]:
+    """The cluster with graceful-drain applied from `kustomization` (deploy/ as shipped, or an
+    operator's overlay of it)."""
     admin = KubeClient(sim.url, sim.admin_token, sim.ca_pem, user_agent="e2e-drain-test")
     async with Cluster(sim, nodes=NODES, kubelet_config=FAST_KUBELET):
         recorder = AvailabilityRecorder(admin, namespace=WORKLOADS)
         cluster = DrainCluster(sim, admin, recorder, workdir, workdir / "controller.kubeconfig")
         try:
-            await _install(cluster)
+            await _install(cluster, kustomization)
             token = sim.service_account_token(NAMESPACE, SERVICE_ACCOUNT)
             sim.write_kubeconfig(cluster.controller_kubeconfig, token=token, user=CONTROLLER_USER)
             await recorder.start()

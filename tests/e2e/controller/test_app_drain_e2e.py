@@ -24,7 +24,11 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Secret
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
+from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+)
 from graceful_drain.controller.webhook import WEBHOOK_PATH
 from graceful_drain.kube.events import (
     DRAIN_COMPLETED,
@@ -121,7 +125,7 @@ async def test_eviction_to_completed_rollout_through_the_whole_process(
     waiting = await wait_for_event(lk, DRAIN_WAITING)
 
     await complete_rollout(raw)
-    await wait_until(app, lambda d: d is not None and d.restarted_at_raw is None)
+    await wait_until(app, lambda d: d is not None and d.completed_at_raw is not None)
     completed = await wait_for_event(lk, DRAIN_COMPLETED)
     text = await describe(sim, "deployment", "web", "-n", NS)
 
@@ -135,7 +139,11 @@ async def test_eviction_to_completed_rollout_through_the_whole_process(
     assert "graceful_drain_rollouts_completed_total 1.0" in exposition
     assert "graceful_drain_drains_in_progress 0.0" in exposition
     deployment = await lk.get(Deployment, "web", namespace=NS)
-    assert RESTARTED_AT_ANNOTATION not in (deployment.metadata.annotations or {})
+    # Kept, with completed-at, for the replaced pod's grace period (30s by default): the
+    # evidence its termination-cause detector reads (docs/decisions.md, "Reconciler").
+    annotations = deployment.metadata.annotations or {}
+    assert annotations[RESTARTED_AT_ANNOTATION] == stamped.restarted_at_raw
+    assert COMPLETED_AT_ANNOTATION in annotations
     assert deployment.metadata.generation == 2  # exactly one template change
 
 

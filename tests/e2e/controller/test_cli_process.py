@@ -77,3 +77,22 @@ async def test_controller_serves_then_stops_cleanly_on_sigterm(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@pytest.mark.parametrize("env", [{"GRACEFUL_DRAIN_NAMESPACES": ",,"}, {}], ids=["variable", "flag"])
+async def test_a_namespace_list_naming_none_stops_the_controller_with_exit_2(
+    sim: KubeSim, env: dict[str, str]
+) -> None:
+    """v2: ",," used to mean "every namespace", the opposite of a scoped install."""
+    flags = [] if env else ["--namespaces", ",,"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "graceful_drain.cli", "controller", "--self-signed",
+        "--kubeconfig", str(sim.kubeconfig_path), *flags,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(DEADLINE):
+        _, err = await process.communicate()
+
+    assert process.returncode == 2
+    assert "--namespaces (GRACEFUL_DRAIN_NAMESPACES): ',,' names no namespace" in err.decode()

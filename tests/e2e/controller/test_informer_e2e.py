@@ -10,6 +10,7 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from graceful_drain.controller.model import Enablement
 from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.informer import Informer
 from kubesim.client import KubeClient
@@ -135,8 +136,8 @@ async def test_deployments_are_cached_with_the_enabled_annotation_read(
             cache.deployment("shop", "opted-in"),
             cache.deployment("shop", "opted-out"),
         )
-        assert opted_in is not None and opted_in.enabled
-        assert opted_out is not None and not opted_out.enabled
+        assert opted_in is not None and opted_in.enablement is Enablement.ON
+        assert opted_out is not None and opted_out.enablement is Enablement.ABSENT
         assert cache.pods.get("shop", workload.pod_name) is not None  # synced: listed already
     finally:
         await cache.stop()

@@ -72,7 +72,7 @@ async def test_a_drain_under_the_shipped_rbac_is_never_refused(
         await wait_for_event(lk, DRAIN_STARTED)
         await wait_until(app, lambda d: d is not None and d.template_restarted_at is not None)
         await complete_rollout(raw)
-        await wait_until(app, lambda d: d is not None and d.restarted_at_raw is None)
+        await wait_until(app, lambda d: d is not None and d.completed_at_raw is not None)
         await wait_for_event(lk, DRAIN_COMPLETED)
         configuration = await lk.get(ValidatingWebhookConfiguration, "graceful-drain")
     finally:

@@ -322,3 +322,44 @@ async def test_a_new_certificate_is_served_after_reload(sim: KubeSim, certs: Web
         certs.key_file.write_bytes(b"half-written")  # a broken pair keeps the last good one
         assert not app.tls.reload_if_changed()  # type: ignore[attr-defined]
         assert await _served_common_name(app, certs) == "graceful-drain-2"
+
+
+# --- row 2 v2: the kind is checked, names are validated before any lookup --------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"kind": {"group": "policy", "version": "v1", "kind": "DeleteOptions"}}, "not-eviction"),
+        ({"kind": {"group": "", "version": "v1", "kind": "Pod"}}, "not-eviction"),
+        ({"name": "web-5d9-abcde/status"}, "invalid-name"),
+        ({"name": "../web-5d9-abcde"}, "invalid-name"),
+    ],
+    ids=["DeleteOptions", "core Pod", "slash", "dot-dot"],
+)
+async def test_a_review_of_another_kind_or_an_invalid_name_is_allowed_without_a_lookup(
+    sim: KubeSim,
+    raw: KubeClient,
+    controller: ControllerApp,
+    https: aiohttp.ClientSession,
+    change: dict[str, Any],
+    reason: str,
+) -> None:
+    """A protected, Ready singleton would be stamped and held (row 16) by a real eviction of
+    its pod; a review of any other kind, or naming no valid pod, is allowed untouched."""
+    workload = await create_workload(sim, raw, "web")
+    await until_cached(controller, workload)
+    review = eviction_review(workload.namespace, workload.pod_name)
+    review["request"].update(change)
+    reads_before = [r for r in sim.audit.records() if r.resource == "pods" and r.verb == "get"]
+
+    status, answer = await post_review(https, controller, review)
+
+    assert status == 200
+    assert answer["response"]["allowed"] is True
+    assert decisions(controller, True, reason) == 1
+    reads = [r for r in sim.audit.records() if r.resource == "pods" and r.verb == "get"]
+    assert reads == reads_before  # no live GET, escaped or not
+    deployment = sim.get("apps/v1", "Deployment", "web", workload.namespace)
+    assert deployment is not None
+    assert RESTARTED_AT_ANNOTATION not in deployment["metadata"].get("annotations", {})

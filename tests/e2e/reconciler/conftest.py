@@ -75,10 +75,17 @@ async def watched(client: AsyncClient) -> AsyncIterator[WatchedDeployments]:
 # --- workloads --------------------------------------------------------------------------------
 
 
-def deployment_manifest(name: str = NAME, *, template_annotations: bool = True) -> Obj:
+def deployment_manifest(
+    name: str = NAME, *, template_annotations: bool = True, grace: int | None = None
+) -> Obj:
+    """`grace`: the template's terminationGracePeriodSeconds, for which restarted-at is kept
+    after the rollout completed (30 s when absent)."""
     template_meta: Obj = {"labels": {"app": name}}
     if template_annotations:
         template_meta["annotations"] = {"team": "platform"}
+    pod_spec: Obj = {"containers": [{"name": "app", "image": "nginx"}]}
+    if grace is not None:
+        pod_spec["terminationGracePeriodSeconds"] = grace
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -92,7 +99,7 @@ def deployment_manifest(name: str = NAME, *, template_annotations: bool = True) 
             },
             "template": {
                 "metadata": template_meta,
-                "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+                "spec": pod_spec,
             },
         },
     }

@@ -19,6 +19,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
 from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
@@ -124,6 +125,11 @@ def carries(deployments: WatchedDeployments, value: str | None) -> bool:
     return deployment is not None and deployment.restarted_at_raw == value
 
 
+def completion_recorded(deployments: WatchedDeployments) -> bool:
+    deployment = deployments.get(*KEY)
+    return deployment is not None and deployment.completed_at_raw is not None
+
+
 def copied(deployments: WatchedDeployments, value: str) -> bool:
     deployment = deployments.get(*KEY)
     return deployment is not None and deployment.template_restarted_at == value
@@ -187,10 +193,12 @@ async def test_two_reconcilers_racing_trigger_exactly_one_rollout(
     assert annotations == {"team": "platform", TEMPLATE_RESTARTED_AT_ANNOTATION: value}
 
 
-async def test_completed_rollout_clears_restarted_at_and_tells_kubectl_describe(
+async def test_completed_rollout_keeps_restarted_at_for_the_grace_period_then_clears_it(
     sim: KubeSim, lk: AsyncClient
 ) -> None:
-    sim.create(deployment_manifest(template_annotations=False))
+    """Completion is reported at once; restarted-at stays, with completed-at, for the
+    template's terminationGracePeriodSeconds (the replaced pod's detector reads it)."""
+    sim.create(deployment_manifest(template_annotations=False, grace=1))
     async with replica(sim) as one:
         value = now_stamp()
         await stamp(lk, value)
@@ -198,8 +206,10 @@ async def test_completed_rollout_clears_restarted_at_and_tells_kubectl_describe(
         assert carries(one.deployments, value)  # not complete yet: status still says gen 1
 
         await write_complete_status(lk)
-        await one.deployments.wait_for(lambda: carries(one.deployments, None))
+        await one.deployments.wait_for(lambda: completion_recorded(one.deployments))
+        assert carries(one.deployments, value)  # kept as evidence
         event = await wait_for_event(lk, DRAIN_COMPLETED)
+        await one.deployments.wait_for(lambda: carries(one.deployments, None))
         describe = await kubectl(sim.kubeconfig_path, "describe", "deployment", NAME)
 
     assert event["type"] == "Normal"
@@ -209,6 +219,7 @@ async def test_completed_rollout_clears_restarted_at_and_tells_kubectl_describe(
     assert one.metrics.in_progress[-1] == 0
     raw = await get_deployment(lk)
     assert RESTARTED_AT_ANNOTATION not in (raw["metadata"].get("annotations") or {})
+    assert COMPLETED_AT_ANNOTATION not in (raw["metadata"].get("annotations") or {})
     assert raw["spec"]["template"]["metadata"]["annotations"] == {
         TEMPLATE_RESTARTED_AT_ANNOTATION: value
     }
@@ -219,7 +230,7 @@ async def test_a_stale_view_neither_restarts_again_nor_removes_a_newer_stamp(
     sim: KubeSim, lk: AsyncClient
 ) -> None:
     """A replica whose cache lags: its writes fail their `test` ops (422) and change nothing."""
-    sim.create(deployment_manifest())
+    sim.create(deployment_manifest(grace=1))
     first = now_stamp()
     first_at = parse_rfc3339(first)
     assert first_at is not None
@@ -288,7 +299,7 @@ async def test_timeout_is_a_timer_that_clears_restarted_at_with_a_warning(
 async def test_a_restarted_reconciler_finishes_an_in_flight_drain(
     sim: KubeSim, lk: AsyncClient
 ) -> None:
-    sim.create(deployment_manifest())
+    sim.create(deployment_manifest(grace=1))
     value = now_stamp()
     async with replica(sim, instance="before-restart") as first:
         await stamp(lk, value)

@@ -225,8 +225,13 @@ class Workload:
             env["NODE_NAME"] = identity.node_name
         return env
 
+    def grace_period(self, pod: Obj) -> int:
+        """The pod's terminationGracePeriodSeconds, which its manifest passes the detector."""
+        return int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+
     def detector(self, pod: Obj, **config: Any) -> Detector:
-        return Detector(self.identity(pod), DetectorConfig(kubeconfig=self.kubeconfig, **config))
+        settings = {"grace_period_seconds": self.grace_period(pod), **config}
+        return Detector(self.identity(pod), DetectorConfig(kubeconfig=self.kubeconfig, **settings))
 
     # --- objects ----------------------------------------------------------------------
 

@@ -50,12 +50,17 @@ async def workload(sim: KubeSim, tmp_path: Path) -> Any:
 
 
 async def run_cli(
-    workload: Workload, pod: Obj, *args: str
+    workload: Workload, pod: Obj, *args: str, grace_env: dict[str, str] | None = None
 ) -> tuple[int, str, str]:  # exit status, stdout, stderr
+    """The CLI as the pod runs it; its manifest sets TERMINATION_GRACE_PERIOD_SECONDS to the
+    pod's grace period (docs/termination-detector.md), unless `grace_env` replaces it."""
+    if grace_env is None:
+        grace_env = {"TERMINATION_GRACE_PERIOD_SECONDS": str(workload.grace_period(pod))}
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(SRC),
         **workload.downward_env(pod),
+        **grace_env,
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "graceful_drain.cli", "termination-cause",
@@ -183,3 +188,32 @@ async def test_cli_and_library_give_the_same_verdict(
     assert json.loads(out)["schema"] == SCHEMA
     expected = {"involuntary_eviction": 10, "preempted": 10, "oom_killed": 0}
     assert code == expected[str(library["cause"])]
+
+
+# --- v2: the deadline holds before the pod is read ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "reads_deadline"),
+    [
+        ({"TERMINATION_GRACE_PERIOD_SECONDS": "4"}, "1.80s"),  # half of 4s, less the reserve
+        ({"TERMINATION_GRACE_PERIOD_SECONDS": "2"}, "0.80s"),
+        ({}, "1.80s"),  # nothing known: an assumed 4s grace period, not Kubernetes' 30s
+    ],
+    ids=["env 4", "env 2", "no env"],
+)
+async def test_a_hanging_pod_read_cannot_push_the_verdict_past_a_short_grace_period(
+    sim: KubeSim, workload: Workload, env: dict[str, str], reads_deadline: str
+) -> None:
+    """Before v2 the deadline started from a 30s grace period and was only tightened once the
+    pod was read: with the read hanging, a pod with 4s got its verdict after SIGKILL."""
+    pod = await workload.running_pod("web-0", grace=4)
+    sim.faults.add(FaultRule(hang=True))  # every request, from anyone
+    code, out, _ = await run_cli(workload, pod, "--json", grace_env=env)
+    verdict = json.loads(out)
+    assert code == EXIT_CODES[Outcome.INDETERMINATE]
+    [pod_read] = [i for i in verdict["evidence"] if i["fact"] == "pod_unavailable"]
+    assert pod_read["values"]["reason"] == "timeout"
+    assert (
+        f"no answer within the {reads_deadline} detection deadline" in (pod_read["values"]["error"])
+    )

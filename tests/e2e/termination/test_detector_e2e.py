@@ -1,5 +1,5 @@
 """The detector end to end on kubesim, under the workload's ServiceAccount and the
-minimal RBAC from deploy/detector, enforced (DESIGN.md "Detector semantics")."""
+minimal RBAC from deploy/detector, enforced (docs/termination-detector.md)."""
 
 from __future__ import annotations
 
@@ -214,6 +214,43 @@ async def test_preemption_is_preempted(kubelet_workload: Workload) -> None:
     assert target["message"] == (
         "default-scheduler: preempting to accommodate a higher priority pod"
     )
+
+
+async def test_a_preempted_pod_evicted_again_through_the_api_stays_preempted(
+    kubelet_workload: Workload,
+) -> None:
+    """v2: the Eviction API replaces the scheduler's DisruptionTarget with
+    EvictionByEvictionAPI (a drain reaching the pod while it terminates); before v2 that read
+    as a drain although the scheduler's Preempted event for this UID had been read."""
+    workload = kubelet_workload
+    async with real_nodes(workload.admin, NodeShape(cpu="1"), HOLD_SIGTERM_WINDOW):
+        events = await events_log(workload.admin)
+        try:
+            name = await preemption(workload)
+            await workload.sigterm_delivered(events, name)
+            await workload.admin.create(
+                resource_path("v1", "pods", NS, name, "eviction"),
+                {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": name, "namespace": NS}},
+            )  # fmt: skip
+            pod = await watch_until(
+                workload.admin,
+                resource_path("v1", "pods", NS),
+                lambda p: (
+                    p["metadata"]["name"] == name
+                    and (condition(p, "DisruptionTarget") or {}).get("reason")
+                    == "EvictionByEvictionAPI"
+                ),
+                "the eviction replaced the DisruptionTarget condition",
+            )
+            verdict = await workload.detector(pod).detect()
+        finally:
+            await events.stop()
+    assert (verdict.cause, verdict.action) == (Cause.PREEMPTED, Action.SHED_LOAD_AND_EXIT_FAST)
+    assert decisive(verdict) == (Source.EVENTS, Fact.PREEMPTION_EVENT)
+    assert facts(verdict)[Fact.PREEMPTION_EVENT]["reason"] == "Preempted"
+    assert facts(verdict)[Fact.PREEMPTION_OVERRIDE] == {"overridden": "disruption_target"}
+    assert facts(verdict)[Fact.DISRUPTION_TARGET]["reason"] == "EvictionByEvictionAPI"
 
 
 # --- fallbacks ------------------------------------------------------------------------

@@ -325,8 +325,9 @@ def deployments(draw: st.DrawFn) -> DeploymentInfo:
         available_replicas=draw(st.integers(0, 3)),
         restarted_at=restarted_at,
         restarted_at_raw=raw,
-        enabled=draw(st.booleans()),
         template_restarted_at=raw,
+        max_unavailable=draw(st.integers(0, 2)),
+        enabled_value=draw(st.none() | st.sampled_from(["true", "false", "", "yes"])),
     )
 
 
@@ -342,6 +343,7 @@ CONFIGS = st.builds(
     DecisionConfig,
     rollout_timeout=st.timedeltas(min_value=timedelta(0), max_value=timedelta(hours=2)),
     enabled_annotation=st.none() | st.just("graceful-drain.stonal.com/enabled"),
+    namespaces=st.none() | st.just(frozenset({"default"})) | st.just(frozenset({"other"})),
 )
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
     DeploymentInfo,
+    Enablement,
     MalformedObject,
     ObjectRef,
     PodInfo,
@@ -390,9 +392,10 @@ def test_deployment_from_object() -> None:
         available_replicas=1,
         restarted_at=datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC),
         restarted_at_raw="2024-05-01T12:00:00Z",
-        enabled=True,
         template_restarted_at="2024-05-01T12:00:00Z",
+        enabled_value=deployment.enabled_value,
     )
+    assert deployment.enablement is Enablement.ON
     assert not deployment.restarted_at_malformed
     assert not deployment.rollout_complete  # two pods exist while the surge pod is up
 
@@ -406,7 +409,10 @@ def test_minimal_deployment_gets_the_api_defaults() -> None:
     assert deployment.restarted_at is None and deployment.restarted_at_raw is None
     assert not deployment.has_annotations
     assert not deployment.template_has_annotations
-    assert not deployment.enabled
+    assert deployment.enablement is Enablement.ABSENT
+    assert deployment.max_unavailable == 0  # 25% of 1, rounded down
+    assert deployment.template_grace_period_seconds == 30
+    assert deployment.completed_at_raw is None
     assert deployment.malformed == ()
 
 
@@ -496,22 +502,70 @@ def test_a_non_string_restarted_at_is_absent_and_listed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("annotations", "configured", "enabled"),
+    ("annotations", "configured", "enablement"),
     [
-        ({ENABLED: "true"}, ENABLED, True),
-        ({ENABLED: ""}, ENABLED, True),  # presence is what counts
-        ({}, ENABLED, False),
-        ({ENABLED: "true"}, None, False),
-        (None, ENABLED, False),
+        ({ENABLED: "true"}, ENABLED, Enablement.ON),
+        ({ENABLED: "false"}, ENABLED, Enablement.OFF),
+        ({ENABLED: ""}, ENABLED, Enablement.INVALID),  # v2: the value is parsed
+        ({ENABLED: "False"}, ENABLED, Enablement.INVALID),
+        ({ENABLED: "yes"}, ENABLED, Enablement.INVALID),
+        ({}, ENABLED, Enablement.ABSENT),
+        (None, ENABLED, Enablement.ABSENT),
+        # Without opt-in the default key is still read, for opting out.
+        ({ENABLED: "false"}, None, Enablement.OFF),
+        ({ENABLED: "true"}, None, Enablement.ON),
+        # A configured key replaces the default one.
+        ({ENABLED: "false"}, "example.com/protect", Enablement.ABSENT),
+        ({"example.com/protect": "false"}, "example.com/protect", Enablement.OFF),
     ],
 )
 def test_enabled_annotation(
-    annotations: dict[str, str] | None, configured: str | None, enabled: bool
+    annotations: dict[str, str] | None, configured: str | None, enablement: Enablement
 ) -> None:
     raw = raw_deployment()
     raw["metadata"]["annotations"] = annotations
 
-    assert DeploymentInfo.from_object(raw, enabled_annotation=configured).enabled is enabled
+    deployment = DeploymentInfo.from_object(raw, enabled_annotation=configured)
+
+    assert deployment.enablement is enablement
+
+
+@pytest.mark.parametrize(
+    ("rolling_update", "replicas", "max_unavailable"),
+    [
+        ({"maxSurge": 1, "maxUnavailable": 0}, 1, 0),
+        ({"maxSurge": 1, "maxUnavailable": 1}, 1, 1),
+        ({"maxSurge": 1, "maxUnavailable": "100%"}, 1, 1),
+        ({"maxSurge": 1, "maxUnavailable": 5}, 1, 1),  # capped at replicas
+        ({"maxSurge": 0, "maxUnavailable": 0}, 1, 1),  # upstream's fencepost: 0, 0 is 0, 1
+        ({"maxSurge": "50%", "maxUnavailable": "50%"}, 1, 0),  # rounded down
+        ({}, 1, 0),  # 25% defaults
+        ({"maxSurge": 1, "maxUnavailable": "x"}, 1, 0),  # unresolvable: 0, as upstream
+    ],
+)
+def test_max_unavailable_resolves_as_upstream(
+    rolling_update: dict[str, object], replicas: int, max_unavailable: int
+) -> None:
+    deployment = _deployment_with(
+        replicas=replicas, strategy={"type": "RollingUpdate", "rollingUpdate": rolling_update}
+    )
+
+    assert deployment.max_unavailable == max_unavailable
+
+
+def test_recreate_has_no_max_unavailable() -> None:
+    assert _deployment_with(strategy={"type": "Recreate"}).max_unavailable == 0
+
+
+def test_completed_at_and_the_template_grace_period_are_read() -> None:
+    raw = raw_deployment()
+    raw["metadata"]["annotations"][COMPLETED_AT_ANNOTATION] = "2024-05-01T12:00:07.250000Z"
+    raw["spec"]["template"].setdefault("spec", {})["terminationGracePeriodSeconds"] = 45
+
+    deployment = DeploymentInfo.from_object(raw)
+
+    assert deployment.completed_at == datetime(2024, 5, 1, 12, 0, 7, 250_000, tzinfo=UTC)
+    assert deployment.template_grace_period_seconds == 45
 
 
 def test_deleting_paused_and_status() -> None:

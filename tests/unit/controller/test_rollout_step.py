@@ -12,20 +12,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.controller.model import (
+    COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
 from graceful_drain.controller.rollout import (
+    Abandoned,
     Completed,
     CopyToTemplate,
     DiscardMalformed,
     Expired,
     Idle,
     JsonPatch,
+    Retain,
+    Retire,
     Step,
     TimedOut,
     WaitForRollout,
+    completion_patch,
     copy_patch,
     next_step,
     removal_patch,
@@ -56,8 +61,16 @@ def raw_deployment(
     available: int = 1,
     deleting: bool = False,
     template_annotations: bool = True,
+    paused: bool = False,
+    completed_at: str | None = None,
+    grace: int | None = None,
 ) -> Obj:
     annotations = {} if restarted_at is None else {RESTARTED_AT_ANNOTATION: restarted_at}
+    if completed_at is not None:
+        annotations[COMPLETED_AT_ANNOTATION] = completed_at
+    pod_spec: Obj = {"containers": [{"name": "c"}]}
+    if grace is not None:
+        pod_spec["terminationGracePeriodSeconds"] = grace
     template_meta: Obj = {"labels": {"app": "web"}}
     if template_annotations:
         template_meta["annotations"] = {"team": "platform"}
@@ -79,8 +92,9 @@ def raw_deployment(
         "metadata": metadata,
         "spec": {
             "replicas": replicas,
+            "paused": paused,
             "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": template_meta, "spec": {"containers": [{"name": "c"}]}},
+            "template": {"metadata": template_meta, "spec": pod_spec},
         },
         "status": {
             "observedGeneration": observed,
@@ -193,6 +207,34 @@ CASES = [
         WaitForRollout(STAMP, DEADLINE),
         now=DEADLINE - timedelta(seconds=1),
     ),
+    # v2: never copy into a paused Deployment's template, keep a rollout of ours going.
+    Case("paused before the copy: abandon", info(paused=True), Abandoned(STAMP)),
+    Case(
+        "paused after the copy: keep waiting for it",
+        info(**ROLLING, paused=True),
+        WaitForRollout(STAMP, DEADLINE),
+    ),
+    # v2: the stamp outlives completion by the template's grace period (detector evidence).
+    Case(
+        "completed-at written: retain for the grace period",
+        info(template=STAMP, completed_at="2024-05-01T11:59:50.500000Z", grace=45),
+        Retain(STAMP, datetime(2024, 5, 1, 12, 0, 35, 500_000, tzinfo=UTC)),
+    ),
+    Case(
+        "completed-at written, default 30s grace period over: retire",
+        info(template=STAMP, completed_at="2024-05-01T11:59:30Z"),
+        Retire(STAMP),
+    ),
+    Case(
+        "an earlier drain's completed-at next to a new stamp: copy the new one",
+        info(template=OLDER, completed_at="2024-05-01T11:00:00Z"),
+        CopyToTemplate(STAMP, DEADLINE),
+    ),
+    Case(
+        "completed-at malformed: retire",
+        info(template=STAMP, completed_at="soon"),
+        Retire(STAMP),
+    ),
     Case(
         "stamp slightly in the future (clock skew): copy, wait from the stamp",
         info(),
@@ -289,6 +331,54 @@ def test_after_the_copy_the_next_step_never_copies_again(
     patched = DeploymentInfo.from_object(apply(raw, copy_patch(deployment, step.value)))
     assert patched.template_restarted_at == step.value
     assert not isinstance(next_step(patched, now, timeout), CopyToTemplate)
+
+
+@given(deployments(), moments, timeouts)
+def test_a_paused_deployment_never_gets_the_copy(
+    deployment: DeploymentInfo, now: datetime, timeout: timedelta
+) -> None:
+    paused = DeploymentInfo.from_object(
+        raw_deployment(
+            restarted_at=deployment.restarted_at_raw,
+            template=deployment.template_restarted_at,
+            paused=True,
+        )
+    )
+    assert not isinstance(next_step(paused, now, timeout), CopyToTemplate)
+
+
+def test_completion_patch_writes_completed_at_once() -> None:
+    raw = raw_deployment(template=STAMP)
+    deployment = DeploymentInfo.from_object(raw)
+
+    patched = apply(raw, completion_patch(deployment, STAMP, "2024-05-01T12:00:00.000000Z"))
+
+    assert patched["metadata"]["annotations"] == {
+        RESTARTED_AT_ANNOTATION: STAMP,
+        COMPLETED_AT_ANNOTATION: "2024-05-01T12:00:00.000000Z",
+    }
+    newer = {**patched, "metadata": {**patched["metadata"], "resourceVersion": "43"}}
+    with pytest.raises(PatchInvalid):  # another reconciler's write came first
+        apply(newer, completion_patch(deployment, STAMP, "2024-05-01T12:00:00.100000Z"))
+
+
+def test_the_copy_drops_an_earlier_drains_completed_at() -> None:
+    raw = raw_deployment(template=OLDER, completed_at="2024-05-01T11:00:00Z")
+    deployment = DeploymentInfo.from_object(raw)
+
+    patched = DeploymentInfo.from_object(apply(raw, copy_patch(deployment, STAMP)))
+
+    assert patched.template_restarted_at == STAMP
+    assert patched.completed_at_raw is None
+    assert not isinstance(next_step(patched, NOW, TIMEOUT), Retain | Retire)
+
+
+def test_retiring_removes_both_annotations() -> None:
+    raw = raw_deployment(template=STAMP, completed_at="2024-05-01T11:59:30Z")
+
+    patched = apply(raw, removal_patch(STAMP, completed=True))
+
+    assert patched["metadata"]["annotations"] == {}
 
 
 def _raw_of(deployment: DeploymentInfo) -> Obj:

@@ -12,6 +12,7 @@ from graceful_drain.controller.timefmt import (
     as_utc,
     format_go_duration,
     format_rfc3339,
+    format_rfc3339_micro,
     parse_rfc3339,
 )
 
@@ -85,3 +86,11 @@ def test_as_utc() -> None:
 )
 def test_format_go_duration(duration: timedelta, text: str) -> None:
     assert format_go_duration(duration) == text
+
+
+def test_restarted_at_keeps_sub_second_precision_and_old_stamps_still_parse() -> None:
+    moment = datetime(2024, 5, 1, 12, 0, 0, 515_000, tzinfo=UTC)
+
+    assert format_rfc3339_micro(moment) == "2024-05-01T12:00:00.515000Z"
+    assert parse_rfc3339(format_rfc3339_micro(moment)) == moment
+    assert parse_rfc3339("2024-05-01T12:00:00Z") == moment.replace(microsecond=0)

@@ -18,6 +18,7 @@ from graceful_drain.controller.decide import (
     DeploymentFound,
     NoDeployment,
     OwnerLookup,
+    OwnerUnresolved,
     PodFound,
     PodGone,
     PodLookup,
@@ -32,7 +33,7 @@ from graceful_drain.controller.model import (
     ReplicaSetInfo,
 )
 from graceful_drain.controller.webhook import (
-    CannotSurge,
+    DeploymentWarning,
     EvictionHeld,
     EvictionWebhook,
     RolloutRequested,
@@ -174,9 +175,9 @@ async def test_stamp_then_429_naming_the_deployment(rig: Rig) -> None:
     assert patch[-1]["path"] == "/metadata/annotations/" + RESTARTED_AT_ANNOTATION.replace(
         "/", "~1"
     )
-    assert patch[-1]["value"] == "2024-05-01T12:00:00Z"
+    assert patch[-1]["value"] == "2024-05-01T12:00:00.000000Z"
     assert rig.events == [
-        RolloutRequested(deployment().ref, POD.ref, "node-a", "2024-05-01T12:00:00Z")
+        RolloutRequested(deployment().ref, POD.ref, "node-a", "2024-05-01T12:00:00.000000Z")
     ]
     assert rig.metrics.rollouts_started._value.get() == 1
 
@@ -277,11 +278,66 @@ async def test_held_events_are_rate_limited_per_deployment(rig: Rig) -> None:
     assert held[0].node == "node-a"
 
 
-async def test_cannot_surge_warns_once(rig: Rig) -> None:
-    rig.cluster.deployments = {"web": deployment(strategy_type="Recreate", max_surge=0)}
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"strategy_type": "Recreate", "max_surge": 0}, Reason.CANNOT_SURGE),
+        ({"max_unavailable": 1}, Reason.CANNOT_PROTECT),
+        ({"enabled_value": "False"}, Reason.ENABLED_ANNOTATION_INVALID),
+    ],
+)
+async def test_a_warning_is_raised_once_per_interval(
+    rig: Rig, changes: dict[str, Any], reason: Reason
+) -> None:
+    rig.cluster.deployments = {"web": deployment(**changes)}
     for _ in range(2):
         assert (await answer(rig))["allowed"] is True
-    assert [type(event) for event in rig.events] == [CannotSurge]
+    [warning] = rig.events
+    assert isinstance(warning, DeploymentWarning)
+    assert warning.reason is reason
+    assert rig.patcher.patches == []
+
+
+async def test_409_then_a_failed_reread_holds_and_is_counted(rig: Rig) -> None:
+    """Row 16 v2: the 409 means someone is writing this Deployment right now."""
+    rig.patcher.failures = [conflict()]
+    rig.cluster.reread = [OwnerUnresolved("live GET of Deployment default/web timed out")]
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "could not be read again" in response["status"]["message"]
+    assert rig.metrics.decisions.labels(allowed="false", reason="reread-failed")._value.get() == 1
+    assert rig.events == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kind": {"group": "policy", "version": "v1", "kind": "DeleteOptions"}},
+        {"kind": {"group": "", "version": "v1", "kind": "Pod"}},
+        {"name": "web/../../secrets"},
+        {"name": "Web"},
+    ],
+    ids=["DeleteOptions", "core Pod", "slash", "capital"],
+)
+async def test_a_non_eviction_kind_or_invalid_name_is_allowed_without_lookup(
+    rig: Rig, changes: dict[str, Any]
+) -> None:
+    response = await answer(rig, review(**changes))
+    assert response["allowed"] is True
+    assert rig.cluster.lookups == 0
+    assert rig.patcher.patches == []
+
+
+async def test_a_namespace_out_of_scope_is_allowed_without_lookup_and_counted(rig: Rig) -> None:
+    """Row 3b: the live GET would be refused (403) and answer 429 forever (row 4)."""
+    rig.webhook.config = DecisionConfig(namespaces=frozenset({"shop"}))
+    rig.cluster.pod = PodUnavailable("403 Forbidden")
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert rig.cluster.lookups == 0
+    value = rig.metrics.decisions.labels(allowed="true", reason="namespace-out-of-scope")
+    assert value._value.get() == 1
 
 
 async def test_a_failing_hook_does_not_change_the_answer(rig: Rig) -> None:

@@ -1,7 +1,7 @@
 """What the shipped RBAC must grant the controller's ServiceAccount, and nothing more.
 
-`expected_allowed` is the reference: the requests the controller makes (DESIGN.md,
-"Controller semantics") and no other. `CASES` spells out the boundary rows by hand.
+`expected_allowed` is the reference: the requests the controller makes (docs/decisions.md,
+docs/install.md "RBAC") and no other. `CASES` spells out the boundary rows by hand.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Structure of the rendered deploy/ manifests: what DESIGN.md ("Deployment") promises."""
+"""Structure of the rendered deploy/ manifests: what docs/install.md promises."""
 
 from __future__ import annotations
 

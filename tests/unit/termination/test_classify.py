@@ -1,4 +1,4 @@
-"""Table-driven tests of the termination-cause classifier (DESIGN.md "Detector semantics")."""
+"""Table-driven tests of the termination-cause classifier (docs/termination-detector.md)."""
 
 from __future__ import annotations
 
@@ -613,17 +613,6 @@ def test_identity_and_fallback(case: Case) -> None:
 
 PRIORITY = [
     Case(
-        "1 beats 2: EvictionByEvictionAPI (voluntary) over a scheduler Preempted event",
-        evidence(
-            pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
-            events=events(scheduler_preempted()),
-        ),
-        Cause.VOLUNTARY,
-        Source.POD,
-        Fact.DISRUPTION_TARGET,
-        also=(Fact.PREEMPTION_EVENT,),
-    ),
-    Case(
         "1 beats 2: PreemptionByScheduler over a kubelet Evicted event",
         evidence(
             pod=pod(deleted=True, target=condition("PreemptionByScheduler")),
@@ -710,9 +699,40 @@ PRIORITY = [
     ),
 ]
 
-# The one documented exception: a kubelet eviction record for this UID is never
-# outranked into a drain (see the classify module docstring for why).
+# The documented exception: a kubelet eviction or a preemption record for this UID is
+# never outranked into a drain (see the classify module docstring for why).
 OVERRIDE = [
+    Case(
+        "EvictionByEvictionAPI + scheduler Preempted event: the preemption wins (v2)",
+        evidence(
+            pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
+            events=events(scheduler_preempted()),
+        ),
+        Cause.PREEMPTED,
+        Source.EVENTS,
+        Fact.PREEMPTION_EVENT,
+        also=(Fact.PREEMPTION_OVERRIDE, Fact.DISRUPTION_TARGET),
+    ),
+    Case(
+        "deletionTimestamp + scheduler Preempted event: the preemption wins (v2)",
+        evidence(pod=pod(deleted=True), events=events(scheduler_preempted())),
+        Cause.PREEMPTED,
+        Source.EVENTS,
+        Fact.PREEMPTION_EVENT,
+        also=(Fact.PREEMPTION_OVERRIDE, Fact.DELETION_REQUESTED),
+    ),
+    Case(
+        "EvictionByEvictionAPI + Preempted + kubelet Evicted: the kubelet's record first",
+        evidence(
+            pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
+            events=events(scheduler_preempted(), evicted()),
+        ),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.MEMORY,
+        also=(Fact.KUBELET_EVICTION_OVERRIDE, Fact.PREEMPTION_EVENT),
+    ),
     Case(
         "EvictionByEvictionAPI + kubelet Evicted event: the kubelet's record wins",
         evidence(
@@ -767,7 +787,7 @@ def test_higher_tier_beats_lower_tier(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", OVERRIDE, ids=lambda c: c.name)
-def test_kubelet_eviction_is_never_outranked_into_a_drain(case: Case) -> None:
+def test_a_kubelet_eviction_or_a_preemption_is_never_outranked_into_a_drain(case: Case) -> None:
     check(case)
 
 
@@ -986,8 +1006,8 @@ class SeedCase:
 SHED = "shed_load_and_exit_fast"
 DRAIN = "drain_gracefully"
 VOLUNTARY_NEEDS_A_MARKER = (
-    "DESIGN.md makes voluntary markers explicit (tier 1 and the rollout marker) and the seed's "
-    "own operational rule is 'assume eviction unless a voluntary-disruption marker is present': "
+    "The classifier makes voluntary markers explicit (tier 1 and the rollout marker) and the "
+    "operational rule is 'assume eviction unless a voluntary-disruption marker is present': "
     "absence of an Evicted event and of pressure is not a marker, so we shed load."
 )
 
@@ -1099,7 +1119,7 @@ def test_seed_classify_termination_cases(case: SeedCase) -> None:
 
 def test_seed_voluntary_is_reached_once_a_voluntary_marker_is_present() -> None:
     """The seed's 'no event, no pressure, within retention → voluntary' holds in our
-    model as soon as DESIGN.md's voluntary marker (the rollout) is there."""
+    model as soon as the classifier's voluntary marker (the rollout) is there."""
     seed = next(c for c in SEED_CASES if c.name == "no event, no pressure, within retention")
     verdict = classify(replace(seed.evidence(), owner=MARKER), NOW, seed.grace)
     assert (verdict.cause, verdict.action) == (Cause.VOLUNTARY, Action.DRAIN_GRACEFULLY)

@@ -253,3 +253,36 @@ def test_process_age(tmp_path: Path, content: str | None, booted: float, age: fl
         path.write_text(content)
     found = cli.process_age_seconds(path, since_boot=lambda: booted, ticks_per_second=100)
     assert found == pytest.approx(age)
+
+
+@pytest.mark.parametrize("value", ["four", "-1", "4.5"])
+def test_a_bad_grace_period_in_the_environment_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(FakeReader(), env={**ENV, "TERMINATION_GRACE_PERIOD_SECONDS": value})
+    captured = capsys.readouterr()
+    assert code == EXIT_CODES[Outcome.USAGE_ERROR]
+    assert captured.out == ""
+    assert f"TERMINATION_GRACE_PERIOD_SECONDS={value!r} is not a whole number" in captured.err
+
+
+def test_the_grace_period_comes_from_the_environment_unless_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Past event retention, the absence of an Evicted event proves nothing: which grace
+    period the verdict used shows in its evidence."""
+    reader = FakeReader(pod=forbidden())
+    env = {**ENV, "TERMINATION_GRACE_PERIOD_SECONDS": "7200"}
+    run(reader, "--json", env=env)
+    from_env = json.loads(capsys.readouterr().out)
+    run(reader, "--json", "--grace-period", "4", env=env)
+    from_flag = json.loads(capsys.readouterr().out)
+
+    def grace(document: dict[str, object]) -> str:
+        items = document["evidence"]
+        assert isinstance(items, list)
+        [item] = [i for i in items if i["fact"] == "no_evicted_event"]
+        return str(item["values"]["grace_period_seconds"])
+
+    assert grace(from_env) == "7200"
+    assert grace(from_flag) == "4"

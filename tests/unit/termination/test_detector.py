@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from graceful_drain.termination.budget import DEFAULT_DEADLINE_SECONDS
+from graceful_drain.termination.budget import DEFAULT_DEADLINE_SECONDS, GracePeriodError
 from graceful_drain.termination.detector import Detector, DetectorConfig, reads_budget
 from graceful_drain.termination.evidence import Trigger, Unavailable, UnavailableReason
 from graceful_drain.termination.identity import IdentityError
@@ -41,7 +41,8 @@ def values(verdict: Verdict, fact: Fact) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("grace", "deadline", "budget"),
     [
-        (None, None, DEFAULT_DEADLINE_SECONDS),
+        (None, None, 2.0),  # v2: no grace period known yet, an assumed 4 s
+        (30, None, DEFAULT_DEADLINE_SECONDS),
         (30, 20.0, 15.0),
         (4, None, 2.0),
         (None, 1.0, 1.0),
@@ -173,3 +174,30 @@ def test_identity_from_the_environment() -> None:
     )
     with pytest.raises(IdentityError):
         Detector.from_environment(env={"POD_NAME": "web-0"})
+
+
+@pytest.mark.parametrize(
+    ("env", "budget"),
+    [
+        ({}, 2.0),  # an assumed 4 s grace period: safe before the pod is read
+        ({"TERMINATION_GRACE_PERIOD_SECONDS": "30"}, DEFAULT_DEADLINE_SECONDS),
+        ({"TERMINATION_GRACE_PERIOD_SECONDS": "2"}, 1.0),
+        ({"TERMINATION_GRACE_PERIOD_SECONDS": " "}, 2.0),
+    ],
+)
+def test_the_budget_holds_before_the_pod_is_read(env: dict[str, str], budget: float) -> None:
+    """Case 9 of v2: with a 30 s default the verdict came after a 4 s grace period's SIGKILL."""
+    found = Detector.from_environment(env={"POD_NAME": "web", "POD_NAMESPACE": "shop", **env})
+    assert found.budget_seconds() == budget
+
+
+def test_a_configured_grace_period_wins_over_the_environment() -> None:
+    env = {"POD_NAME": "web", "POD_NAMESPACE": "shop", "TERMINATION_GRACE_PERIOD_SECONDS": "2"}
+    found = Detector.from_environment(DetectorConfig(grace_period_seconds=30), env=env)
+    assert found.budget_seconds() == DEFAULT_DEADLINE_SECONDS
+
+
+def test_a_bad_grace_period_in_the_environment_fails_at_start_up() -> None:
+    env = {"POD_NAME": "web", "POD_NAMESPACE": "shop", "TERMINATION_GRACE_PERIOD_SECONDS": "x"}
+    with pytest.raises(GracePeriodError, match="TERMINATION_GRACE_PERIOD_SECONDS='x'"):
+        Detector.from_environment(env=env)

@@ -315,6 +315,50 @@ async def test_real_uvicorn_force_exits_with_a_request_in_flight(previous: Recor
     assert signal.SIGTERM in previous.calls  # uvicorn re-raised it to the restored handler
 
 
+@pytest.mark.parametrize(
+    ("found", "code"), [(EVICTED, 10), (DELETED, 0)], ids=["evicted", "deleted"]
+)
+async def test_real_uvicorn_with_exit_with_verdict_does_not_re_raise_sigterm(
+    previous: Recorder, found: Any, code: int
+) -> None:
+    """Case 11 of v2: uvicorn re-raises the SIGTERM it captured, so the process exits 143
+    whatever the verdict; with exit_with_verdict it ends normally and exit_code() is the
+    verdict's."""
+    uvicorn = pytest.importorskip("uvicorn")
+    started = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "lifespan"  # no request is made
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                started.set()  # serve() has captured the signals by now
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    detector, _, _ = detector_for(found)
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
+    termination = install_uvicorn(server, detector=detector, exit_with_verdict=True)
+    serving = asyncio.create_task(server.serve(sockets=[listener]))
+    try:
+        await in_time(started.wait())
+        signal.raise_signal(signal.SIGTERM)
+        await in_time(serving)
+    finally:
+        listener.close()
+    assert await asyncio.to_thread(termination.exit_code) == code
+    assert signal.SIGTERM not in previous.calls  # nothing left to kill the process with
+
+
+async def test_exit_code_without_a_sigterm_is_0() -> None:
+    detector, _, _ = detector_for(EVICTED)
+    termination = install_uvicorn(FakeUvicornServer(), detector=detector, exit_with_verdict=True)
+    assert termination.exit_code() == 0
+
+
 # --- plain programs ---------------------------------------------------------------------
 
 

@@ -1,0 +1,48 @@
+"""The user docs: docs/decisions.md is the one decision table, and no doc points outside
+the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from graceful_drain.controller.decide import ROW_OF_REASON, Reason
+from graceful_drain.kube.events import WARNING_EVENT_REASON
+
+REPO = Path(__file__).resolve().parents[2]
+USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
+DECISIONS = REPO / "docs" / "decisions.md"
+
+
+@pytest.mark.parametrize("reason", list(Reason), ids=lambda r: r.value)
+def test_every_reason_is_an_anchored_row_of_docs_decisions(reason: Reason) -> None:
+    rows = [
+        line
+        for line in DECISIONS.read_text().splitlines()
+        if f'<a id="{reason.value}"></a>`{reason.value}`' in line
+    ]
+    assert len(rows) == 1, reason
+    row = rows[0].split("|")[1].strip()
+    label = str(ROW_OF_REASON[reason])
+    assert row in (label, "3b" if reason is Reason.NAMESPACE_OUT_OF_SCOPE else label)
+
+
+def test_every_warning_event_is_documented() -> None:
+    text = DECISIONS.read_text()
+    for event in WARNING_EVENT_REASON.values():
+        assert f"`{event}`" in text
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
+def test_no_user_doc_names_anything_outside_the_repository(doc: Path) -> None:
+    text = doc.read_text()
+    assert re.search(r"shared/|DESIGN\.md|\bseeds?\b", text) is None
+
+
+def test_the_code_cites_docs_decisions() -> None:
+    source = REPO / "src" / "graceful_drain" / "controller"
+    for name in ("decide.py", "rollout.py", "reconciler.py"):
+        assert "docs/decisions.md" in (source / name).read_text(), name
+    assert "docs/decisions.md" in (REPO / "README.md").read_text()
