@@ -10,7 +10,9 @@ informer cache, the event recorder, the TLS source (certificate files, or the se
 with --self-signed), the webhook site, then the reconciler, or with --leader-elect the Lease
 elector that runs the reconciler only while this replica leads (the webhook serves on every
 replica). Added components start after them and stop before them. /readyz fails until every
-cache has synced and TLS is loaded, and again from the moment shutdown begins.
+cache has synced and TLS is loaded, whenever a cache has not heard from the API server for
+longer than its `stale_after` (a silent watch whose re-list failed too), and again from the
+moment shutdown begins.
 
 The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting /
 GracefulDrainCannotSurge events; the reconciler writes GracefulDrainCompleted and
@@ -52,6 +54,7 @@ from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import DrainEvents, EventRecorder
+from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS
 from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.logs import configure_logging, get_logger
 
@@ -133,6 +136,7 @@ class ControllerApp:
         hooks: WebhookHooks | None = None,
         cache_backoff: Callable[[], Backoff] = Backoff,
         identity: str | None = None,
+        watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
     ) -> None:
         self.config = config
         self.identity = identity or controller_identity()
@@ -149,8 +153,12 @@ class ControllerApp:
             namespaces=config.namespaces,
             enabled_annotation=config.enabled_annotation,
             backoff=cache_backoff,
+            silence_limit=watch_silence_limit,
         )
         self.metrics.track_cache_sync(self.cache.sync_status)
+        self.metrics.track_cache_staleness(
+            self.cache.staleness_status, self.cache.silent_watch_counts
+        )
         self.recorder = EventRecorder(self.client, instance=self.identity)
         self.events = DrainEvents(
             self.recorder,
@@ -191,6 +199,7 @@ class ControllerApp:
             self.tls.context,
         )  # fmt: skip
         self.readiness.add("caches-synced", lambda: self.cache.synced)
+        self.readiness.add("caches-fresh", lambda: self.cache.fresh)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
         self.components: list[Component] = [
             self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,

@@ -65,6 +65,7 @@ class AdmissionAttributes:
 
 
 Admitter = Callable[[AdmissionAttributes], Awaitable[None]]
+_NO_EVENT: Any = object()  # a watch's wait for its next event timed out
 SubresourceHandler = Callable[["RequestContext"], Awaitable[web.StreamResponse]]
 
 
@@ -454,6 +455,10 @@ class ApiServer:
                 try:
                     event = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
+                    event = _NO_EVENT
+                if self.faults.watch_silenced(ctx.info, ctx.user.username):
+                    await asyncio.Event().wait()  # half-open: nothing more, ever
+                if event is _NO_EVENT:
                     if bookmarks and watcher.queue.empty():
                         await self._send_bookmark(response, ctx.rt)
                     continue
