@@ -36,6 +36,7 @@ from lightkube import AsyncClient
 
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
+from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
@@ -93,12 +94,16 @@ class HttpSite:
         host: str,
         port: int,
         ssl_context: ssl.SSLContext | None = None,
+        guard: ConnectionGuard | None = None,
     ) -> None:
         self.name = name
         self._app = app
         self._host = host
         self._port = port
         self._ssl = ssl_context
+        self.guard = guard
+        if guard is not None:
+            app.middlewares.append(guard.middleware)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -115,7 +120,12 @@ class HttpSite:
             self._app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        site: web.TCPSite
+        if self.guard is None:
+            site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        else:
+            site = GuardedTCPSite(self._runner, self._host, self._port, ssl_context=self._ssl,
+                                  guard=self.guard)  # fmt: skip
         await site.start()
         _log.info("listening", site=self.name, host=self._host, port=self.port,
                   tls=self._ssl is not None)  # fmt: skip
@@ -137,6 +147,7 @@ class ControllerApp:
         cache_backoff: Callable[[], Backoff] = Backoff,
         identity: str | None = None,
         watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
+        connection_guard: ConnectionGuard | None = None,
     ) -> None:
         self.config = config
         self.identity = identity or controller_identity()
@@ -196,7 +207,7 @@ class ControllerApp:
         )  # fmt: skip
         self.webhook_site = HttpSite(
             "webhook", self.webhook.app(), config.bind_address, config.webhook_port,
-            self.tls.context,
+            self.tls.context, connection_guard or ConnectionGuard(),
         )  # fmt: skip
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("caches-fresh", lambda: self.cache.fresh)
