@@ -63,6 +63,9 @@ class ControllerConfig:
     controller_namespace: str | None = None
     service_name: str = "graceful-drain-webhook"  # deploy/base/service.yaml
     self_signed_secret: str = "graceful-drain-webhook-tls"
+    # --self-signed: where the pod also mounts the serving Secret (an optional volume), so a
+    # (re)start serves the last known certificate before the API server answers.
+    self_signed_mount: Path = Path("/var/run/graceful-drain/webhook-tls")
     webhook_configuration: str = "graceful-drain"
     lease_name: str = "graceful-drain"
 
@@ -125,6 +128,12 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--self-signed-secret",
         "Secret keeping the --self-signed CA and certificate (default graceful-drain-webhook-tls)",
+    ),
+    _Option(
+        "--self-signed-mount",
+        "directory where the --self-signed serving Secret is mounted (tls.crt, tls.key, "
+        "ca.crt), served at start before the API server answers "
+        "(default /var/run/graceful-drain/webhook-tls; absent: wait for the API server)",
     ),
     _Option(
         "--webhook-configuration",
@@ -332,6 +341,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         lease_name=object_name("lease_name", default.lease_name),
         service_name=object_name("service_name", default.service_name, label=True),
         self_signed_secret=object_name("self_signed_secret", default.self_signed_secret),
+        self_signed_mount=(
+            default.self_signed_mount
+            if (value := get("self_signed_mount")) is None
+            else _path(*value)
+        ),
         webhook_configuration=object_name("webhook_configuration", default.webhook_configuration),
     )
 

@@ -27,9 +27,9 @@ import signal
 import socket
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from aiohttp import web
 from lightkube import AsyncClient
@@ -148,8 +148,12 @@ class ControllerApp:
         identity: str | None = None,
         watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
         connection_guard: ConnectionGuard | None = None,
+        self_signed_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = config
+        self._watch_silence_limit = watch_silence_limit
+        self._cache_backoff = cache_backoff
+        self._self_signed_options = dict(self_signed_options or {})  # e.g. retire_after
         self.identity = identity or controller_identity()
         self.namespace = config.controller_namespace or in_cluster_namespace()
         # Certificate files are checked before any client exists: a bad path is a config error.
@@ -212,6 +216,9 @@ class ControllerApp:
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("caches-fresh", lambda: self.cache.fresh)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
+        if isinstance(self.tls, SelfSignedCertificates):
+            tls = self.tls
+            self.readiness.add("ca-bundle-verified", lambda: tls.ca_bundle_verified)
         self.components: list[Component] = [
             self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,
             self.elector or self.reconciler,
@@ -225,6 +232,10 @@ class ControllerApp:
             secret_name=self.config.self_signed_secret,
             service_name=self.config.service_name,
             webhook_configuration=self.config.webhook_configuration,
+            mount_dir=self.config.self_signed_mount,
+            silence_limit=self._watch_silence_limit,
+            backoff=self._cache_backoff,
+            **self._self_signed_options,
         )
 
     def _deployment_uid(self, ref: ObjectRef) -> str | None:

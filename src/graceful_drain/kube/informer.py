@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from lightkube.core.resource import Resource
+from lightkube.core.resource import NamespacedResource, Resource
 
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, RawWatchEvent, WatchGone, decode, error_detail
@@ -79,12 +79,21 @@ class LightkubeListWatch:
     """A ListWatch over lightkube for one resource type, in one namespace or all (None)."""
 
     def __init__(
-        self, api: RawApi, resource: type[Resource], namespace: str | None, page_size: int = 500
+        self,
+        api: RawApi,
+        resource: type[Resource],
+        namespace: str | None,
+        page_size: int = 500,
+        *,
+        field_selector: str | None = None,
     ) -> None:
         self._api = api
         self._resource = resource
-        self._namespace = "*" if namespace is None else namespace  # lightkube ALL_NS
+        namespaced = issubclass(resource, NamespacedResource)
+        # lightkube: ALL_NS ("*") for every namespace, None for a cluster-scoped resource.
+        self._namespace = ("*" if namespace is None else namespace) if namespaced else None
         self._page_size = page_size
+        self._field_selector = field_selector  # e.g. metadata.name=x: RBAC resourceNames apply
 
     async def list(self) -> AsyncIterator[ListChunk]:
         continue_token: str | None = None
@@ -94,6 +103,7 @@ class LightkubeListWatch:
                 self._namespace,
                 limit=self._page_size,
                 continue_token=continue_token,
+                field_selector=self._field_selector,
             )
             yield ListChunk(page.resource_version, (decode(item) for item in page.items))
             if not page.continue_token:
@@ -107,6 +117,7 @@ class LightkubeListWatch:
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
             read_timeout=timeout_seconds + READ_TIMEOUT_MARGIN_SECONDS,
+            field_selector=self._field_selector,
         )
 
 

@@ -30,7 +30,7 @@ from .protobuf import decode_body
 from .query import match_everything
 from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
-from .requestinfo import RequestInfo, parse_request
+from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
 
@@ -146,8 +146,11 @@ class ApiServer:
     # entry point
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        info = parse_request(
-            request.method, request.path, request.query.get("watch") in ("1", "true")
+        info = named_by_field_selector(
+            parse_request(
+                request.method, request.path, request.query.get("watch") in ("1", "true")
+            ),
+            request.query.get("fieldSelector", ""),
         )
         user = self.authenticator.authenticate(request.headers.get("Authorization"))
         code = 500
