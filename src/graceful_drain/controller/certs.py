@@ -187,6 +187,7 @@ class SelfSignedCertificates:
         self._context = server_context()
         self._bundle: CertificateBundle | None = None
         self._serving_ca: x509.Certificate | None = None
+        self._announced: x509.Certificate | None = None  # published, about to be served
         self._retired: dict[bytes, float] = {}  # CA fingerprint -> when this replica moved off
         self._removed: set[bytes] = set()  # CAs this replica already took out of the bundle
         self._secret_changed = asyncio.Event()
@@ -325,6 +326,8 @@ class SelfSignedCertificates:
         if current is None or (current.cert_pem, current.key_pem, current.ca_bundle_pem) != (
             bundle.cert_pem, bundle.key_pem, bundle.ca_bundle_pem,
         ):  # fmt: skip
+            if current is not None:
+                await self._announce(bundle)
             self._load(bundle)
             async with self._loaded:
                 self._loaded.notify_all()
@@ -420,6 +423,17 @@ class SelfSignedCertificates:
             )
         )
 
+    async def _announce(self, bundle: CertificateBundle) -> None:
+        """Publish the CA of `bundle` before serving from it, so no API server call in between
+        meets a certificate the caBundle does not verify. Best effort: a failure here only
+        reopens that short window; the keeper loop retries."""
+        self._announced = issuer_in(bundle.cert_pem, bundle.ca_bundle_pem)
+        try:
+            await self.publish_ca_bundle()
+        except Exception as error:
+            _log.warning("could not publish the new CA before serving from it",
+                         error=error_detail(error))  # fmt: skip
+
     def _load(self, bundle: CertificateBundle) -> None:
         # load_cert_chain reads files only: a private directory that lives for one call.
         with tempfile.TemporaryDirectory(prefix="graceful-drain-tls-") as directory:
@@ -445,6 +459,7 @@ class SelfSignedCertificates:
             self._retired.pop(fingerprint(ca), None)
             self._removed.discard(fingerprint(ca))
         self._serving_ca = ca
+        self._announced = None
 
     async def _keep_fresh(self, renew_in: float | None) -> None:
         failures = 0
@@ -481,8 +496,9 @@ class SelfSignedCertificates:
         """What one webhook's caBundle should hold now, given what it holds."""
         assert self._bundle is not None
         required = certificates(self._bundle.ca_bundle_pem)
-        if self._serving_ca is not None:
-            required.append(self._serving_ca)
+        for ca in (self._serving_ca, self._announced):
+            if ca is not None:
+                required.append(ca)
         return merged_bundle(present_pem, required, self._removable(), self._clock())
 
     async def publish_ca_bundle(self) -> bool:
