@@ -124,9 +124,10 @@ def webhook_cas(raw: Mapping[str, Any]) -> tuple[WebhookCA, ...]:
     )
 
 
-def secret_data(raw: Mapping[str, Any]) -> dict[str, str]:
-    """The informer's view of a Secret: its data."""
-    return dict(raw.get("data") or {})
+def secret_version(raw: Mapping[str, Any]) -> str:
+    """The informer's view of a Secret: its resourceVersion only. The watch says when to
+    sync; the keys are read by `sync` and never kept in a cache."""
+    return str((raw.get("metadata") or {}).get("resourceVersion", ""))
 
 
 def ca_bundle_ops(index: int, hook: WebhookCA, wanted_b64: str) -> list[dict[str, Any]]:
@@ -203,7 +204,7 @@ class SelfSignedCertificates:
             Informer(
                 f"secret/{name}",
                 by_name(Secret, namespace, name),
-                secret_data,
+                secret_version,
                 backoff=backoff(),
                 silence_limit=silence_limit,
             )

@@ -87,6 +87,8 @@ class ProtectedDrain:
     admin: KubeClient
     pod: str
     replicas: list[Replica]
+    # Right allows counted elsewhere (controller processes: their /metrics).
+    more_right_allows: Callable[[], Awaitable[float]] | None = None
     fault_on: bool = False
     done: bool = False
     answers: list[Answer] = field(default_factory=list)
@@ -97,10 +99,10 @@ class ProtectedDrain:
             deployment = await self.admin.get(resource_path("apps/v1", "deployments",
                                                             WORKLOADS, "web"))  # fmt: skip
             ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
-            rightly = self._right_allows()
+            rightly = await self._right_allows()
             code = await evict(self.admin, self.pod)
             answer = Answer(time.monotonic(), code, ready, self.fault_on,
-                            self._right_allows() > rightly)  # fmt: skip
+                            await self._right_allows() > rightly)  # fmt: skip
             async with self._changed:
                 self.answers.append(answer)
                 self._changed.notify_all()
@@ -111,8 +113,11 @@ class ProtectedDrain:
                 return
             await asyncio.sleep(RETRY_SECONDS)  # the drain client's retry interval
 
-    def _right_allows(self) -> float:
-        return sum(r.decisions(reason, True) for r in self.replicas for reason in RIGHT_ALLOWS)
+    async def _right_allows(self) -> float:
+        more = 0.0 if self.more_right_allows is None else await self.more_right_allows()
+        return more + sum(
+            r.decisions(reason, True) for r in self.replicas for reason in RIGHT_ALLOWS
+        )
 
     def wrongly_allowed(self, *, during: bool) -> int:
         """Admitted while `web` had no other Ready pod, and not by a replica's right answer
