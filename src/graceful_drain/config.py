@@ -63,6 +63,9 @@ class ControllerConfig:
     controller_namespace: str | None = None
     service_name: str = "graceful-drain-webhook"  # deploy/base/service.yaml
     self_signed_secret: str = "graceful-drain-webhook-tls"
+    # --self-signed: where the pod also mounts the serving Secret (an optional volume), so a
+    # (re)start serves the last known certificate before the API server answers.
+    self_signed_mount: Path = Path("/var/run/graceful-drain/webhook-tls")
     webhook_configuration: str = "graceful-drain"
     lease_name: str = "graceful-drain"
     # Extra subject alternative names of the --self-signed certificate (DNS names or IPs).
@@ -144,6 +147,12 @@ _OPTIONS: tuple[_Option, ...] = (
         "--self-signed-hosts",
         "comma-separated DNS names or IP addresses the --self-signed certificate also names, "
         "for a webhook registered by clientConfig.url (default: none, the Service only)",
+    ),
+    _Option(
+        "--self-signed-mount",
+        "directory where the --self-signed serving Secret is mounted (tls.crt, tls.key, "
+        "ca.crt), served at start before the API server answers "
+        "(default /var/run/graceful-drain/webhook-tls; absent: wait for the API server)",
     ),
     _Option(
         "--webhook-configuration",
@@ -380,6 +389,11 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         lease_name=object_name("lease_name", default.lease_name),
         service_name=object_name("service_name", default.service_name, label=True),
         self_signed_secret=object_name("self_signed_secret", default.self_signed_secret),
+        self_signed_mount=(
+            default.self_signed_mount
+            if (value := get("self_signed_mount")) is None
+            else _path(*value)
+        ),
         webhook_configuration=object_name("webhook_configuration", default.webhook_configuration),
         self_signed_hosts=self_signed_hosts,
     )

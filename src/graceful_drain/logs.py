@@ -10,6 +10,11 @@ import structlog
 
 # Loggers of the HTTP client stack that log every request at INFO.
 _QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "hpack")
+# Tracebacks as JSON without frame locals: a frame of the webhook holds request bytes from any
+# pod, and locals turn one error into kilobytes of log (structlog's default shows them).
+_DICT_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
 
 
 def get_logger(name: str) -> Any:
@@ -30,7 +35,7 @@ def configure_logging(log_format: str = "console", level: str = "info", *,
     ]
     renderer: Any
     if log_format == "json":
-        shared += [structlog.processors.dict_tracebacks, structlog.processors.EventRenamer("msg")]
+        shared += [_DICT_TRACEBACKS, structlog.processors.EventRenamer("msg")]
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=False)

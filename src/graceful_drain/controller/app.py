@@ -10,7 +10,9 @@ informer cache, the event recorder, the TLS source (certificate files, or the se
 with --self-signed), the webhook site, then the reconciler, or with --leader-elect the Lease
 elector that runs the reconciler only while this replica leads (the webhook serves on every
 replica). Added components start after them and stop before them. /readyz fails until every
-cache has synced and TLS is loaded, and again from the moment shutdown begins.
+cache has synced and TLS is loaded, whenever a cache has not heard from the API server for
+longer than its `stale_after` (a silent watch whose re-list failed too), and again from the
+moment shutdown begins.
 
 The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting events and the
 Warnings of rows 9 and 11 (GracefulDrainCannotSurge, GracefulDrainCannotProtect,
@@ -26,15 +28,16 @@ import signal
 import socket
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from aiohttp import web
 from lightkube import AsyncClient
 
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
+from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
 from graceful_drain.controller.reconciler import Reconciler
@@ -52,6 +55,7 @@ from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import DrainEvents, EventRecorder
+from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS
 from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.logs import configure_logging, get_logger
 
@@ -90,12 +94,16 @@ class HttpSite:
         host: str,
         port: int,
         ssl_context: ssl.SSLContext | None = None,
+        guard: ConnectionGuard | None = None,
     ) -> None:
         self.name = name
         self._app = app
         self._host = host
         self._port = port
         self._ssl = ssl_context
+        self.guard = guard
+        if guard is not None:
+            app.middlewares.append(guard.middleware)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -112,7 +120,12 @@ class HttpSite:
             self._app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        site: web.TCPSite
+        if self.guard is None:
+            site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        else:
+            site = GuardedTCPSite(self._runner, self._host, self._port, ssl_context=self._ssl,
+                                  guard=self.guard)  # fmt: skip
         await site.start()
         _log.info("listening", site=self.name, host=self._host, port=self.port,
                   tls=self._ssl is not None)  # fmt: skip
@@ -133,8 +146,14 @@ class ControllerApp:
         hooks: WebhookHooks | None = None,
         cache_backoff: Callable[[], Backoff] = Backoff,
         identity: str | None = None,
+        watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
+        connection_guard: ConnectionGuard | None = None,
+        self_signed_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = config
+        self._watch_silence_limit = watch_silence_limit
+        self._cache_backoff = cache_backoff
+        self._self_signed_options = dict(self_signed_options or {})  # e.g. retire_after
         self.identity = identity or controller_identity()
         self.namespace = config.controller_namespace or in_cluster_namespace()
         # Certificate files are checked before any client exists: a bad path is a config error.
@@ -149,8 +168,12 @@ class ControllerApp:
             namespaces=config.namespaces,
             enabled_annotation=config.enabled_annotation,
             backoff=cache_backoff,
+            silence_limit=watch_silence_limit,
         )
         self.metrics.track_cache_sync(self.cache.sync_status)
+        self.metrics.track_cache_staleness(
+            self.cache.staleness_status, self.cache.silent_watch_counts
+        )
         self.recorder = EventRecorder(self.client, instance=self.identity)
         self.events = DrainEvents(
             self.recorder,
@@ -185,10 +208,14 @@ class ControllerApp:
         )  # fmt: skip
         self.webhook_site = HttpSite(
             "webhook", self.webhook.app(), config.bind_address, config.webhook_port,
-            self.tls.context,
+            self.tls.context, connection_guard or ConnectionGuard(),
         )  # fmt: skip
         self.readiness.add("caches-synced", lambda: self.cache.synced)
+        self.readiness.add("caches-fresh", lambda: self.cache.fresh)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
+        if isinstance(self.tls, SelfSignedCertificates):
+            tls = self.tls
+            self.readiness.add("ca-bundle-verified", lambda: tls.ca_bundle_verified)
         self.components: list[Component] = [
             self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,
             self.elector or self.reconciler,
@@ -203,6 +230,10 @@ class ControllerApp:
             service_name=self.config.service_name,
             webhook_configuration=self.config.webhook_configuration,
             extra_hosts=self.config.self_signed_hosts,
+            mount_dir=self.config.self_signed_mount,
+            silence_limit=self._watch_silence_limit,
+            backoff=self._cache_backoff,
+            **self._self_signed_options,
         )
 
     def _deployment_uid(self, ref: ObjectRef) -> str | None:

@@ -6,10 +6,12 @@ Who updates what:
   optimistic-concurrency patch);
 - the reconciler: rollouts_completed_total, rollouts_timed_out_total,
   rollout_duration_seconds, drains_in_progress;
-- cache_synced{resource} is read from the cache at scrape time (`track_cache_sync`).
+- cache_synced{resource} is read from the cache at scrape time (`track_cache_sync`), and so
+  are cache_staleness_seconds{resource} and cache_silent_watches_total{resource}
+  (`track_cache_staleness`).
 
 /healthz answers 200 while the process serves at all. /readyz answers 200 only when every
-readiness check passes (caches synced, TLS loaded, and whatever components add), else 503
+readiness check passes (caches synced and fresh, TLS loaded, and whatever components add), else 503
 listing the failing checks.
 """
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
@@ -46,6 +48,33 @@ class _CacheSyncCollector(Collector):
         for resource, synced in sorted(self._status().items()):
             family.add_metric([resource], 1.0 if synced else 0.0)
         yield family
+
+
+class _CacheStalenessCollector(Collector):
+    def __init__(
+        self, staleness: Callable[[], Mapping[str, float]], silent: Callable[[], Mapping[str, int]]
+    ) -> None:
+        self._staleness = staleness
+        self._silent = silent
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            f"{NAMESPACE}_cache_staleness_seconds",
+            "Seconds since the informers of the resource last heard from the API server "
+            "(a list, an event, a bookmark); +Inf before the first list",
+            labels=["resource"],
+        )
+        for resource, seconds in sorted(self._staleness().items()):
+            family.add_metric([resource], seconds)
+        yield family
+        silent = CounterMetricFamily(
+            f"{NAMESPACE}_cache_silent_watches",
+            "Watches abandoned as silent (half-open connections), each followed by a re-list",
+            labels=["resource"],
+        )
+        for resource, count in sorted(self._silent().items()):
+            silent.add_metric([resource], float(count))
+        yield silent
 
 
 class Metrics:
@@ -118,6 +147,12 @@ class Metrics:
     def track_cache_sync(self, status: Callable[[], Mapping[str, bool]]) -> None:
         """Publish cache_synced{resource} from `status()` at every scrape."""
         self.registry.register(_CacheSyncCollector(status))
+
+    def track_cache_staleness(
+        self, staleness: Callable[[], Mapping[str, float]], silent: Callable[[], Mapping[str, int]]
+    ) -> None:
+        """Publish cache_staleness_seconds{resource} and cache_silent_watches_total{resource}."""
+        self.registry.register(_CacheStalenessCollector(staleness, silent))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -6,8 +6,12 @@ lifetime left to roll it out. When the CA itself is renewed, the previous CA sta
 published bundle while it is valid, so serving certificates it signed keep verifying until
 every replica has moved on.
 
-The Secret (type kubernetes.io/tls) holds `tls.crt`, `tls.key` (serving), `ca.crt` (the
-bundle: current CA first) and `ca.key` (current CA).
+Two Secrets keep them, so the pod can mount the serving pair without the CA key:
+- the serving Secret (type kubernetes.io/tls): `tls.crt`, `tls.key`, `ca.crt` (the bundle:
+  current CA first, as it was when the serving certificate was issued);
+- the CA Secret (type Opaque): `ca.crt` (the bundle) and `ca.key` (the current CA's key).
+A serving Secret written by an older release also holds `ca.key`; it is read as the CA when
+no CA Secret exists yet, and dropped from the serving Secret at its next write.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import base64
 import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -42,14 +47,17 @@ class CertificateBundle:
     cert_pem: bytes
     key_pem: bytes
 
-    def secret_data(self) -> dict[str, str]:
-        """The Secret's `data` (base64 values)."""
+    def serving_secret_data(self) -> dict[str, str]:
+        """The serving Secret's `data` (base64 values): no CA key."""
         return {
             TLS_CERT_KEY: _b64(self.cert_pem),
             TLS_KEY_KEY: _b64(self.key_pem),
             CA_CERT_KEY: _b64(self.ca_bundle_pem),
-            CA_KEY_KEY: _b64(self.ca_key_pem),
         }
+
+    def ca_secret_data(self) -> dict[str, str]:
+        """The CA Secret's `data` (base64 values)."""
+        return {CA_CERT_KEY: _b64(self.ca_bundle_pem), CA_KEY_KEY: _b64(self.ca_key_pem)}
 
     @property
     def ca_bundle_b64(self) -> str:
@@ -206,18 +214,96 @@ class NeedsCA:
 Assessment = Fresh | NeedsServing | NeedsCA
 
 
-def bundle_from_secret_data(data: dict[str, str] | None) -> CertificateBundle | None:
-    """The bundle a Secret's `data` holds, or None if any of the four keys is missing."""
+def _decoded(data: dict[str, str] | None, keys: tuple[str, ...]) -> dict[str, bytes] | None:
     if not data:
         return None
     try:
-        decoded = {key: base64.b64decode(data[key], validate=True) for key in
-                   (CA_CERT_KEY, CA_KEY_KEY, TLS_CERT_KEY, TLS_KEY_KEY)}  # fmt: skip
+        return {key: base64.b64decode(data[key], validate=True) for key in keys}
     except (KeyError, ValueError):
         return None
+
+
+def bundle_from_secrets(
+    ca_data: dict[str, str] | None, serving_data: dict[str, str] | None
+) -> CertificateBundle | None:
+    """The bundle the two Secrets' `data` hold; None without a CA (and its key) in either.
+    A missing or partial serving pair reads as empty (assess: NeedsServing)."""
+    ca = _decoded(ca_data, (CA_CERT_KEY, CA_KEY_KEY)) or _decoded(
+        serving_data, (CA_CERT_KEY, CA_KEY_KEY)
+    )  # the CA Secret, else an older release's single Secret
+    if ca is None:
+        return None
+    serving = _decoded(serving_data, (TLS_CERT_KEY, TLS_KEY_KEY)) or {
+        TLS_CERT_KEY: b"", TLS_KEY_KEY: b"",
+    }  # fmt: skip
     return CertificateBundle(
-        decoded[CA_CERT_KEY], decoded[CA_KEY_KEY], decoded[TLS_CERT_KEY], decoded[TLS_KEY_KEY]
+        ca[CA_CERT_KEY], ca[CA_KEY_KEY], serving[TLS_CERT_KEY], serving[TLS_KEY_KEY]
     )
+
+
+def served_bundle_from_files(directory: Path) -> CertificateBundle | None:
+    """The serving Secret as the kubelet mounts it (tls.crt, tls.key, ca.crt), without the
+    CA key: enough to serve, not to issue. None if a file is missing."""
+    try:
+        cert, key, cas = (
+            (directory / name).read_bytes() for name in (TLS_CERT_KEY, TLS_KEY_KEY, CA_CERT_KEY)
+        )
+    except OSError:
+        return None
+    return CertificateBundle(cas, b"", cert, key)
+
+
+# --- which CAs the webhook configuration must trust ----------------------------------------
+
+
+def certificates(pem: bytes) -> list[x509.Certificate]:
+    """The certificates of a PEM bundle; [] if it does not parse."""
+    try:
+        return x509.load_pem_x509_certificates(pem) if pem.strip() else []
+    except ValueError:
+        return []
+
+
+def fingerprint(cert: x509.Certificate) -> bytes:
+    return cert.fingerprint(hashes.SHA256())
+
+
+def issuer_in(cert_pem: bytes, bundle_pem: bytes) -> x509.Certificate | None:
+    """The CA of `bundle_pem` that signed the (first) certificate of `cert_pem`, if any."""
+    served = certificates(cert_pem)
+    if not served:
+        return None
+    for ca in certificates(bundle_pem):
+        try:
+            served[0].verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return ca
+    return None
+
+
+def merged_bundle(
+    present_pem: bytes,
+    required: list[x509.Certificate],
+    removable: set[bytes],
+    now: datetime,
+) -> bytes:
+    """What a caBundle should hold: every `required` CA (in that order), then the CAs already
+    present that are neither removable (by fingerprint) nor expired."""
+    kept: dict[bytes, x509.Certificate] = {}
+    for ca in required:
+        kept.setdefault(fingerprint(ca), ca)
+    for ca in certificates(present_pem):
+        key = fingerprint(ca)
+        if key not in removable and ca.not_valid_after_utc > now:
+            kept.setdefault(key, ca)
+    return b"".join(_pem(ca) for ca in kept.values())
+
+
+def same_certificates(first_pem: bytes, second_pem: bytes) -> bool:
+    return {fingerprint(c) for c in certificates(first_pem)} == {
+        fingerprint(c) for c in certificates(second_pem)
+    }
 
 
 def _same_public_key(key_pem: bytes, cert: x509.Certificate) -> bool:

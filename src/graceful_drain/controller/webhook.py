@@ -163,6 +163,9 @@ class _Deadline:
     def call_timeout(self) -> float:
         return max(0.0, min(self._call_timeout, self._end - time.monotonic()))
 
+    def remaining(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
@@ -255,7 +258,9 @@ class EvictionWebhook:
         while decision.stamp is not None:  # row 16
             stamp = decision.stamp
             try:
-                async with asyncio.timeout(deadline.call_timeout()):
+                # The whole remaining budget, not the per-call cap: a slow stamp that lands
+                # still holds the eviction (429); cutting it short would let it through.
+                async with asyncio.timeout(deadline.remaining()):
                     await self.patcher.patch_json(
                         stamp.deployment.namespace, stamp.deployment.name, stamp.patch
                     )

@@ -37,13 +37,21 @@ from graceful_drain.controller.decide import (
 from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, error_detail, http_status
-from graceful_drain.kube.informer import Change, Indexer, Informer, LightkubeListWatch, ListWatch
+from graceful_drain.kube.informer import (
+    DEFAULT_SILENCE_LIMIT_SECONDS,
+    Change,
+    Indexer,
+    Informer,
+    LightkubeListWatch,
+    ListWatch,
+)
 
 T = TypeVar("T")
 
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 HTTP_NOT_FOUND = 404
+STALE_AFTER_FACTOR = 1.2
 
 
 class ResourceCache(Generic[T]):
@@ -82,6 +90,14 @@ class ResourceCache(Generic[T]):
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self._informers.values())
 
+    def staleness(self) -> float:
+        """Seconds since the stalest of its informers last heard from the API server."""
+        return max(informer.staleness() for informer in self._informers.values())
+
+    @property
+    def silent_watches(self) -> int:
+        return sum(informer.stats.silent for informer in self._informers.values())
+
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self._informers.values()))
 
@@ -109,8 +125,12 @@ class ClusterCache:
         backoff: BackoffFactory = Backoff,
         page_size: int = 500,
         list_watch: ListWatchFactory | None = None,
+        silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
     ) -> None:
         self.raw = RawApi(client)
+        # Past this, a cache no longer counts as fresh (/readyz): a silent watch was detected
+        # at silence_limit and the re-list that follows has not succeeded either.
+        self.stale_after = silence_limit * STALE_AFTER_FACTOR
         self.namespaces: tuple[str, ...] | None = None if namespaces is None else tuple(namespaces)
         scopes: tuple[str | None, ...] = self.namespaces if self.namespaces is not None else (None,)
 
@@ -134,6 +154,7 @@ class ClusterCache:
                         transform,
                         indexers=indexers,
                         backoff=backoff(),
+                        silence_limit=silence_limit,
                     )
                     for scope in scopes
                 },
@@ -182,6 +203,17 @@ class ClusterCache:
 
     def sync_status(self) -> dict[str, bool]:
         return {cache.resource: cache.synced for cache in self.resources}
+
+    def staleness_status(self) -> dict[str, float]:
+        return {cache.resource: cache.staleness() for cache in self.resources}
+
+    def silent_watch_counts(self) -> dict[str, int]:
+        return {cache.resource: cache.silent_watches for cache in self.resources}
+
+    @property
+    def fresh(self) -> bool:
+        """Every informer heard from the API server within `stale_after` seconds."""
+        return all(cache.staleness() <= self.stale_after for cache in self.resources)
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(cache.wait_synced() for cache in self.resources))

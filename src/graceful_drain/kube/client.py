@@ -180,6 +180,7 @@ class RawApi:
         resource_version: str,
         timeout_seconds: int,
         read_timeout: float,
+        field_selector: str | None = None,
     ) -> AsyncIterator[RawWatchEvent]:
         """One watch request from `resource_version`, bookmarks on, until the server ends it.
 
@@ -195,6 +196,7 @@ class RawApi:
                 "resourceVersion": resource_version,
                 "allowWatchBookmarks": "true",
                 "timeoutSeconds": str(timeout_seconds),
+                "fieldSelector": field_selector,
             },
         )
         request.timeout = httpx2.Timeout(DEFAULT_TIMEOUT_SECONDS, read=read_timeout)

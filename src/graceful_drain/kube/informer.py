@@ -9,9 +9,20 @@
 The loop follows client-go's reflector (tools/cache/reflector.go): list (paged), remember the
 list's resourceVersion, watch from it with allowWatchBookmarks, resume from the last
 resourceVersion seen (event or bookmark) whenever a watch ends, re-list from scratch on
-410 Gone, and back off exponentially with jitter after errors. Raw JSON never outlives the
-event it came in: the store keeps only what `transform` returns. Objects the transform rejects
-(MalformedObject, or any exception) are skipped, counted and logged, never fatal.
+410 Gone, and back off exponentially with jitter after errors.
+
+A watch that carries nothing, not even a bookmark, for `silence_limit` seconds is taken for a
+half-open connection (a dead peer, a NAT or load balancer that dropped the flow): it is
+abandoned and the informer re-lists at once. kube-apiserver sends every watcher a bookmark
+about once a minute, so the default limit is two bookmark intervals plus a margin, and the
+server-side `timeoutSeconds` is kept below it, so a healthy watch ends (and is resumed) before
+it could look silent even from a server that sends no bookmarks. `staleness()` is how long
+ago the informer last heard from the API server (a list, an event, a bookmark, a watch ended
+by the server); /readyz and `graceful_drain_cache_staleness_seconds` report it.
+
+Raw JSON never outlives the event it came in: the store keeps only what `transform` returns.
+Objects the transform rejects (MalformedObject, or any exception) are skipped, counted and
+logged, never fatal.
 
 Handlers (`add_handler`) see every change, including the ones a re-list implies, after the
 store has applied it; they run synchronously on the loop and must not block.
@@ -20,12 +31,14 @@ store has applied it; they run synchronously on the loop and must not block.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from lightkube.core.resource import Resource
+from lightkube.core.resource import NamespacedResource, Resource
 
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, RawWatchEvent, WatchGone, decode, error_detail
@@ -37,9 +50,11 @@ ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 Indexer = Callable[[T], str | None]  # a value within the object's namespace, or None
 
 LIST_PAGE_SIZE = 500
-# client-go reflector: watch timeouts spread over [minWatchTimeout, 2*minWatchTimeout).
-MIN_WATCH_TIMEOUT_SECONDS = 300
-READ_TIMEOUT_MARGIN_SECONDS = 60.0
+BOOKMARK_INTERVAL_SECONDS = 60.0  # kube-apiserver's watch cache: one bookmark a minute
+DEFAULT_SILENCE_LIMIT_SECONDS = 2 * BOOKMARK_INTERVAL_SECONDS + 5.0
+# Server-side watch timeouts spread over [limit/2, limit) like client-go's reflector spreads
+# them over [minWatchTimeout, 2*minWatchTimeout), but short enough to end before the limit.
+READ_TIMEOUT_MARGIN_SECONDS = 5.0
 
 _log = get_logger("informer")
 
@@ -64,12 +79,21 @@ class LightkubeListWatch:
     """A ListWatch over lightkube for one resource type, in one namespace or all (None)."""
 
     def __init__(
-        self, api: RawApi, resource: type[Resource], namespace: str | None, page_size: int = 500
+        self,
+        api: RawApi,
+        resource: type[Resource],
+        namespace: str | None,
+        page_size: int = 500,
+        *,
+        field_selector: str | None = None,
     ) -> None:
         self._api = api
         self._resource = resource
-        self._namespace = "*" if namespace is None else namespace  # lightkube ALL_NS
+        namespaced = issubclass(resource, NamespacedResource)
+        # lightkube: ALL_NS ("*") for every namespace, None for a cluster-scoped resource.
+        self._namespace = ("*" if namespace is None else namespace) if namespaced else None
         self._page_size = page_size
+        self._field_selector = field_selector  # e.g. metadata.name=x: RBAC resourceNames apply
 
     async def list(self) -> AsyncIterator[ListChunk]:
         continue_token: str | None = None
@@ -79,6 +103,7 @@ class LightkubeListWatch:
                 self._namespace,
                 limit=self._page_size,
                 continue_token=continue_token,
+                field_selector=self._field_selector,
             )
             yield ListChunk(page.resource_version, (decode(item) for item in page.items))
             if not page.continue_token:
@@ -92,7 +117,12 @@ class LightkubeListWatch:
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
             read_timeout=timeout_seconds + READ_TIMEOUT_MARGIN_SECONDS,
+            field_selector=self._field_selector,
         )
+
+
+class WatchSilent(Exception):
+    """A watch carried nothing, not even a bookmark, for the informer's silence limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +142,7 @@ class InformerStats:
     errors: int = 0  # failed list or watch attempts (each followed by a back-off delay)
     skipped: int = 0  # objects the transform rejected
     events: int = 0  # watch events applied (bookmarks excluded)
+    silent: int = 0  # watches abandoned as silent (half-open), each followed by a re-list
 
 
 def _key_of(raw: Any) -> Key | None:
@@ -201,8 +232,15 @@ class Informer(Generic[T]):
         indexers: Mapping[str, Indexer[T]] | None = None,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        if silence_limit <= 0:
+            raise ValueError("silence_limit must be positive")
         self.name = name
+        self.silence_limit = silence_limit
+        self._monotonic = monotonic
+        self._last_heard: float | None = None  # never synced yet
         self._source = source
         self._transform = transform
         self._indexers: Mapping[str, Indexer[T]] = dict(indexers or {})
@@ -237,6 +275,15 @@ class Informer(Generic[T]):
     def add_handler(self, handler: Callable[[Change[T]], None]) -> None:
         self._handlers.append(handler)
 
+    def staleness(self) -> float:
+        """Seconds since the API server was last heard from (inf before the first list)."""
+        if self._last_heard is None:
+            return math.inf
+        return max(0.0, self._monotonic() - self._last_heard)
+
+    def _heard(self) -> None:
+        self._last_heard = self._monotonic()
+
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
         """Until `predicate()` holds, re-checked after every state change (bound it with
         asyncio.timeout)."""
@@ -266,6 +313,11 @@ class Informer(Generic[T]):
             except WatchGone as gone:
                 self.stats.gone += 1
                 self._log.info("watch expired, re-listing", detail=str(gone))
+                self._resource_version = None
+                await self._notify()
+            except WatchSilent as silent:
+                self.stats.silent += 1
+                self._log.warning("watch silent, re-listing", detail=str(silent))
                 self._resource_version = None
                 await self._notify()
             except Exception as error:
@@ -300,22 +352,39 @@ class Informer(Generic[T]):
         self._log.debug("listed", objects=len(fresh), resource_version=resource_version)
         self._emit_replace(old_store, fresh)
         self._backoff.reset()
+        self._heard()
         self.synced.set()
         await self._notify()
 
     async def _watch(self, resuming: bool) -> int:
         """One watch request until the server ends it; the number of events it carried."""
         assert self._resource_version is not None
-        timeout = MIN_WATCH_TIMEOUT_SECONDS + self._rng.randrange(MIN_WATCH_TIMEOUT_SECONDS)
+        longest = max(1, math.floor(self.silence_limit - READ_TIMEOUT_MARGIN_SECONDS))
+        timeout = max(1, longest // 2 + self._rng.randrange(max(1, longest - longest // 2)))
         self.stats.watches += 1
         if resuming:
             self.stats.resumed += 1
         await self._notify()
         received = 0
-        async for event in self._source.watch(self._resource_version, timeout):
-            received += 1
-            self._apply(event)
-            await self._notify()
+        events = aiter(self._source.watch(self._resource_version, timeout))
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(self.silence_limit):
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise WatchSilent(
+                        f"nothing for {self.silence_limit:g}s, not even a bookmark"
+                    ) from None
+                received += 1
+                self._heard()
+                self._apply(event)
+                await self._notify()
+        finally:
+            await _close(events)
+        self._heard()  # the server ended the watch: it is alive
         return received
 
     # --- applying changes ----------------------------------------------------------------------
@@ -378,3 +447,9 @@ class Informer(Generic[T]):
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
+
+
+async def _close(events: AsyncIterator[RawWatchEvent]) -> None:
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()

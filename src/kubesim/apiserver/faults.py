@@ -1,4 +1,5 @@
-"""Seeded, deterministic fault injection: latency, error responses, dropped watches, 410s."""
+"""Seeded, deterministic fault injection: latency, error responses, dropped watches, 410s,
+and silent watches (a half-open connection: the stream stays open and carries nothing)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ class FaultRule:
     probability: float = 1.0
     remaining: int | None = None  # apply at most this many times
     hang: bool = False  # never answer (until the client gives up)
+    # Matching watches, open ones included, stop sending anything (events and bookmarks)
+    # while the rule is installed, and never send again: the connection went half-open.
+    silence_watch: bool = False
     _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False)
 
     def matches(self, info: RequestInfo, user: str) -> bool:
@@ -71,7 +75,7 @@ class FaultInjector:
 
     def action_for(self, info: RequestInfo, user: str) -> FaultAction | None:
         for rule in self.rules:
-            if not rule.matches(info, user):
+            if rule.silence_watch or not rule.matches(info, user):
                 continue
             if rule.probability < 1.0 and self._rng.random() >= rule.probability:
                 continue
@@ -79,3 +83,6 @@ class FaultInjector:
                 rule.remaining -= 1
             return FaultAction(rule.latency_seconds, rule.error_code, rule.hang)
         return None
+
+    def watch_silenced(self, info: RequestInfo, user: str) -> bool:
+        return any(rule.silence_watch and rule.matches(info, user) for rule in self.rules)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
@@ -58,3 +58,18 @@ def parse_request(method: str, path: str, is_watch: bool) -> RequestInfo:
     if (is_watch or legacy_watch) and verb in ("get", "list"):
         verb = "watch"
     return RequestInfo(True, path, verb, group, version, namespace, resource, subresource, name)
+
+
+def named_by_field_selector(info: RequestInfo, field_selector: str) -> RequestInfo:
+    """A list or watch whose fieldSelector pins metadata.name carries that name, so RBAC
+    resourceNames apply to it (upstream RequestInfoFactory, `metadata.name` exact match)."""
+    if info.verb not in ("list", "watch") or info.name or not field_selector:
+        return info
+    names = set()
+    for term in field_selector.split(","):
+        key, sep, value = term.partition("==") if "==" in term else term.partition("=")
+        if sep and key.strip() == "metadata.name":
+            names.add(value.strip())
+    if len(names) != 1:
+        return info
+    return replace(info, name=names.pop())

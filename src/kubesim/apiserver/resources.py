@@ -121,6 +121,13 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
                  "validatingwebhookconfigurations", False, has_generation=True),
+    # Stored and served, not enforced: kubesim evaluates no CEL.
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy",
+                 "validatingadmissionpolicies", False,
+                 subresources=(_status("ValidatingAdmissionPolicy"),), has_generation=True),
+    ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+                 "validatingadmissionpolicybindings", False, has_generation=True),
+    ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
     ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True,
                  ("netpol",), has_generation=True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),

@@ -37,7 +37,7 @@ from .protobuf import decode_body
 from .query import match_everything
 from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
-from .requestinfo import RequestInfo, parse_request
+from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
 
@@ -72,6 +72,7 @@ class AdmissionAttributes:
 
 
 Admitter = Callable[[AdmissionAttributes], Awaitable[None]]
+_NO_EVENT: Any = object()  # a watch's wait for its next event timed out
 SubresourceHandler = Callable[["RequestContext"], Awaitable[web.StreamResponse]]
 
 
@@ -168,8 +169,11 @@ class ApiServer:
     # entry point
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        info = parse_request(
-            request.method, request.path, request.query.get("watch") in ("1", "true")
+        info = named_by_field_selector(
+            parse_request(
+                request.method, request.path, request.query.get("watch") in ("1", "true")
+            ),
+            request.query.get("fieldSelector", ""),
         )
         user = self.authenticator.authenticate(request.headers.get("Authorization"))
         code = 500
@@ -483,6 +487,10 @@ class ApiServer:
                 try:
                     event = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
+                    event = _NO_EVENT
+                if self.faults.watch_silenced(ctx.info, ctx.user.username):
+                    await asyncio.Event().wait()  # half-open: nothing more, ever
+                if event is _NO_EVENT:
                     if bookmarks and watcher.queue.empty():
                         await self._send_bookmark(response, ctx.rt)
                     continue

@@ -68,9 +68,15 @@ def quick_backoff() -> Backoff:
 
 @asynccontextmanager
 async def running_controller(
-    sim: KubeSim, certs: WebhookCerts, **changes: Any
+    sim: KubeSim,
+    certs: WebhookCerts,
+    *,
+    app_options: dict[str, Any] | None = None,
+    **changes: Any,
 ) -> AsyncIterator[ControllerApp]:
-    app = ControllerApp(controller_config(sim, certs, **changes), cache_backoff=quick_backoff)
+    """`changes` go to the ControllerConfig, `app_options` to ControllerApp itself."""
+    app = ControllerApp(controller_config(sim, certs, **changes), cache_backoff=quick_backoff,
+                        **(app_options or {}))  # fmt: skip
     await app.start()
     try:
         yield app

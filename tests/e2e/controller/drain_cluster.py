@@ -337,11 +337,13 @@ class DrainCluster:
 
     async def start_replica(
         self, pod_name: str = "graceful-drain-0", *, env: Mapping[str, str] | None = None,
-        route: bool = True, wait_synced: bool = True,
+        route: bool = True, wait_synced: bool = True, app_options: Mapping[str, Any] | None = None,
     ) -> Replica:  # fmt: skip
-        """Start one controller replica; with `route`, the webhook Service points at it."""
+        """Start one controller replica; with `route`, the webhook Service points at it.
+        `app_options` go to ControllerApp (scaled timings of the fault suite)."""
         config = await self.replica_config(pod_name, env)
-        app = ControllerApp(config, identity=pod_name, cache_backoff=quick_backoff)
+        options = {"cache_backoff": quick_backoff, **(app_options or {})}
+        app = ControllerApp(config, identity=pod_name, **options)
         await app.start()
         replica = Replica(pod_name, app)
         self.replicas.append(replica)

@@ -203,7 +203,7 @@ async def test_self_signed_controller_publishes_its_ca_and_serves_with_it(
             "admissionReviewVersions": ["v1"],
         }],
     })  # fmt: skip
-    self_signed = {"tls_cert_file": None, "tls_key_file": None, "self_signed": True,
+    self_signed: dict[str, Any] = {"tls_cert_file": None, "tls_key_file": None, "self_signed": True,
                    "controller_namespace": "graceful-drain"}  # fmt: skip
     async with running_controller(sim, certs, **self_signed) as app:
         async with asyncio.timeout(DEADLINE):

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.events import DRAIN_STARTED
 from graceful_drain.kube.informer import Informer as ControllerInformer
@@ -146,6 +147,17 @@ async def evict_a_pod_the_cache_has_not_seen(cluster: DrainCluster, replica: Rep
     assert reads == [200]
 
 
+async def end_the_configuration_watch(sim: KubeSim, replica: Replica) -> None:
+    """A watch is audited when it ends; the caBundle keeper's lasts the whole test."""
+    tls = replica.app.tls
+    assert isinstance(tls, SelfSignedCertificates)
+    [informer] = [i for i in tls.informers if i.name.startswith("validatingwebhook")]
+    watches = informer.stats.watches
+    sim.store.close_watchers(("admissionregistration.k8s.io", "validatingwebhookconfigurations"))
+    async with asyncio.timeout(BOUND):
+        await informer.wait_for(lambda: informer.stats.watches > watches)
+
+
 async def applied_rbac(cluster: DrainCluster) -> list[dict[str, Any]]:
     listed = await cluster.kubectl_json(
         "get", "clusterroles,clusterrolebindings,roles,rolebindings", "--all-namespaces"
@@ -162,6 +174,7 @@ async def test_the_shipped_rbac_grants_exactly_what_the_controller_uses(
         await two_dances(cluster)
         await stamp_against_a_stale_cache(cluster, replica)
         await evict_a_pod_the_cache_has_not_seen(cluster, replica)
+        await end_the_configuration_watch(cluster.sim, replica)
 
         requests = cluster.controller_requests()
         granted = granted_to(await applied_rbac(cluster), NAMESPACE, SERVICE_ACCOUNT)

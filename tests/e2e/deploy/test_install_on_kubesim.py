@@ -57,6 +57,11 @@ RESOURCE_OF = {
     "ValidatingWebhookConfiguration": (
         "validatingwebhookconfiguration.admissionregistration.k8s.io"
     ),
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicy.admissionregistration.k8s.io",
+    "ValidatingAdmissionPolicyBinding": (
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io"
+    ),
+    "PriorityClass": "priorityclass.scheduling.k8s.io",
 }
 
 

@@ -14,8 +14,13 @@ from graceful_drain.controller.pki import (
     NeedsCA,
     NeedsServing,
     assess,
-    bundle_from_secret_data,
+    bundle_from_secrets,
+    certificates,
+    fingerprint,
+    issuer_in,
+    merged_bundle,
     renewed,
+    same_certificates,
     service_dns_names,
 )
 
@@ -59,17 +64,47 @@ def test_issued_serving_certificate_is_signed_by_the_ca_for_the_service_names() 
     assert serving.not_valid_before_utc <= NOW < serving.not_valid_after_utc
 
 
-def test_secret_data_round_trips() -> None:
-    assert bundle_from_secret_data(BUNDLE.secret_data()) == BUNDLE
+def test_the_two_secrets_round_trip_and_only_the_ca_secret_holds_the_ca_key() -> None:
+    serving, ca = BUNDLE.serving_secret_data(), BUNDLE.ca_secret_data()
+    assert set(serving) == {"tls.crt", "tls.key", "ca.crt"}
+    assert set(ca) == {"ca.crt", "ca.key"}
+    assert bundle_from_secrets(ca, serving) == BUNDLE
+
+
+def test_an_older_single_secret_still_reads_as_the_ca() -> None:
+    legacy = {**BUNDLE.serving_secret_data(), "ca.key": BUNDLE.ca_secret_data()["ca.key"]}
+    assert bundle_from_secrets(None, legacy) == BUNDLE
+
+
+def test_a_ca_without_a_serving_pair_needs_a_serving_certificate() -> None:
+    bundle = bundle_from_secrets(BUNDLE.ca_secret_data(), None)
+    assert bundle is not None and bundle.cert_pem == b""
+    assert isinstance(assess(bundle, NAMES, NOW), NeedsServing)
 
 
 @pytest.mark.parametrize(
     "data",
-    [None, {}, {"tls.crt": "eA=="}, {**BUNDLE.secret_data(), "ca.key": "not base64!"}],
+    [None, {}, {"tls.crt": "eA=="}, {**BUNDLE.ca_secret_data(), "ca.key": "not base64!"}],
     ids=["none", "empty", "partial", "bad-base64"],
 )
-def test_incomplete_secret_data_reads_as_nothing(data: dict[str, str] | None) -> None:
-    assert bundle_from_secret_data(data) is None
+def test_no_usable_ca_reads_as_nothing(data: dict[str, str] | None) -> None:
+    assert bundle_from_secrets(data, None) is None
+
+
+def test_merged_bundle_adds_the_required_and_drops_the_removable_and_expired() -> None:
+    old, new, stale = issue(), issue(), issue(NOW - CA_LIFE * 2)
+    present = old.ca_bundle_pem + stale.ca_bundle_pem
+    [new_ca], [old_ca] = cas(new), cas(old)
+    merged = merged_bundle(present, [new_ca], set(), NOW)
+    assert [fingerprint(c) for c in certificates(merged)] == [
+        fingerprint(new_ca),
+        fingerprint(old_ca),
+    ]  # the expired one is gone, the old one kept until retired
+    retired = merged_bundle(present, [new_ca], {fingerprint(old_ca)}, NOW)
+    assert same_certificates(retired, new.ca_bundle_pem)
+    assert issuer_in(old.cert_pem, merged) is not None
+    assert issuer_in(old.cert_pem, retired) is None
+    assert issuer_in(old.cert_pem, b"not a pem") is None
 
 
 def test_fresh_bundle_is_used_until_two_thirds_of_the_serving_lifetime() -> None:

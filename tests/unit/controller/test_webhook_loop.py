@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -104,9 +105,12 @@ class FakeCluster:
 class ScriptedPatcher:
     failures: list[BaseException] = field(default_factory=list)
     patches: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+    latency: float = 0.0  # how long the API server takes to answer each PATCH
 
     async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
         self.patches.append((namespace, name, patch))
+        if self.latency:
+            await asyncio.sleep(self.latency)
         if self.failures:
             raise self.failures.pop(0)
 
@@ -180,6 +184,31 @@ async def test_stamp_then_429_naming_the_deployment(rig: Rig) -> None:
         RolloutRequested(deployment().ref, POD.ref, "node-a", "2024-05-01T12:00:00.000000Z")
     ]
     assert rig.metrics.rollouts_started._value.get() == 1
+
+
+async def test_a_stamp_slower_than_the_per_call_cap_but_within_the_budget_holds(
+    rig: Rig,
+) -> None:
+    """Issue 15: a 2.5 s PATCH under a 2 s per-call cap used to fail open (scaled here 10x)."""
+    rig.webhook = EvictionWebhook(
+        rig.cluster, rig.patcher, config=DecisionConfig(), clock=lambda: NOW,
+        budget_seconds=0.4, call_timeout_seconds=0.2,
+    )  # fmt: skip
+    rig.patcher.latency = 0.25
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert len(rig.patcher.patches) == 1
+
+
+async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_allows(rig: Rig) -> None:
+    rig.webhook = EvictionWebhook(
+        rig.cluster, rig.patcher, config=DecisionConfig(), clock=lambda: NOW,
+        budget_seconds=0.2, call_timeout_seconds=0.1,
+    )  # fmt: skip
+    rig.patcher.latency = 5.0  # cancelled at the budget: the test ends long before this
+    response = await answer(rig)
+    assert response["allowed"] is True  # row 16's "any other failure"
 
 
 async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:

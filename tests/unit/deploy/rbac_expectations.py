@@ -12,6 +12,7 @@ from tests.unit.deploy.rendered import NAMESPACE, Variant
 
 LEASE = "graceful-drain"
 TLS_SECRET = "graceful-drain-webhook-tls"
+CA_SECRET = "graceful-drain-webhook-tls-ca"
 WEBHOOK_CONFIGURATION = "graceful-drain"
 
 READ = frozenset({"get", "list", "watch"})
@@ -53,9 +54,11 @@ def expected_allowed(variant: Variant, request: Request) -> bool:
     if not variant.self_signed:
         return False
     if target == ("", "secrets", "") and own_namespace:
-        return verb == "create" or (verb in {"get", "update"} and request.name == TLS_SECRET)
+        return verb == "create" or (
+            verb in READ | {"update"} and request.name in (TLS_SECRET, CA_SECRET)
+        )  # list/watch by a metadata.name field selector: the request carries the name
     if target == ("admissionregistration.k8s.io", "validatingwebhookconfigurations", ""):
-        return verb in {"get", "patch"} and request.name == WEBHOOK_CONFIGURATION
+        return verb in {"list", "watch", "patch"} and request.name == WEBHOOK_CONFIGURATION
     return False
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graceful_drain.config import parse_controller_config
 from kubesim.apiserver.label_selectors import LabelSelector, label_selector_from_object
 from tests.unit.deploy.rendered import (
     CERT_MANAGER,
@@ -36,6 +38,9 @@ COMMON_OBJECTS = {
     ("PodDisruptionBudget", "graceful-drain"),
     ("NetworkPolicy", "graceful-drain"),
     ("ValidatingWebhookConfiguration", "graceful-drain"),
+    ("PriorityClass", "graceful-drain-critical"),
+    ("ValidatingAdmissionPolicy", "graceful-drain-controller-writes"),
+    ("ValidatingAdmissionPolicyBinding", "graceful-drain-controller-writes"),
 }
 EXPECTED_OBJECTS = {
     SELF_SIGNED.name: COMMON_OBJECTS
@@ -58,6 +63,9 @@ CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
     "ValidatingWebhookConfiguration",
+    "PriorityClass",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 }
 EXCLUDED_NAMESPACES = {"kube-system", NAMESPACE}
 SHUTDOWN_SECONDS = 5  # graceful_drain.controller.app.SHUTDOWN_TIMEOUT_SECONDS (webhook branch)
@@ -279,11 +287,19 @@ def test_only_writable_path_is_an_in_memory_tmp(variant: Variant) -> None:
     assert tmp["emptyDir"]["medium"] == "Memory"
 
 
-def test_self_signed_mode_runs_with_self_signed_and_mounts_no_secret() -> None:
+def test_self_signed_mode_mounts_only_the_serving_secret_optionally() -> None:
+    """The last known certificate for a cold start; never the CA key's Secret."""
     items = objects(SELF_SIGNED)
-    assert controller_container(items)["args"] == ["--self-signed"]
+    container = controller_container(items)
+    assert container["args"] == ["--self-signed"]
     pod = one(items, "Deployment")["spec"]["template"]["spec"]
-    assert not [volume for volume in pod["volumes"] if "secret" in volume]
+    [volume] = [volume for volume in pod["volumes"] if "secret" in volume]
+    assert volume["secret"]["secretName"] == "graceful-drain-webhook-tls"
+    assert volume["secret"]["optional"] is True
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    config = parse_controller_config(["--self-signed"], {})
+    assert Path(mount["mountPath"]) == config.self_signed_mount
     webhook_configuration = one(items, "ValidatingWebhookConfiguration")
     assert "annotations" not in webhook_configuration["metadata"]
 

@@ -114,6 +114,8 @@ def test_name_restricted_rules_cover_every_verb_but_create(variant: Variant) -> 
                 if rule["verbs"] == ["create"]:
                     # A create request has no name: resourceNames cannot apply to it.
                     assert "resourceNames" not in rule
+                elif resource == "secrets":
+                    assert rule["resourceNames"] == [name, f"{name}-ca"], rule
                 else:
                     assert rule["resourceNames"] == [name], rule
 

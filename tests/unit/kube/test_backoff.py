@@ -51,3 +51,11 @@ def test_rejects_nonsense(kwargs: dict[str, float]) -> None:
     initial, maximum = kwargs.pop("initial"), kwargs.pop("maximum")
     with pytest.raises(ValueError):
         Backoff(initial, maximum, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_default_cap_keeps_an_informer_blind_at_most_5_seconds_after_an_outage() -> None:
+    """However many attempts failed, the next one comes within 5 s (docs/reliability.md)."""
+    backoff = Backoff(rng=random.Random(7))
+    delays = [backoff.next_delay() for _ in range(1000)]
+    assert max(delays) <= 5.0
+    assert max(delays) > 2.5  # the cap is reached, not some smaller plateau

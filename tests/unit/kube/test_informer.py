@@ -65,7 +65,7 @@ class ScriptedSource:
     async def watch(
         self, resource_version: str, timeout_seconds: int
     ) -> AsyncIterator[RawWatchEvent]:
-        assert 300 <= timeout_seconds < 600
+        assert 1 <= timeout_seconds < 120  # ends before the default silence limit (125 s)
         self.watch_versions.append(resource_version)
         while True:
             item = await self.stream.get()
@@ -310,3 +310,74 @@ async def test_empty_watches_back_off_instead_of_spinning(
     await until(running, lambda: len(source.watch_versions) == 4)
     assert len(delays) == 3
     assert source.list_calls == 1
+
+
+async def test_default_watch_timeouts_end_before_a_watch_could_look_silent(
+    source: ScriptedSource,
+) -> None:
+    seen: list[int] = []
+    watch = source.watch
+
+    def recording(resource_version: str, timeout_seconds: int) -> AsyncIterator[RawWatchEvent]:
+        seen.append(timeout_seconds)
+        return watch(resource_version, timeout_seconds)
+
+    source.watch = recording  # type: ignore[method-assign]
+    informer = pod_informer(source)
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(20):
+            count = len(seen)
+            await until(informer, lambda count=count: len(seen) > count)  # type: ignore[misc]
+            source.stream.put_nowait(END)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert all(60 <= timeout < 120 for timeout in seen)  # client-go's spread, scaled to 2 min
+    assert informer.silence_limit == 125.0
+    assert len(set(seen)) > 1  # jittered
+
+
+async def test_a_silent_watch_is_abandoned_and_the_informer_re_lists(
+    source: ScriptedSource,
+) -> None:
+    """Issue 15: a half-open watch (nothing, not even bookmarks) went unnoticed 6-11 min."""
+    source.objects = {"a": pod("a")}
+    informer = Informer("pods", source, PodInfo.from_object, backoff=Backoff(0.001, 0.002),
+                        silence_limit=0.2)  # fmt: skip
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(informer, lambda: source.watch_versions == ["10"])
+        # The stream stays open and silent; meanwhile the cluster changes.
+        source.objects["b"] = pod("b", rv="11")
+        source.version = "11"
+        await until(informer, lambda: informer.get("default", "b") is not None)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert informer.stats.silent >= 1
+    assert source.list_calls >= 2
+
+
+async def test_staleness_counts_from_the_last_sign_of_life(source: ScriptedSource) -> None:
+    now = [100.0]
+    source.objects = {"a": pod("a")}
+    informer = Informer("pods", source, PodInfo.from_object, backoff=Backoff(0.001, 0.002),
+                        monotonic=lambda: now[0])  # fmt: skip
+    assert informer.staleness() == float("inf")  # never listed
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(informer, lambda: source.watch_versions == ["10"])
+        assert informer.staleness() == 0.0
+        now[0] = 130.0
+        assert informer.staleness() == 30.0
+        source.event("BOOKMARK", {"metadata": {"resourceVersion": "12"}})
+        await until(informer, lambda: informer.resource_version == "12")
+        assert informer.staleness() == 0.0
+        now[0] = 140.0
+        source.stream.put_nowait(END)  # the server ends the watch: alive
+        await until(informer, lambda: len(source.watch_versions) == 2)
+        assert informer.staleness() == 0.0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,149 @@
+"""Slow clients against the webhook's TLS socket: read deadlines and the connection cap.
+
+Issue 15: headers at 1 byte/s kept 1,500 connections open for 45 s (none closed) and grew
+RSS by ~60 KB each; ~7k of them OOM-kill the pod. Timings here are scaled down (a 0.5 s read
+deadline instead of 10 s); each wait is bounded and fails the test when exceeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+
+import aiohttp
+import pytest
+
+from graceful_drain.controller.connections import ConnectionGuard
+from kubesim.sim import KubeSim
+
+from .conftest import DEADLINE, WebhookCerts, eviction_review, post_review, running_controller
+
+pytestmark = pytest.mark.e2e
+
+TRICKLE_BYTES = 200  # a slow client never gets this far: the deadline closes it first
+
+
+async def trickle(port: int, context: ssl.SSLContext, head: bytes) -> bool:
+    """Send `head`, then one byte every 20 ms. True once the server has closed the
+    connection (it did not wait for the request to complete)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    try:
+        writer.write(head)
+        for _ in range(TRICKLE_BYTES):
+            if reader.at_eof():
+                return True
+            writer.write(b"a")
+            try:
+                await writer.drain()
+                await asyncio.wait_for(reader.read(1), 0.02)  # a slow client's pace
+            except TimeoutError:
+                continue
+            except (ConnectionError, ssl.SSLError):
+                return True
+            return True  # an answer or EOF: the server stopped waiting for us
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+
+
+HEADERS_NEVER_END = b"POST /validate-eviction HTTP/1.1\r\nHost: webhook\r\nX-Slow: "
+BODY_NEVER_ENDS = (
+    b"POST /validate-eviction HTTP/1.1\r\nHost: webhook\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+)
+
+
+async def test_slow_readers_are_closed_while_the_api_server_gets_its_answers(
+    sim: KubeSim, certs: WebhookCerts, https: aiohttp.ClientSession
+) -> None:
+    guard = ConnectionGuard(read_timeout=0.5, max_connections=64)
+    async with running_controller(sim, certs, app_options={"connection_guard": guard}) as app:
+        port = app.webhook_site.port
+        context = certs.client_context()
+        heads = (HEADERS_NEVER_END, BODY_NEVER_ENDS)
+        slow = [asyncio.create_task(trickle(port, context, heads[i % 2])) for i in range(24)]
+        for _ in range(3):  # AdmissionReviews while the slow clients trickle
+            status, review = await post_review(https, app, eviction_review("default", "gone"))
+            assert status == 200
+            assert review["response"]["allowed"] is True  # no such pod: row 3
+        async with asyncio.timeout(DEADLINE):
+            closed = await asyncio.gather(*slow)
+        assert all(closed)  # every slow client was cut off before it finished trickling
+        assert guard.stats.timed_out >= 24
+        assert guard.stats.evicted == guard.stats.refused == 0
+
+
+async def test_the_cap_bounds_open_connections_and_a_newcomer_still_gets_in(
+    sim: KubeSim, certs: WebhookCerts, https: aiohttp.ClientSession
+) -> None:
+    guard = ConnectionGuard(read_timeout=30, max_connections=8)  # the deadline plays no part
+    async with running_controller(sim, certs, app_options={"connection_guard": guard}) as app:
+        context = certs.client_context()
+        held: list[asyncio.StreamWriter] = []
+        try:
+            for _ in range(24):
+                _reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", app.webhook_site.port, ssl=context
+                )
+                writer.write(HEADERS_NEVER_END)
+                await writer.drain()
+                held.append(writer)
+                assert guard.stats.open <= 8
+            status, review = await post_review(https, app, eviction_review("default", "gone"))
+            assert status == 200 and review["response"]["allowed"] is True
+            assert guard.stats.evicted >= 16  # the oldest slow readers made room
+            assert guard.stats.refused == 0
+        finally:
+            for writer in held:
+                writer.close()
+
+
+async def test_a_client_that_sends_nothing_is_closed(sim: KubeSim, certs: WebhookCerts) -> None:
+    guard = ConnectionGuard(read_timeout=0.3, max_connections=8)
+    async with running_controller(sim, certs, app_options={"connection_guard": guard}) as app:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", app.webhook_site.port, ssl=certs.client_context()
+        )
+        try:
+            async with asyncio.timeout(DEADLINE):
+                assert await reader.read() == b""  # EOF: the server closed it
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                await writer.wait_closed()
+        assert guard.stats.timed_out == 1
+
+
+async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
+    """The eviction order, on the guard alone: idle first, then slow readers, never busy."""
+    guard = ConnectionGuard(read_timeout=60, max_connections=2)
+
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.aborted = False
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    from graceful_drain.controller.connections import _Connection
+
+    busy, reading = _Connection(), _Connection()
+    first, second = Transport(), Transport()
+    assert guard._opened(busy, first) and guard._opened(reading, second)
+    busy.disarm()
+    busy.busy = True
+    third = Transport()
+    assert guard._opened(_Connection(), third)  # room made by aborting the slow reader
+    assert second.aborted and not first.aborted
+    fourth = Transport()
+    for connection in list(guard._open.values()):
+        connection.disarm()
+        connection.busy = True
+    assert not guard._opened(_Connection(), fourth)
+    assert guard.stats.refused == 1 and guard.stats.evicted == 1
+    for connection in list(guard._open.values()):
+        connection.disarm()
