@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.drain.harness import Mode, RunResult
+from bench.drain.harness import Mode, RunResult, find_result
 from bench.drain.series_proc import SeriesOptions, series_main
 from bench.drain.timings import CLIENT_NAMES, REACTION_ALLOWANCE, DrainTimings
 from bench.procs import Child
@@ -39,13 +39,6 @@ def run(profile: DrainProfile) -> list[Table]:
             finally:
                 child.finish(30.0)
     return build_tables(results, profile)
-
-
-def _find(results: Sequence[RunResult], client: str, count: int, mode: Mode) -> RunResult | None:
-    for result in results:
-        if (result.client, result.count, result.mode) == (client, count, mode.value):
-            return result
-    return None
 
 
 CONTROLLER_COLUMNS = [
@@ -99,10 +92,10 @@ def build_tables(results: Sequence[RunResult], profile: DrainProfile) -> list[Ta
     )  # fmt: skip
     for count in profile.counts:
         for client in profile.clients:
-            controller = _find(results, client, count, Mode.CONTROLLER)
-            none = _find(results, client, count, Mode.NONE)
-            pdb = _find(results, client, count, Mode.PDB)
-            polling = _find(results, client, count, Mode.POLLING)
+            controller = find_result(results, client, count, Mode.CONTROLLER)
+            none = find_result(results, client, count, Mode.NONE)
+            pdb = find_result(results, client, count, Mode.PDB)
+            polling = find_result(results, client, count, Mode.POLLING)
             duration = None if controller is None else controller.duration
             with_controller.add(
                 client=client,
