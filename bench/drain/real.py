@@ -34,6 +34,7 @@ from bench.drain.harness import (
     reset_node,
 )
 from bench.drain.timings import DrainTimings
+from graceful_drain.controller.metrics import NAMESPACE as METRICS_NAMESPACE
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.drain import CLIENTS, DrainClient
 from kubesim.recorder import AvailabilityRecorder
@@ -43,7 +44,7 @@ from realcluster.cluster import RealCluster
 WEBHOOK_SWITCH_TIMEOUT = 30.0  # the API server picks a configuration change up from a watch
 NAMESPACE_GONE_TIMEOUT = 180.0
 POLL_SECONDS = 0.1
-DECISIONS_METRIC = "graceful_drain_decisions_total"
+DECISIONS_METRIC = f"{METRICS_NAMESPACE}_decisions_total"
 Obj = dict[str, Any]
 
 
