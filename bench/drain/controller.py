@@ -1,10 +1,14 @@
-"""graceful-drain for part 3: the controller process, and its webhook registered in kubesim.
+"""graceful-drain for part 3: the controller process, and its webhook registered in kubesim
+or on the real control plane.
 
 The controller runs as it does in a cluster: its own process (spawned), `ControllerApp` with
 the webhook, the informer cache and the reconciler, talking to kubesim over HTTPS. Its
 serving certificate comes from a throwaway CA; `install` creates the shipped
 ValidatingWebhookConfiguration (deploy/base/webhook.yaml) with that CA's bundle and resolves
-its Service to the controller's port; `uninstall` deletes it again.
+its Service to the controller's port; `uninstall` deletes it again. On the real control plane,
+which cannot reach a Service, `register_by_url` creates the same configuration with
+`clientConfig.url` naming the controller's loopback port instead (its certificate names
+127.0.0.1), and `unregister` deletes it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from bench.procs import receive_async, run_child
 from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.logs import configure_logging
+from kubesim.client import KubeClient, resource_path
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
 
@@ -31,6 +36,10 @@ WEBHOOK_MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "base" / "we
 NAMESPACE = "graceful-drain"
 SERVICE = "graceful-drain-webhook"
 SYNC_TIMEOUT = 60.0
+WEBHOOK_CONFIGURATION = "graceful-drain"  # deploy/base/webhook.yaml's name
+WEBHOOK_CONFIGURATIONS = resource_path(
+    "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class ControllerOptions:
 class ControllerReady:
     port: int
     ca_pem: bytes
+    metrics_port: int = 0
 
 
 def webhook_configuration(ca_pem: bytes) -> dict[str, object]:
@@ -51,6 +61,23 @@ def webhook_configuration(ca_pem: bytes) -> dict[str, object]:
     for hook in manifest["webhooks"]:  # type: ignore[attr-defined]
         hook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
     return manifest
+
+
+def webhook_configuration_by_url(ready: ControllerReady) -> dict[str, object]:
+    """The shipped configuration, each webhook's Service replaced by the controller's URL."""
+    manifest = webhook_configuration(ready.ca_pem)
+    for hook in manifest["webhooks"]:  # type: ignore[attr-defined]
+        service = hook["clientConfig"].pop("service")
+        hook["clientConfig"]["url"] = f"https://127.0.0.1:{ready.port}{service['path']}"
+    return manifest
+
+
+async def register_by_url(api: KubeClient, ready: ControllerReady) -> None:
+    await api.create(WEBHOOK_CONFIGURATIONS, webhook_configuration_by_url(ready))
+
+
+async def unregister(api: KubeClient) -> None:
+    await api.delete(f"{WEBHOOK_CONFIGURATIONS}/{WEBHOOK_CONFIGURATION}")
 
 
 def install(sim: KubeSim, ready: ControllerReady) -> None:
@@ -67,7 +94,7 @@ def install(sim: KubeSim, ready: ControllerReady) -> None:
 def uninstall(sim: KubeSim) -> None:
     rt = sim.resources.by_kind("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")
     assert rt is not None
-    sim.registry.delete(rt, "", "graceful-drain", {})
+    sim.registry.delete(rt, "", WEBHOOK_CONFIGURATION, {})
 
 
 async def _serve(connection: Connection, options: ControllerOptions) -> None:
@@ -92,7 +119,9 @@ async def _serve(connection: Connection, options: ControllerOptions) -> None:
         try:
             async with asyncio.timeout(SYNC_TIMEOUT):
                 await app.cache.wait_synced()
-            connection.send(ControllerReady(app.webhook_site.port, ca.cert_pem))
+            connection.send(
+                ControllerReady(app.webhook_site.port, ca.cert_pem, app.health_site.port)
+            )
             while await receive_async(connection) != "stop":
                 pass
         finally:

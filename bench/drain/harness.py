@@ -31,8 +31,9 @@ from bench.drain.timings import DrainTimings
 from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.runtime import Informer
-from kubesim.drain import DrainResult
+from kubesim.drain import DrainClient, DrainResult
 from kubesim.drain.api import list_pods_on_node
+from kubesim.recorder import AvailabilityRecorder
 from kubesim.scenario import DrainSpec
 from kubesim.scenario_runner import ScenarioRun
 from kubesim.sim import KubeSim
@@ -77,6 +78,14 @@ class RunResult:
         if not self.surge_ready or any(at is None for at in self.surge_ready):
             return None
         return max(at for at in self.surge_ready if at is not None)
+
+
+def find_result(results: Sequence[RunResult], client: str, count: int,
+                mode: Mode) -> RunResult | None:  # fmt: skip
+    for result in results:
+        if (result.client, result.count, result.mode) == (client, count, mode.value):
+            return result
+    return None
 
 
 def first_reaching(samples: Sequence[tuple[float, int]], level: int, start: float,
@@ -137,6 +146,66 @@ async def watch_until(client: KubeClient, api_version: str, plural: str, kind: s
             await task
 
 
+def all_ready(recorder: AvailabilityRecorder, namespace: str, names: Sequence[str]) -> bool:
+    """Every (single-replica) Deployment named has a Ready pod, as the recorder has seen it."""
+    counts = recorder.ledger.ready_counts()  # once: it walks every pod
+    return all(counts.get((namespace, name), 0) >= 1 for name in names)
+
+
+async def measure_drain(drain: DrainClient, recorder: AvailabilityRecorder, node: str,
+                        mode: Mode, timings: DrainTimings, namespace: str,
+                        names: Sequence[str]) -> RunResult:  # fmt: skip
+    """One drain of `node` by `drain`, cut at its bound, then watched until every Deployment
+    in `names` is Ready again: what the recorder saw of it, from the drain's start."""
+    started = recorder.mark_drain_started(node, drain.name).at
+    result: DrainResult | None = None
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(drain_bound(mode, timings, drain.name)):
+            result = await drain.drain(node)
+    finished = recorder.mark("drain-returned", node=node).at
+    removed = [] if result is None else [
+        key.split("/", 1) for key in (*result.evicted, *result.deleted)
+    ]  # fmt: skip
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SETTLE_SECONDS + len(names)):
+            await recorder.wait_until(
+                lambda: all(recorder.pod_departed(ns, name) for ns, name in removed)
+            )
+            await recorder.wait_until(lambda: all_ready(recorder, namespace, names))
+    settled = recorder.mark("settled", node=node).at
+    timelines = [recorder.timeline(name, namespace) for name in names]
+    return RunResult(
+        client=drain.name,
+        mode=mode.value,
+        count=len(names),
+        drained=result is not None and result.drained,
+        error=None if result is None else result.error,
+        duration=None if result is None else finished - started,
+        zero_ready=tuple(t.zero_ready_seconds(started, settled) for t in timelines),
+        surge_ready=tuple(first_reaching(t.samples, 2, started, settled) for t in timelines),
+        rejections=0 if result is None else sum(result.rejections.values()),
+    )
+
+
+async def reset_node(api: KubeClient, name: str) -> None:
+    """Undo a drain: uncordon, and drop Karpenter's and Cluster Autoscaler's taints."""
+    path = resource_path("v1", "nodes", name=name)
+    node = await api.get(path)
+    spec = node.setdefault("spec", {})
+    spec["unschedulable"] = False
+    spec["taints"] = [t for t in spec.get("taints") or [] if t.get("key") not in DRAIN_TAINTS]
+    await api.replace(path, node)
+
+
+async def node_holding(api: KubeClient, namespace: str, fallback: str) -> str:
+    """The node among node-a and node-b that runs the namespace's pods (`fallback` if none)."""
+    for name in (workload.DRAINED_NODE, workload.OTHER_NODE):
+        pods = await list_pods_on_node(api, name)
+        if any(p["metadata"].get("namespace") == namespace for p in pods):
+            return name
+    return fallback
+
+
 class Series:
     def __init__(self, sim: KubeSim, client: str, count: int, timings: DrainTimings,
                  controller: ControllerReady) -> None:  # fmt: skip
@@ -161,22 +230,6 @@ class Series:
         async with asyncio.timeout(SETTLE_SECONDS + self.count):
             await self.run.wait_ready()
 
-    async def reset_node(self, name: str) -> None:
-        """Undo a drain: uncordon, and drop Karpenter's and Cluster Autoscaler's taints."""
-        path = resource_path("v1", "nodes", name=name)
-        node = await self.api.get(path)
-        spec = node.setdefault("spec", {})
-        spec["unschedulable"] = False
-        spec["taints"] = [t for t in spec.get("taints") or [] if t.get("key") not in DRAIN_TAINTS]
-        await self.api.replace(path, node)
-
-    async def where_pods_are(self) -> str:
-        for name in (workload.DRAINED_NODE, workload.OTHER_NODE):
-            pods = await list_pods_on_node(self.api, name)
-            if any(p["metadata"].get("namespace") == workload.NAMESPACE for p in pods):
-                return name
-        return self.node
-
     async def create_pdbs(self) -> None:
         for name in self.names:
             await self.run.apply(workload.pdb(name))
@@ -195,40 +248,13 @@ class Series:
     async def drain(self, mode: Mode) -> RunResult:
         """One drain of the node holding the pods, until every Deployment is Ready again."""
         spec = DrainSpec(self.node, self.client, 0.0, dict(self.timings.parameters(self.client)))
-        drain = self.run.drain_client(spec)
-        recorder = self.run.recorder
-        started = recorder.mark_drain_started(spec.node, self.client).at
-        result: DrainResult | None = None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_bound(mode, self.timings, self.client)):
-                result = await drain.drain(spec.node)
-        finished = recorder.mark("drain-returned", node=spec.node).at
-        removed = [] if result is None else [
-            key.split("/", 1) for key in (*result.evicted, *result.deleted)
-        ]  # fmt: skip
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SETTLE_SECONDS + self.count):
-                await recorder.wait_until(
-                    lambda: all(recorder.pod_departed(ns, name) for ns, name in removed)
-                )
-                await self.run.wait_ready()
-        settled = recorder.mark("settled", node=spec.node).at
-        timelines = [recorder.timeline(name, workload.NAMESPACE) for name in self.names]
-        zero_ready = tuple(t.zero_ready_seconds(started, settled) for t in timelines)
-        surge_ready = tuple(first_reaching(t.samples, 2, started, settled) for t in timelines)
-        await self.reset_node(spec.node)
-        self.node = await self.where_pods_are()
-        return RunResult(
-            client=self.client,
-            mode=mode.value,
-            count=self.count,
-            drained=result is not None and result.drained,
-            error=None if result is None else result.error,
-            duration=None if result is None else finished - started,
-            zero_ready=zero_ready,
-            surge_ready=surge_ready,
-            rejections=0 if result is None else sum(result.rejections.values()),
-        )
+        result = await measure_drain(
+            self.run.drain_client(spec), self.run.recorder, spec.node, mode, self.timings,
+            workload.NAMESPACE, self.names,
+        )  # fmt: skip
+        await reset_node(self.api, spec.node)
+        self.node = await node_holding(self.api, workload.NAMESPACE, self.node)
+        return result
 
     async def all_modes(self) -> list[RunResult]:
         results = []

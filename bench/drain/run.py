@@ -1,23 +1,38 @@
 """Part 3: drains to completion on kubesim, with graceful-drain and without, against a PDB
-`minAvailable: 1` and against a polling restart-on-cordon loop (with the PDBs).
+`minAvailable: 1` and against a polling restart-on-cordon loop (with the PDBs); then the
+unprotected drain and graceful-drain's on the real control plane, beside kubesim's.
 
-One spawned process per (client, N) runs a fresh cluster through the four modes
-(bench/drain/harness.py); the controller runs in a process of its own beside it.
+One spawned process per (client, N) runs a fresh kubesim cluster through the four modes
+(bench/drain/harness.py); the controller runs in a process of its own beside it. One more
+spawned process runs a real control plane for every (client, N) (bench/drain/real.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.drain.harness import Mode, RunResult
+from bench.drain.compare import RealRun, build_comparison
+from bench.drain.harness import Mode, RunResult, find_result
+from bench.drain.real_proc import RealOptions, RealResults, real_main
 from bench.drain.series_proc import SeriesOptions, series_main
 from bench.drain.timings import CLIENT_NAMES, REACTION_ALLOWANCE, DrainTimings
-from bench.procs import Child
+from bench.procs import Child, ChildFailed
 from bench.report import Column, Table, fixed
 from bench.stats import Bound, Target, evaluate
+from realcluster.binaries import BinariesUnavailable, built_bin_dir, ensure_built
 
 SERIES_TIMEOUT_PER_POD = 4.0
+REAL_START_TIMEOUT = 300.0  # the cluster's components start one after another
+REAL_SERIES_TIMEOUT = 240.0  # two drains, two webhook switches, a namespace deleted
+
+
+@dataclass(frozen=True)
+class RealProfile:
+    clients: tuple[str, ...] = CLIENT_NAMES
+    counts: tuple[int, ...] = (1, 10, 50)
+    build: bool = True  # build the binaries when missing (minutes); False: skip the part
 
 
 @dataclass(frozen=True)
@@ -26,6 +41,7 @@ class DrainProfile:
     counts: tuple[int, ...] = (1, 10, 50)
     timings: DrainTimings = field(default_factory=DrainTimings)
     uvloop: bool = True
+    real: RealProfile = field(default_factory=RealProfile)
 
 
 def run(profile: DrainProfile) -> list[Table]:
@@ -38,14 +54,44 @@ def run(profile: DrainProfile) -> list[Table]:
                 results += child.receive(180.0 + count * SERIES_TIMEOUT_PER_POD)
             finally:
                 child.finish(30.0)
-    return build_tables(results, profile)
+    real = run_real(profile)
+    comparison = build_comparison(results, real, profile.clients, profile.counts, profile.timings)
+    return [*build_tables(results, profile), comparison]
 
 
-def _find(results: Sequence[RunResult], client: str, count: int, mode: Mode) -> RunResult | None:
-    for result in results:
-        if (result.client, result.count, result.mode) == (client, count, mode.value):
-            return result
-    return None
+def _bin_dir(build: bool) -> str:
+    if build:
+        return str(ensure_built())
+    built = built_bin_dir()
+    if built is None:
+        raise BinariesUnavailable("the real control plane's binaries are not built "
+                                  "(realcluster/build)")  # fmt: skip
+    return str(built)
+
+
+def run_real(profile: DrainProfile) -> RealRun:
+    """The real control plane's series, or why they did not run."""
+    started = time.monotonic()
+    real = profile.real
+    try:
+        options = RealOptions(_bin_dir(real.build), real.clients, real.counts, profile.timings,
+                              profile.uvloop)  # fmt: skip
+    except BinariesUnavailable as error:
+        return RealRun(skipped=str(error).splitlines()[0])
+    timeout = REAL_START_TIMEOUT + sum(
+        REAL_SERIES_TIMEOUT + count * SERIES_TIMEOUT_PER_POD
+        for count in real.counts
+        for _ in real.clients
+    )
+    child = Child("drain-real", real_main, options, daemon=False)
+    try:
+        received: RealResults = child.receive(timeout)
+    except ChildFailed as error:
+        return RealRun(skipped=f"failed: {str(error).splitlines()[0]}")
+    finally:
+        child.finish(60.0)
+    return RealRun(tuple(received.results), None, received.start_seconds,
+                   time.monotonic() - started)  # fmt: skip
 
 
 CONTROLLER_COLUMNS = [
@@ -99,10 +145,10 @@ def build_tables(results: Sequence[RunResult], profile: DrainProfile) -> list[Ta
     )  # fmt: skip
     for count in profile.counts:
         for client in profile.clients:
-            controller = _find(results, client, count, Mode.CONTROLLER)
-            none = _find(results, client, count, Mode.NONE)
-            pdb = _find(results, client, count, Mode.PDB)
-            polling = _find(results, client, count, Mode.POLLING)
+            controller = find_result(results, client, count, Mode.CONTROLLER)
+            none = find_result(results, client, count, Mode.NONE)
+            pdb = find_result(results, client, count, Mode.PDB)
+            polling = find_result(results, client, count, Mode.POLLING)
             duration = None if controller is None else controller.duration
             with_controller.add(
                 client=client,
@@ -180,10 +226,9 @@ def build_tables(results: Sequence[RunResult], profile: DrainProfile) -> list[Ta
         with_controller.notes.append(
             f"Where a target is missed, look at the surge column: at {worst.client}, "
             f"N={worst.count} the last replacement was Ready {surge:.2f} s after the drain "
-            f"began although R is {timings.readiness_delay:g} s. kubesim's control plane (API "
-            "server, Deployment and ReplicaSet controllers with one worker each, scheduler, "
-            "kubelets, all on one event loop, answering every retried eviction too) rolls the N "
-            "Deployments out one after another; the unprotected drain's zero-Ready column shows "
-            "the same lag for plain replacements."
+            f"began although R is {timings.readiness_delay:g} s: the N Deployments' rollouts "
+            "queue up in the control plane (the unprotected drain's zero-Ready column shows the "
+            "same lag for plain replacements). Whether that is kubesim's or any control "
+            "plane's, the real control plane's table below says."
         )
     return [with_controller, alternatives]

@@ -23,7 +23,7 @@ def deployment_name(index: int) -> str:
     return f"app-{index:03d}"
 
 
-def deployment(name: str, ready_delay: float) -> Obj:
+def deployment(name: str, ready_delay: float, namespace: str = NAMESPACE) -> Obj:
     labels = {"app": name}
     prefer_drained_node = {
         "preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -36,7 +36,7 @@ def deployment(name: str, ready_delay: float) -> Obj:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from bench import cli
 
+from realcluster.binaries import built_bin_dir
+
 
 def run_parts(tmp_path: Path, parts: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert cli.main(["--smoke", "--only", parts, "--out", str(tmp_path)]) == 0
@@ -75,3 +77,13 @@ def test_drain_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert alternatives["none_down"] == "1/1"  # unprotected: the one Deployment went down
     assert alternatives["pdb"].startswith("blocked")
     assert alternatives["polling_drain"] is not None
+    real = tables["drain_real"]
+    planes = [(row["client"], row["count"], row["plane"]) for row in real["rows"]]
+    if built_bin_dir() is None:
+        assert planes == [("kubectl", 1, "kubesim")]
+        assert real["notes"][0].startswith("Real control plane: not run")
+    else:
+        assert planes == [("kubectl", 1, "kubesim"), ("kubectl", 1, "real")], real["notes"]
+        assert real["rows"][1]["drain"] is not None  # graceful-drain let the real drain finish
+        assert real["rows"][1]["none_down"] == "1/1"
+    assert real["notes"][-1].startswith(("At N=1", "Whose the lag at N=1"))
