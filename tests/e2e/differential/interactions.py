@@ -218,7 +218,9 @@ def _crud(kind: Kind) -> list[tuple[str, Interaction]]:
         unconditional = copy.deepcopy(changed)
         unconditional["metadata"].pop("resourceVersion")
         await api.call("update", "PUT", path(api, "one"), unconditional, view=kind.view)
-        await api.call("update stale", "PUT", path(api, "one"), changed)
+        # Stale once the unconditional update went through; for the kinds that refuse an
+        # unconditional update (Lease, PodDisruptionBudget) it is still current.
+        await api.call("update stale", "PUT", path(api, "one"), changed, view=kind.view)
         renamed = copy.deepcopy(changed)
         renamed["metadata"]["name"] = "other"
         renamed["metadata"].pop("resourceVersion", None)

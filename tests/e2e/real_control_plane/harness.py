@@ -22,6 +22,7 @@ import textwrap
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +106,13 @@ async def watch_objects(
         await client.close()
 
 
-def requests_of(cluster: RealCluster, user: str) -> list[Obj]:
-    """The audit log's records of `user`'s requests."""
-    return [r for r in cluster.audit_records() if r["user"]["username"] == user]
+def requests_of(cluster: RealCluster, user: str, since: datetime | None = None) -> list[Obj]:
+    """The audit log's records of `user`'s requests (received at or after `since`)."""
+    return [
+        r for r in cluster.audit_records()
+        if r["user"]["username"] == user
+        and (since is None or datetime.fromisoformat(r["requestReceivedTimestamp"]) >= since)
+    ]  # fmt: skip
 
 
 def refused(records: list[Obj]) -> list[str]:
@@ -166,15 +171,24 @@ class Installation:
             self.kubeconfig, "get", "deployment", "graceful-drain", "-n", NAMESPACE
         )
 
-    async def service_account_kubeconfig(self, name: str) -> Path:
+    async def service_account_token(self) -> str:
         token = await kubectl(
             self.kubeconfig, "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE,
             "--duration=2h",
         )  # fmt: skip
+        return token.stdout.strip()
+
+    async def service_account_client(self) -> KubeClient:
+        """A client holding a token of the controller's ServiceAccount."""
+        token = await self.service_account_token()
+        return KubeClient(self.cluster.server, token, self.cluster.ca_pem, "policy-check")
+
+    async def service_account_kubeconfig(self, name: str) -> Path:
         path = self.workdir / f"{name}.kubeconfig"
         return write_kubeconfig(
-            path, self.cluster.server, self.cluster.ca_pem, token.stdout.strip(), CONTROLLER_USER
-        )
+            path, self.cluster.server, self.cluster.ca_pem, await self.service_account_token(),
+            CONTROLLER_USER,
+        )  # fmt: skip
 
     async def start_controller(
         self, name: str = "graceful-drain-0", env: Mapping[str, str] | None = None

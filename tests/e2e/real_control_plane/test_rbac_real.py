@@ -4,7 +4,9 @@ are never refused, and every verb its roles grant is used by some path of the co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,7 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
     installation: Installation, real_cluster: RealCluster, namespace: str, tmp_path: Path
 ) -> None:
     admin = real_cluster.kubeconfig_path
+    since = datetime.now(UTC)  # the session's other tests make the controller refuse on purpose
     # A first install: no Lease and no certificate Secret yet (create)...
     await kubectl(admin, "delete", "lease", "graceful-drain", "-n", NAMESPACE,
                   "--ignore-not-found")  # fmt: skip
@@ -104,15 +107,27 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
         # first Event (patch).
         await one_drain(real_cluster, namespace, "node-a")
         await one_drain(real_cluster, namespace, "node-b")
-        # Concurrent evictions through both replicas: one stamp races the other (a 409, then
-        # a live GET of the Deployment).
+        # Concurrent evictions through both replicas while someone keeps editing the
+        # Deployment: a stamp meets a newer resourceVersion than its cache's (409), and the
+        # webhook reads the Deployment live.
         [pod] = (await kubectl_json(admin, "get", "pods", "-n", namespace))["items"]
         name = pod["metadata"]["name"]
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
                     "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
-        burst = [client.request("POST", path, eviction) for _ in range(20)]
-        await asyncio.gather(*burst, return_exceptions=True)
+        deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/web"
+
+        async def keep_editing() -> None:
+            for round_ in range(200):
+                await client.patch(deployment, {"metadata": {"labels": {"edit": str(round_)}}})
+
+        editing = asyncio.create_task(keep_editing())
+        for _ in range(5):
+            burst = [client.request("POST", path, eviction) for _ in range(10)]
+            await asyncio.gather(*burst, return_exceptions=True)
+        editing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await editing
         # An eviction of a pod no cache holds: the webhook's live GET (then 404, allowed).
         with pytest.raises(ApiStatusError) as missing:
             await client.request(
@@ -126,7 +141,7 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
             replica.stop()
         await client.close()
 
-    records = requests_of(real_cluster, CONTROLLER_USER)
+    records = requests_of(real_cluster, CONTROLLER_USER, since)
     granted = granted_to(await applied_rbac(real_cluster), NAMESPACE, SERVICE_ACCOUNT)
     used = used_pairs(records)
     assert refused(records) == []

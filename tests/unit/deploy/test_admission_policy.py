@@ -20,6 +20,7 @@ from tests.unit.deploy.rendered import NAMESPACE, SELF_SIGNED, SERVICE_ACCOUNT, 
 
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 RESTARTED_AT = "graceful-drain.stonal.com/restarted-at"
+COMPLETED_AT = "graceful-drain.stonal.com/completed-at"
 TEMPLATE_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
 
@@ -92,6 +93,10 @@ def stamped(obj: Obj) -> None:
     obj["metadata"]["annotations"][RESTARTED_AT] = "2026-12-01T12:00:00Z"
 
 
+def completed(obj: Obj) -> None:
+    obj["metadata"]["annotations"][COMPLETED_AT] = "2026-12-01T12:00:30Z"
+
+
 def restarted(obj: Obj) -> None:
     obj["spec"]["template"]["metadata"]["annotations"] = {
         TEMPLATE_RESTARTED_AT: "2026-12-01T12:00:00Z"
@@ -100,8 +105,8 @@ def restarted(obj: Obj) -> None:
 
 @pytest.mark.parametrize(
     "edit",
-    [stamped, restarted],
-    ids=["stamp restarted-at", "template restartedAt"],
+    [stamped, restarted, completed],
+    ids=["stamp restarted-at", "template restartedAt", "mark completed-at"],
 )
 def test_the_controllers_own_deployment_writes_pass(edit: Any) -> None:
     assert refusals(DEPLOYMENT, changed(DEPLOYMENT, edit), resource="deployments") == []
@@ -110,6 +115,12 @@ def test_the_controllers_own_deployment_writes_pass(edit: Any) -> None:
 def test_removing_the_stamp_passes() -> None:
     with_stamp = changed(DEPLOYMENT, stamped)
     assert refusals(with_stamp, DEPLOYMENT, resource="deployments") == []
+
+
+def test_retiring_a_completed_drain_passes() -> None:
+    """The reconciler's last write: restarted-at and completed-at go together."""
+    done = changed(changed(DEPLOYMENT, stamped), completed)
+    assert refusals(done, DEPLOYMENT, resource="deployments") == []
 
 
 def test_changing_the_template_restarted_at_again_passes() -> None:
