@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -44,6 +45,19 @@ class EventLine:
         self._component = component
         self._fallback = get_logger(component)
 
+    _second = -1
+    _second_text = ""
+
+    def _timestamp(self) -> str:
+        """As the renderer's TimeStamper(fmt="iso", utc=True) writes it, the date and time
+        formatted once per second."""
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{self._second_text}.{int((now - second) * 1e6):06d}Z"
+
     def info(self, event: str, fields: dict[str, Any]) -> None:
         output = _json_output
         if output is None:
@@ -55,7 +69,7 @@ class EventLine:
             "component": self._component,
             **fields,
             "level": "info",
-            "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "timestamp": self._timestamp(),
             "msg": event,
         }
         try:
