@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import discovery, tables
+from . import discovery, encoding, tables
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
@@ -35,6 +35,7 @@ from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
+WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write
 log = logging.getLogger(__name__)
 
 
@@ -83,9 +84,7 @@ class RequestContext:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON
-    )
+    return web.Response(body=encoding.dumps(body), status=status, content_type=JSON)
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -457,14 +456,27 @@ class ApiServer:
                     if bookmarks and watcher.queue.empty():
                         await self._send_bookmark(response, ctx.rt)
                     continue
-                if event is None:
+                # With it, everything queued goes out in one write: one TLS record and one
+                # send per batch, not per event, when a burst of changes meets many watchers.
+                lines: list[bytes] = []
+                closed = False
+                while True:
+                    if event is None:
+                        closed = True
+                        break
+                    obj = self._out(ctx.rt, event.object)
+                    if as_table:
+                        obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
+                                              include_columns=first)  # fmt: skip
+                        first = False
+                    lines.append(encoding.watch_event(event.type, obj))
+                    if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
+                        break
+                    event = watcher.queue.get_nowait()
+                if lines:
+                    await response.write(b"".join(lines))
+                if closed:
                     break
-                obj = self._out(ctx.rt, event.object)
-                if as_table:
-                    obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
-                                          include_columns=first)  # fmt: skip
-                    first = False
-                await _write_event(response, event.type, obj)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -812,8 +824,7 @@ def _timeout_seconds(request: web.Request) -> float | None:
 
 
 async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> None:
-    line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
-    await response.write(line.encode())
+    await response.write(encoding.watch_event(type_, obj))
 
 
 __all__ = [
