@@ -19,7 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from . import discovery, encoding, tables
+from .. import jsoncodec
+from . import discovery, tables
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import ApiError, bad_request, method_not_allowed, path_not_found, unauthorized
@@ -84,7 +85,7 @@ class RequestContext:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=encoding.dumps(body), status=status, content_type=JSON)
+    return web.Response(body=jsoncodec.dumps(body), status=status, content_type=JSON)
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -469,7 +470,7 @@ class ApiServer:
                         obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
                                               include_columns=first)  # fmt: skip
                         first = False
-                    lines.append(encoding.watch_event(event.type, obj))
+                    lines.append(jsoncodec.watch_event(event.type, obj))
                     if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
                         break
                     event = watcher.queue.get_nowait()
@@ -608,7 +609,7 @@ class ApiServer:
             replicas = ((body or {}).get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
                 raise bad_request("spec.replicas must be a non-negative integer")
-            new = json.loads(json.dumps(obj))
+            new = jsoncodec.copy(obj)
             new["spec"]["replicas"] = replicas
             current, prepared = self.registry.prepare_update(
                 ctx.rt, ctx.namespace, ctx.info.name, new
@@ -632,7 +633,7 @@ class ApiServer:
                 f'"{pod["spec"]["nodeName"]}"',
                 "Conflict",
             )
-        new = json.loads(json.dumps(pod))
+        new = jsoncodec.copy(pod)
         new["spec"]["nodeName"] = target
         _set_pod_scheduled(new)
         if not ctx.dry_run:
@@ -824,7 +825,7 @@ def _timeout_seconds(request: web.Request) -> float | None:
 
 
 async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> None:
-    await response.write(encoding.watch_event(type_, obj))
+    await response.write(jsoncodec.watch_event(type_, obj))
 
 
 __all__ = [

@@ -1,15 +1,18 @@
-"""kubesim's msgspec encoding gives the JSON json.dumps gave, byte for byte where it is ASCII."""
+"""kubesim's msgspec JSON: what json.dumps wrote (byte for byte where ASCII), what json.loads
+read, and copies equal to copy.deepcopy's."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
+import pytest
 from bench import objects
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesim.apiserver import encoding
+from kubesim import jsoncodec as encoding
 
 
 def old_dumps(body: Any) -> bytes:
@@ -68,3 +71,46 @@ def test_kube_objects_are_byte_identical() -> None:
     assert encoding.watch_event("MODIFIED", pod) == (
         old_dumps({"type": "MODIFIED", "object": pod}) + b"\n"
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_loads_reads_what_json_loads_reads(value: Any) -> None:
+    text = json.dumps(value)
+    assert encoding.loads(text.encode()) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["NaN", "[1e999]", "1" * 30, '"\\ud800"', "{", ""])
+def test_loads_keeps_json_loads_answers_at_the_edges(text: str) -> None:
+    try:
+        expected: Any = json.loads(text)
+    except ValueError as error:
+        with pytest.raises(ValueError):
+            encoding.loads(text.encode())
+        assert isinstance(error, ValueError)
+        return
+    got = encoding.loads(text.encode())
+    assert got == expected or (got != got and expected != expected)  # NaN
+
+
+@settings(max_examples=200, deadline=None)
+@given(float_free)
+def test_copy_is_a_deep_copy(value: Any) -> None:
+    copied = encoding.copy(value)
+    assert copied == copy.deepcopy(value)
+    if isinstance(value, dict) and value:
+        copied.clear()
+        assert value
+
+
+class Opaque:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def test_copy_of_what_is_not_json_falls_back_to_deepcopy() -> None:
+    odd = {"thing": [Opaque(1)], "tuple": (1, 2)}
+    copied = encoding.copy(odd)
+    assert copied["thing"][0] is not odd["thing"][0]
+    assert copied["thing"][0].value == 1
+    assert copied["tuple"] == (1, 2)  # deep-copied as is, not through JSON
