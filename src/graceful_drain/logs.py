@@ -44,9 +44,8 @@ class EventLine:
     def __init__(self, component: str) -> None:
         self._component = component
         self._fallback = get_logger(component)
-
-    _second = -1
-    _second_text = ""
+        self._second = -1
+        self._second_text = ""
 
     def _timestamp(self) -> str:
         """As the renderer's TimeStamper(fmt="iso", utc=True) writes it, the date and time
@@ -73,12 +72,13 @@ class EventLine:
             "msg": event,
         }
         try:
-            raw = _encoder.encode(record)
+            raw: bytes | None = _encoder.encode(record)
         except (TypeError, UnicodeEncodeError):
-            raw = b"\x80"
-        # Non-ASCII, or a value msgspec cannot encode: escaped by json, as the renderer does.
-        line = raw.decode() if raw.isascii() else json.dumps(record, default=repr)
-        output.stream.write(line + "\n")
+            raw = None
+        if raw is None or not raw.isascii():
+            # As the renderer does, json.dumps escapes non-ASCII and reprs what msgspec refuses.
+            raw = json.dumps(record, default=repr).encode()
+        output.stream.write(raw.decode() + "\n")
         output.stream.flush()
 
 
