@@ -30,6 +30,7 @@ from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook, Out
 
 TIMED_PATH = WEBHOOK_PATH + "-timed"
 STAGES = ("read", "parse", "decide", "encode", "observe")
+OWN_STAGES = STAGES[1:]  # the reference reads the body too: that is part of its request
 _CALIBRATION_READS = 20_000
 
 
@@ -59,7 +60,8 @@ class StageClock:
         self.requests += 1
 
     def micros(self) -> dict[str, float]:
-        """µs per request for each stage and their sum ("total"); empty before any request."""
+        """µs per request for each stage, and "total" for the webhook's own ones (all but the
+        read); empty before any request."""
         if self.requests == 0:
             return {}
         cost = self.clock_cost_ns
@@ -67,7 +69,7 @@ class StageClock:
             stage: max(0.0, total / self.requests - cost) / 1000
             for stage, total in self.totals.items()
         }
-        micros["total"] = sum(micros.values())
+        micros["total"] = sum(value for stage, value in micros.items() if stage in OWN_STAGES)
         return micros
 
 

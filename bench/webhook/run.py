@@ -257,7 +257,7 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
         )
         if "total" in stages:
             parts.append(
-                f"The webhook's own work (read {stages['read']:.0f}, parse "
+                f"The webhook's own work (parse "
                 f"{stages['parse']:.0f}, decide {stages['decide']:.0f}, encode "
                 f"{stages['encode']:.0f}, log + metrics {stages['observe']:.0f} µs, timed under "
                 f"load) costs {stages['total'] / ref_cpu:.1f}x the whole reference request."
@@ -274,7 +274,7 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
 
 
 STAGE_LABELS = {
-    "read": "read the request body",
+    "read": "read the request body (the reference does too: not in the sum)",
     "parse": "parse the AdmissionReview (JSON + validation)",
     "decide": "cache lookups + decision table",
     "encode": "encode the AdmissionResponse",

@@ -14,7 +14,7 @@ from bench.webhook.servers import Ready
 SPEC = PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
 PREPARED = population.prepared_requests(SPEC, population.plan(SPEC))
 STAGES = {"read": 5.0, "parse": 30.0, "decide": 50.0, "encode": 10.0, "observe": 60.0,
-          "total": 155.0}  # fmt: skip
+          "total": 150.0}  # fmt: skip
 READY = Ready(8443, 50 << 20, 110 << 20, 20.0, {"pods": 200}, [])
 
 
@@ -90,7 +90,7 @@ def test_cost_table_puts_the_stages_beside_the_servers_cpu() -> None:
     timed = measurement("webhook", 32, 2000, 15.0, server_share=0.47, stages=STAGES)
     table = cost_table(measured, timed)
     micros = [row["micros"] for row in table.rows]
-    assert micros == pytest.approx([5.0, 30.0, 50.0, 10.0, 60.0, 155.0, 80.0, 235.0, 235.0, 400.0])
+    assert micros == pytest.approx([5.0, 30.0, 50.0, 10.0, 60.0, 150.0, 80.0, 230.0, 235.0, 400.0])
     [verdict] = table.verdicts
     assert verdict.met
-    assert verdict.value == pytest.approx(0.0)
+    assert verdict.value == pytest.approx(5 / 235)
