@@ -9,7 +9,8 @@
   returns a canned AdmissionResponse: the cost of the stack itself.
 
 Protocol with the parent: the child sends `Ready` once serving, then answers "cpu" with its
-process CPU seconds until it is told "stop".
+process CPU seconds, "stages-reset" and "stages" (the webhook's µs per request by stage on
+breakdown.TIMED_PATH since the reset) until it is told "stop".
 """
 
 from __future__ import annotations
@@ -80,7 +81,6 @@ class Ready:
     fill_seconds: float  # list + transform + index of every object
     objects: dict[str, int]  # cached objects per resource
     mismatches: list[str]  # requests whose decision row differs from the expected one
-    breakdown: dict[str, float]  # µs per request by stage (breakdown.py); empty for the reference
 
 
 class MemoryListWatch:
@@ -184,7 +184,7 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         rss_before = rss_bytes()
         cache: ClusterCache | None = None
         mismatches: list[str] = []
-        stages: dict[str, float] = {}
+        clock: breakdown.StageClock | None = None
         objects: dict[str, int] = {}
         tls: ReloadingTLS | None = None
         started = time.perf_counter()
@@ -195,10 +195,12 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             fill_seconds = time.perf_counter() - started
             webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
             mismatches = await verify_rows(webhook, options.requests)
-            stages = await breakdown.measure(webhook, options.requests)
+            clock = breakdown.StageClock()
+            app = webhook.app()
+            app.router.add_post(breakdown.TIMED_PATH, breakdown.timed_handler(webhook, clock))
             tls = ReloadingTLS(cert, key)
             await tls.start()
-            site = HttpSite("webhook", webhook.app(), "127.0.0.1", 0, tls.context)
+            site = HttpSite("webhook", app, "127.0.0.1", 0, tls.context)
         else:
             fill_seconds = 0.0
             context = server_context()
@@ -207,11 +209,17 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         await site.start()
         gc.collect()
         connection.send(
-            Ready(site.port, rss_before, rss_bytes(), fill_seconds, objects, mismatches, stages)
+            Ready(site.port, rss_before, rss_bytes(), fill_seconds, objects, mismatches)
         )
         while (command := await receive_async(connection)) != "stop":
             if command == "cpu":
                 connection.send(time.process_time())
+            elif command == "stages-reset":
+                if clock is not None:
+                    clock.reset()
+                connection.send(None)
+            elif command == "stages":
+                connection.send({} if clock is None else clock.micros())
         await site.stop()
         if tls is not None:
             await tls.stop()

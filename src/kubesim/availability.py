@@ -137,11 +137,18 @@ class DeploymentTimeline:
 
 
 class AvailabilityLedger:
+    """Ready counts kept up to date per event for the Deployments the event can affect (the
+    pod's owner before and after; the pods of a changed ReplicaSet), not recounted over every
+    pod: a rollout of N Deployments is N times more events over N times more pods."""
+
     def __init__(self) -> None:
         self._pods: dict[Key, Obj] = {}
         self._replicasets: dict[Key, Obj] = {}
         self._deployments: set[Key] = set()
         self._seen_replicasets: set[str] = set()
+        self._owner: dict[Key, Key | None] = {}  # pod -> the Deployment it counts for
+        self._members: dict[Key, set[Key]] = {}  # Deployment -> its pods
+        self._by_replicaset: dict[Key, set[Key]] = {}  # ReplicaSet -> pods it controls
         self.samples: dict[Key, list[Sample]] = {}
         self.replicasets_created: dict[Key, list[tuple[float, str]]] = {}
         self.marks: list[Mark] = []
@@ -165,25 +172,54 @@ class AvailabilityLedger:
         return (namespace, str(owner["name"]))
 
     def ready_counts(self) -> dict[Key, int]:
-        counts = dict.fromkeys(self._deployments, 0)
-        for pod in self._pods.values():
-            owner = self.deployment_of(pod)
-            if owner is not None:
-                counts[owner] = counts.get(owner, 0) + (1 if is_serving(pod) else 0)
-        return counts
+        """Ready pods per Deployment: every Deployment seen, and every one a pod counts for."""
+        keys = self._deployments | {key for key, pods in self._members.items() if pods}
+        return {key: self._ready(key) for key in keys}
 
-    def _refresh(self, at: float) -> None:
-        for key, count in self.ready_counts().items():
+    def _ready(self, deployment: Key) -> int:
+        return sum(1 for pod in self._members.get(deployment, ()) if is_serving(self._pods[pod]))
+
+    def _refresh(self, at: float, touched: Iterable[Key | None]) -> None:
+        for key in touched:
+            if key is None or (key not in self._deployments and not self._members.get(key)):
+                continue  # not in ready_counts(): its series stays as it was
+            count = self._ready(key)
             series = self.samples.setdefault(key, [])
             if not series or series[-1][1] != count:
                 series.append((at, count))
 
+    def _replicaset_of(self, pod: Obj) -> Key | None:
+        ref = _controller(pod)
+        if ref is None or ref.get("kind") != "ReplicaSet":
+            return None
+        return (pod["metadata"].get("namespace", "") or "", str(ref["name"]))
+
+    def _attribute(self, key: Key, pod: Obj | None) -> tuple[Key | None, Key | None]:
+        """Re-file one pod (None: gone) under its Deployment; (owner before, owner after)."""
+        before = self._owner.pop(key, None)
+        if before is not None:
+            self._members[before].discard(key)
+        old = self._pods.get(key)
+        old_rs = None if old is None else self._replicaset_of(old)
+        if old_rs is not None:
+            self._by_replicaset[old_rs].discard(key)
+        if pod is None:
+            self._pods.pop(key, None)
+            return before, None
+        self._pods[key] = pod
+        rs = self._replicaset_of(pod)
+        if rs is not None:
+            self._by_replicaset.setdefault(rs, set()).add(key)
+        after = self.deployment_of(pod)
+        self._owner[key] = after
+        if after is not None:
+            self._members.setdefault(after, set()).add(key)
+        return before, after
+
     def pod_event(self, at: float, type_: str, pod: Obj) -> None:
-        if type_ == "DELETED":
-            self._pods.pop(self._key(pod), None)
-        else:
-            self._pods[self._key(pod)] = pod
-        self._refresh(at)
+        key = self._key(pod)
+        before, after = self._attribute(key, None if type_ == "DELETED" else pod)
+        self._refresh(at, (before, after))
 
     def replicaset_event(self, at: float, type_: str, rs: Obj) -> None:
         key = self._key(rs)
@@ -197,12 +233,16 @@ class AvailabilityLedger:
                 self._seen_replicasets.add(uid)
                 deployment = (key[0], str(owner["name"]))
                 self.replicasets_created.setdefault(deployment, []).append((at, key[1]))
-        self._refresh(at)
+        touched: set[Key | None] = set()
+        for pod_key in list(self._by_replicaset.get(key, ())):
+            touched.update(self._attribute(pod_key, self._pods[pod_key]))
+        self._refresh(at, touched)
 
     def deployment_event(self, at: float, type_: str, deployment: Obj) -> None:
+        key = self._key(deployment)
         if type_ != "DELETED":
-            self._deployments.add(self._key(deployment))
-        self._refresh(at)
+            self._deployments.add(key)
+        self._refresh(at, (key,))
 
     def mark(self, at: float, label: str, **detail: str) -> Mark:
         mark = Mark(at, label, dict(detail))

@@ -6,12 +6,13 @@ but on plain dicts: no model classes between them and the wire.
 
 from __future__ import annotations
 
-import json
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
+
+from kubesim import jsoncodec
 
 Obj = dict[str, Any]
 
@@ -85,7 +86,7 @@ class KubeClient:
         content_type: str = "application/json",
         request_timeout: float = 30.0,
     ) -> Obj:
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else jsoncodec.dumps(body)
         headers = {"Content-Type": content_type} if data is not None else None
         async with self.session.request(
             method, self.server + path, data=data, params=params, headers=headers,
@@ -93,7 +94,7 @@ class KubeClient:
         ) as response:  # fmt: skip
             raw = await response.read()
             try:
-                parsed: Obj = json.loads(raw) if raw else {}
+                parsed: Obj = jsoncodec.loads(raw) if raw else {}
             except ValueError:
                 parsed = {"message": raw.decode(errors="replace")}
             if response.status >= 400:
@@ -132,7 +133,7 @@ class KubeClient:
         ) as response:  # fmt: skip
             if response.status >= 400:
                 raw = await response.read()
-                raise ApiStatusError(response.status, json.loads(raw) if raw else {})
+                raise ApiStatusError(response.status, jsoncodec.loads(raw) if raw else {})
             async for line in response.content:
                 if line.strip():
-                    yield json.loads(line)
+                    yield jsoncodec.loads(line)

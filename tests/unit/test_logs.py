@@ -1,11 +1,76 @@
-"""JSON logs: one object per line, tracebacks without frame locals."""
+"""JSON logs: EventLine's direct line is the line structlog's JSON renderer writes, and
+tracebacks carry no frame locals."""
 
 from __future__ import annotations
 
 import io
 import json
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
 
-from graceful_drain.logs import configure_logging, get_logger
+import pytest
+import structlog
+
+from graceful_drain import logs
+from graceful_drain.logs import EventLine, configure_logging, get_logger
+
+FIELDS: dict[str, Any] = {
+    "uid": "705ab4f5",
+    "pod": "team/web-1",
+    "deployment": None,
+    "decision": "deny",
+    "reason": "rollout-in-progress",
+    "row": 15,
+    "latency_ms": 0.123,
+    "user": "système:admin",
+    "stamped": True,
+}
+
+
+@pytest.fixture(autouse=True)
+def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    monkeypatch.setattr(logs, "_json_output", None)
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("fields", [FIELDS, {**FIELDS, "user": "\ud800"}, {}])
+def test_same_record_as_structlog(fields: dict[str, Any]) -> None:
+    stream = io.StringIO()
+    configure_logging("json", "info", stream=stream)
+    EventLine("webhook").info("admission", fields)
+    get_logger("webhook").info("admission", **fields)
+    direct, rendered = lines(stream)
+    written = datetime.fromisoformat(direct.pop("timestamp").replace("Z", "+00:00"))
+    stamped = datetime.fromisoformat(rendered.pop("timestamp").replace("Z", "+00:00"))
+    assert timedelta(0) <= stamped - written < timedelta(seconds=5)
+    assert direct == rendered
+    assert stream.getvalue().isascii()  # non-ASCII escaped, as json.dumps does
+
+
+def test_level_above_info_writes_nothing() -> None:
+    stream = io.StringIO()
+    configure_logging("json", "warning", stream=stream)
+    EventLine("webhook").info("admission", FIELDS)
+    assert stream.getvalue() == ""
+
+
+def test_console_format_goes_through_structlog() -> None:
+    stream = io.StringIO()
+    configure_logging("console", "info", stream=stream)
+    EventLine("webhook").info("admission", {"reason": "dry-run"})
+    assert "admission" in stream.getvalue()
+    assert "reason=dry-run" in stream.getvalue()
 
 
 def failing_review(body: bytes) -> None:

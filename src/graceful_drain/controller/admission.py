@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from graceful_drain.controller.decide import Decision, EvictionRequest, Reason, malformed_review
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -33,6 +35,7 @@ MAX_NAME_CHARS = 253  # DNS subdomain
 MAX_NAMESPACE_CHARS = 63  # DNS label
 MAX_USERNAME_CHARS = 256  # informational only: longer ones are truncated, not refused
 TOO_MANY_REQUESTS = 429
+_encoder = msgspec.json.Encoder()
 
 # Allowed outcomes worth showing to the client that asked for the eviction (kubectl prints
 # "Warning: ..."); the API server may truncate a warning beyond 256 characters.
@@ -235,7 +238,11 @@ def review_response(uid: str, decision: Decision) -> dict[str, Any]:
 
 def encode_review_response(uid: str, decision: Decision) -> bytes:
     """`review_response` as the HTTP body (Content-Type: application/json, status 200)."""
-    return json.dumps(review_response(uid, decision), separators=(",", ":")).encode()
+    response = review_response(uid, decision)
+    try:
+        return _encoder.encode(response)
+    except UnicodeEncodeError:  # a lone surrogate (from an escaped name, say): escape it
+        return json.dumps(response, separators=(",", ":")).encode()
 
 
 def answer_malformed(review: MalformedReview) -> bytes:

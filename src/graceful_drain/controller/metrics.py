@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from graceful_drain.controller.decide import Decision
+from graceful_drain.controller.decide import Decision, Reason
 
 NAMESPACE = "graceful_drain"
 # An admission answer should take milliseconds; the API server gives up after timeoutSeconds 5.
@@ -88,6 +88,8 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        # labels() hashes and locks on every call: one child per (allowed, reason), kept here.
+        self._decision_counters: dict[tuple[bool, Reason], Counter] = {}
         self.admission_duration = Histogram(
             "admission_duration_seconds",
             "Time to answer one eviction AdmissionReview",
@@ -128,9 +130,14 @@ class Metrics:
         )
 
     def record_decision(self, decision: Decision, seconds: float) -> None:
-        self.decisions.labels(
-            allowed="true" if decision.allowed else "false", reason=decision.reason.value
-        ).inc()
+        key = (decision.allowed, decision.reason)
+        counter = self._decision_counters.get(key)
+        if counter is None:  # created on first use, so /metrics shows only reasons seen
+            counter = self.decisions.labels(
+                allowed="true" if decision.allowed else "false", reason=decision.reason.value
+            )
+            self._decision_counters[key] = counter
+        counter.inc()
         self.admission_duration.observe(seconds)
 
     def record_rollout_completed(self, seconds: float) -> None:

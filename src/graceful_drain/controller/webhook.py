@@ -37,8 +37,8 @@ from graceful_drain.controller.admission import (
     MalformedReview,
     answer_malformed,
     encode_review_response,
-    parse_review,
 )
+from graceful_drain.controller.admission_fast import parse_review_fast
 from graceful_drain.controller.decide import (
     Decision,
     DecisionConfig,
@@ -62,7 +62,7 @@ from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.ratelimit import RateLimiter
-from graceful_drain.logs import get_logger
+from graceful_drain.logs import EventLine, get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
@@ -70,10 +70,14 @@ DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
 DEFAULT_HELD_INTERVAL_SECONDS = 30.0
 
 _log = get_logger("webhook")
+_admission_line = EventLine("webhook")
 
 # The answer when even building an answer failed: allow, without a uid the API server would
 # match (it then applies failurePolicy: Ignore, i.e. admits too).
 _LAST_RESORT = encode_review_response("", malformed_review("internal error"))
+# What an Outcome holds until _decide sets the decision: never answered, since _decide either
+# sets one or raises (answered as row 17).
+_NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
@@ -224,10 +228,10 @@ class EvictionWebhook:
     async def review(self, body: bytes) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
         try:
-            parsed = parse_review(body)
+            parsed = parse_review_fast(body)
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
-            outcome = Outcome(unexpected_error(parsed, "not decided"), request=parsed)
+            outcome = Outcome(_NOT_DECIDED, request=parsed)
             try:
                 await self._decide(parsed, outcome)
             except Exception as error:  # row 17
@@ -363,4 +367,4 @@ class EvictionWebhook:
         ):  # fmt: skip
             _log.warning("admission", message=decision.message, **fields)
         else:
-            _log.info("admission", **fields)
+            _admission_line.info("admission", fields)

@@ -41,7 +41,14 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from lightkube.core.resource import NamespacedResource, Resource
 
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.client import RawApi, RawWatchEvent, WatchGone, decode, error_detail
+from graceful_drain.kube.client import (
+    RawApi,
+    RawListPage,
+    RawWatchEvent,
+    WatchGone,
+    decode,
+    error_detail,
+)
 from graceful_drain.logs import get_logger
 
 T = TypeVar("T")
@@ -96,19 +103,31 @@ class LightkubeListWatch:
         self._field_selector = field_selector  # e.g. metadata.name=x: RBAC resourceNames apply
 
     async def list(self) -> AsyncIterator[ListChunk]:
-        continue_token: str | None = None
-        while True:
-            page = await self._api.list_page(
-                self._resource,
-                self._namespace,
-                limit=self._page_size,
-                continue_token=continue_token,
-                field_selector=self._field_selector,
-            )
-            yield ListChunk(page.resource_version, (decode(item) for item in page.items))
-            if not page.continue_token:
-                return
-            continue_token = page.continue_token
+        """The pages in order; each next page is requested before the current one is handed
+        out, so the server prepares it while this process decodes and stores the current."""
+        pending = asyncio.ensure_future(self._page(None))
+        try:
+            while True:
+                page = await pending
+                if page.continue_token:
+                    pending = asyncio.ensure_future(self._page(page.continue_token))
+                    await asyncio.sleep(0)  # the request goes out before our consumer's work
+                yield ListChunk(page.resource_version, (decode(item) for item in page.items))
+                if not page.continue_token:
+                    return
+        finally:
+            pending.cancel()  # the consumer stopped early; nothing when already done
+            if pending.done() and not pending.cancelled():
+                pending.exception()  # a prefetch nobody will read failing is not an error
+
+    async def _page(self, continue_token: str | None) -> RawListPage:
+        return await self._api.list_page(
+            self._resource,
+            self._namespace,
+            limit=self._page_size,
+            continue_token=continue_token,
+            field_selector=self._field_selector,
+        )
 
     def watch(self, resource_version: str, timeout_seconds: int) -> AsyncIterator[RawWatchEvent]:
         return self._api.watch(

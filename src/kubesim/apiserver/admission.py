@@ -20,7 +20,6 @@ import asyncio
 import base64
 import binascii
 import ipaddress
-import json
 import ssl
 import uuid
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from .. import jsoncodec
 from . import events
 from .admission_review import (
     InvalidResponse,
@@ -258,13 +258,13 @@ class ValidatingWebhookDispatcher:
         target = self._target(client_config, timeout)
         record.url = target.url
         context = self._ssl_context(client_config)
-        body = json.dumps(review, separators=(",", ":")).encode()
+        body = jsoncodec.dumps(review)
         status, raw = await self._send(target, context, body, timeout)
         record.http_status = status
         if not 200 <= status <= 206:
             raise _CallError(f"failed to call webhook: {http_error_reason(status, raw)}")
         try:
-            answer = json.loads(raw)
+            answer = jsoncodec.loads(raw)
         except ValueError as err:
             raise _CallError(
                 f"failed to call webhook: couldn't get version/kind; json parse error: {err}"

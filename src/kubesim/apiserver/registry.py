@@ -8,13 +8,13 @@ it waited.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import random
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .. import jsoncodec
 from . import defaults, validation
 from .errors import (
     OBJECT_MODIFIED,
@@ -36,7 +36,8 @@ TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 
 def _copy(obj: Obj) -> Obj:
-    return copy.deepcopy(obj)
+    copied: Obj = jsoncodec.copy(obj)
+    return copied
 
 
 # Kinds whose registry sets ReturnDeletedObject (pkg/registry/*/storage/storage.go): a DELETE
@@ -333,7 +334,7 @@ class Registry:
     def _checked_body(self, rt: ResourceType, body: Any) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        obj: Obj = copy.deepcopy(body)
+        obj: Obj = jsoncodec.copy(body)
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind is None and api_version is None:
             obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version

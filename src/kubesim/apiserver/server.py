@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .. import jsoncodec
 from . import discovery, tables
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
@@ -42,6 +43,7 @@ from .resources import ResourceRegistry, ResourceType
 from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
+WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write
 log = logging.getLogger(__name__)
 
 
@@ -91,9 +93,7 @@ class RequestContext:
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=JSON
-    )
+    return web.Response(body=jsoncodec.dumps(body), status=status, content_type=JSON)
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -494,14 +494,27 @@ class ApiServer:
                     if bookmarks and watcher.queue.empty():
                         await self._send_bookmark(response, ctx.rt)
                     continue
-                if event is None:
+                # With it, everything queued goes out in one write: one TLS record and one
+                # send per batch, not per event, when a burst of changes meets many watchers.
+                lines: list[bytes] = []
+                closed = False
+                while True:
+                    if event is None:
+                        closed = True
+                        break
+                    obj = self._out(ctx.rt, event.object)
+                    if as_table:
+                        obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
+                                              include_columns=first)  # fmt: skip
+                        first = False
+                    lines.append(jsoncodec.watch_event(event.type, obj))
+                    if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
+                        break
+                    event = watcher.queue.get_nowait()
+                if lines:
+                    await response.write(b"".join(lines))
+                if closed:
                     break
-                obj = self._out(ctx.rt, event.object)
-                if as_table:
-                    obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
-                                          include_columns=first)  # fmt: skip
-                    first = False
-                await _write_event(response, event.type, obj)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -658,7 +671,7 @@ class ApiServer:
             replicas = ((body or {}).get("spec") or {}).get("replicas")
             if not isinstance(replicas, int) or replicas < 0:
                 raise bad_request("spec.replicas must be a non-negative integer")
-            new = json.loads(json.dumps(obj))
+            new = jsoncodec.copy(obj)
             new["spec"]["replicas"] = replicas
             current, prepared = self.registry.prepare_update(
                 ctx.rt, ctx.namespace, ctx.info.name, new
@@ -682,7 +695,7 @@ class ApiServer:
                 f'"{pod["spec"]["nodeName"]}"',
                 "Conflict",
             )
-        new = json.loads(json.dumps(pod))
+        new = jsoncodec.copy(pod)
         new["spec"]["nodeName"] = target
         _set_pod_scheduled(new)
         if not ctx.dry_run:
@@ -874,8 +887,7 @@ def _timeout_seconds(request: web.Request) -> float | None:
 
 
 async def _write_event(response: web.StreamResponse, type_: str, obj: Obj) -> None:
-    line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
-    await response.write(line.encode())
+    await response.write(jsoncodec.watch_event(type_, obj))
 
 
 __all__ = [

@@ -13,23 +13,24 @@ from bench.webhook.servers import Ready
 
 SPEC = PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
 PREPARED = population.prepared_requests(SPEC, population.plan(SPEC))
-STAGES = {"parse": 30.0, "decide": 50.0, "encode": 10.0, "observe": 60.0, "review": 90.0,
+STAGES = {"read": 5.0, "parse": 30.0, "decide": 50.0, "encode": 10.0, "observe": 60.0,
           "total": 150.0}  # fmt: skip
-READY = Ready(8443, 50 << 20, 110 << 20, 20.0, {"pods": 200}, [], STAGES)
+READY = Ready(8443, 50 << 20, 110 << 20, 20.0, {"pods": 200}, [])
 
 
 def measurement(server: str, concurrency: int, rps: float, latency_ms: float,
-                client_share: float = 0.3, server_share: float = 0.95) -> Measurement:  # fmt: skip
+                client_share: float = 0.3, server_share: float = 0.95,
+                stages: dict[str, float] | None = None) -> Measurement:  # fmt: skip
     window = 8.0
     count = int(rps * window)
     latencies = array("d", [latency_ms / 1000] * count)
     result = LoadResult(completed=count, latencies=latencies.tobytes(), window=window,
                         client_cpu=client_share * window)  # fmt: skip
-    return Measurement(server, concurrency, result, server_share * window)
+    return Measurement(server, concurrency, result, server_share * window, stages or {})
 
 
 def table_of(measurements: list[Measurement], ready: Ready = READY) -> dict[str, object]:
-    table = build_table(measurements, ready, PREPARED, WebhookProfile(population=SPEC))
+    table = build_table(measurements, ready, PREPARED, WebhookProfile(population=SPEC), STAGES)
     return {"table": table, "rows": table.rows, "verdicts": table.verdicts,
             "notes": "\n".join(table.notes)}  # fmt: skip
 
@@ -47,22 +48,22 @@ def test_ratio_is_against_the_reference_at_the_same_concurrency() -> None:
 
 
 def test_targets_are_judged_at_concurrency_32_only() -> None:
-    met = table_of([measurement("reference", 32, 10000, 3.0),
-                    measurement("webhook", 32, 6000, 5.0)])  # fmt: skip
+    met = table_of([measurement("reference", 32, 10000, 3.0, server_share=0.8),
+                    measurement("webhook", 32, 6000, 4.0)])  # fmt: skip
     verdicts = met["verdicts"]
     assert isinstance(verdicts, list)
-    assert [(v.where, v.met) for v in verdicts] == [("concurrency 32", True)] * 2
+    assert [(v.where, v.met) for v in verdicts] == [("concurrency 32", True)] * 3
     assert "Targets missed" not in str(met["notes"])
 
     missed = table_of([measurement("reference", 32, 10000, 3.0),
                        measurement("webhook", 32, 3000, 12.0)])  # fmt: skip
     verdicts = missed["verdicts"]
     assert isinstance(verdicts, list)
-    assert [v.met for v in verdicts] == [False, False]
+    assert [v.met for v in verdicts] == [False, False, False]
     notes = str(missed["notes"])
     assert "Targets missed" in notes
     assert "Little's law" in notes
-    assert "3,200 req/s" in notes
+    assert "6,400 req/s" in notes
 
 
 def test_a_saturated_client_is_called_out() -> None:
@@ -75,7 +76,7 @@ def test_a_saturated_client_is_called_out() -> None:
 def test_errors_and_row_mismatches_are_listed() -> None:
     failing = measurement("webhook", 32, 6000, 5.0)
     failing.result.errors["wrong decision"] = 3
-    ready = Ready(8443, 0, 0, 1.0, {}, ["team-000/p: row 1, expected 16"], STAGES)
+    ready = Ready(8443, 0, 0, 1.0, {}, ["team-000/p: row 1, expected 16"])
     notes = str(table_of([measurement("reference", 32, 10000, 3.0), failing], ready)["notes"])
     assert "webhook at concurrency 32: 3 x wrong decision" in notes
     assert "1 requests were decided on an unexpected row" in notes
@@ -86,6 +87,10 @@ def test_cost_table_puts_the_stages_beside_the_servers_cpu() -> None:
         measurement("reference", 32, 10000, 3.0, server_share=0.8),
         measurement("webhook", 32, 2500, 12.0, server_share=1.0),
     ]
-    table = cost_table(measured, STAGES)
+    timed = measurement("webhook", 32, 2000, 15.0, server_share=0.47, stages=STAGES)
+    table = cost_table(measured, timed)
     micros = [row["micros"] for row in table.rows]
-    assert micros == pytest.approx([30.0, 50.0, 10.0, 60.0, 150.0, 80.0, 400.0])
+    assert micros == pytest.approx([5.0, 30.0, 50.0, 10.0, 60.0, 150.0, 80.0, 230.0, 235.0, 400.0])
+    [verdict] = table.verdicts
+    assert verdict.met
+    assert verdict.value == pytest.approx(5 / 235)

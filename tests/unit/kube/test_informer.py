@@ -10,14 +10,16 @@ import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lightkube.resources.core_v1 import Pod
 
 from graceful_drain.controller.model import PodInfo, ReplicaSetInfo
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.client import RawWatchEvent, WatchGone
-from graceful_drain.kube.informer import Change, Informer, ListChunk, Store
+from graceful_drain.kube.client import RawListPage, RawWatchEvent, WatchGone
+from graceful_drain.kube.informer import Change, Informer, LightkubeListWatch, ListChunk, Store
 
 DEADLINE = 10.0
 END = object()  # ends the current watch stream normally
@@ -381,3 +383,62 @@ async def test_staleness_counts_from_the_last_sign_of_life(source: ScriptedSourc
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class PagedApi:
+    """list_page over three pages, recording the order of requests and page hand-outs."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.log: list[str] = []
+        self.fail_on = fail_on
+        self.cancelled: list[str] = []
+
+    async def list_page(self, resource: object, namespace: object, *, limit: int,
+                        continue_token: str | None,
+                        field_selector: str | None = None) -> RawListPage:  # fmt: skip
+        token = continue_token or "p1"
+        self.log.append(f"request {token}")
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            self.cancelled.append(token)
+            raise
+        if token == self.fail_on:
+            raise RuntimeError(f"{token} failed")
+        following = {"p1": "p2", "p2": "p3", "p3": ""}[token]
+        item = msgspec.json.encode({"metadata": {"name": token}})
+        return RawListPage("7", following, [msgspec.Raw(item)])
+
+
+def lister(api: PagedApi) -> LightkubeListWatch:
+    return LightkubeListWatch(api, Pod, None, page_size=1)  # type: ignore[arg-type]
+
+
+async def test_list_requests_the_next_page_before_handing_out_the_current() -> None:
+    api = PagedApi()
+    names = []
+    async for chunk in lister(api).list():
+        api.log.append("handed out")
+        names += [item["metadata"]["name"] for item in chunk.items]
+    assert names == ["p1", "p2", "p3"]
+    assert api.log == ["request p1", "request p2", "handed out", "request p3", "handed out",
+                       "handed out"]  # fmt: skip
+
+
+async def test_a_list_abandoned_early_cancels_its_prefetch() -> None:
+    api = PagedApi()
+    pages = lister(api).list()
+    async for _ in pages:
+        break
+    await pages.aclose()  # type: ignore[attr-defined]
+    await asyncio.sleep(0)
+    assert api.cancelled == ["p2"]
+
+
+async def test_a_failing_page_fails_the_list_in_order() -> None:
+    api = PagedApi(fail_on="p2")
+    seen = []
+    with pytest.raises(RuntimeError, match="p2 failed"):
+        async for chunk in lister(api).list():
+            seen += [item["metadata"]["name"] for item in chunk.items]
+    assert seen == ["p1"]

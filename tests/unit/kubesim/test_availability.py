@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kubesim.availability import (
     AvailabilityLedger,
     count_at,
+    is_serving,
     zero_ready_intervals,
     zero_ready_seconds,
 )
@@ -188,3 +189,54 @@ def test_a_drain_outage_is_measured_between_its_marks() -> None:
     assert web.zero_ready_intervals(start.at, end.at) == [(3, 5)]
     assert web.zero_ready_intervals(start.at) == [(3, 6.5)]
     assert web.zero_ready_seconds(start.at) == 3.5
+
+
+class RecountingLedger(AvailabilityLedger):
+    """The ledger as it was: every event recounts every pod (the reference behaviour)."""
+
+    def _refresh(self, at: float, touched: object) -> None:
+        for key, count in self.ready_counts_by_scan().items():
+            series = self.samples.setdefault(key, [])
+            if not series or series[-1][1] != count:
+                series.append((at, count))
+
+    def ready_counts_by_scan(self) -> dict[tuple[str, str], int]:
+        counts = dict.fromkeys(self._deployments, 0)
+        for pod in self._pods.values():
+            owner = self.deployment_of(pod)
+            if owner is not None:
+                counts[owner] = counts.get(owner, 0) + (1 if is_serving(pod) else 0)
+        return counts
+
+
+def replaced_uid(rs: Obj) -> Obj:
+    rs["metadata"]["uid"] += "-2"
+    return rs
+
+
+ledger_events = st.lists(
+    st.one_of(
+        st.tuples(st.just("pod"), st.sampled_from(["ADDED", "MODIFIED", "DELETED"]),
+                  st.builds(pod, st.sampled_from(["p1", "p2", "p3", "p4"]),
+                            st.sampled_from(["a", "b", "c"]), st.booleans(), st.booleans())),
+        st.tuples(st.just("rs"), st.sampled_from(["ADDED", "MODIFIED", "DELETED"]),
+                  st.builds(replicaset, st.sampled_from(["a", "b", "c"]),
+                            st.sampled_from(["web", "api"]))
+                  | st.builds(replaced_uid, st.builds(replicaset, st.sampled_from(["a", "b"])))),
+        st.tuples(st.just("deployment"), st.sampled_from(["ADDED", "DELETED"]),
+                  st.builds(deployment, st.sampled_from(["web", "api", "db"]))),
+    ),
+    max_size=40,
+)  # fmt: skip
+
+
+@given(ledger_events)
+def test_incremental_counts_equal_a_full_recount(events: list[tuple[str, str, Obj]]) -> None:
+    incremental, recounting = AvailabilityLedger(), RecountingLedger()
+    for at, (kind, type_, obj) in enumerate(events):
+        for ledger in (incremental, recounting):
+            feed = {"pod": ledger.pod_event, "rs": ledger.replicaset_event,
+                    "deployment": ledger.deployment_event}[kind]  # fmt: skip
+            feed(float(at), type_, obj)
+        assert incremental.ready_counts() == recounting.ready_counts_by_scan()
+    assert incremental.samples == recounting.samples

@@ -1,0 +1,161 @@
+"""The msgspec fast paths: parsing answers exactly as the validating parse_review on any body,
+and the AdmissionReview answer encodes to the same JSON as json.dumps."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from bench.webhook import population
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graceful_drain.controller.admission import (
+    encode_review_response,
+    parse_review,
+    review_response,
+)
+from graceful_drain.controller.admission_fast import _usual_eviction, parse_review_fast
+from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
+from tests.unit.controller.test_admission_review import review
+
+# Where a mutation may land: every field either parser reads, their parents, and neighbours.
+PATHS: tuple[tuple[str, ...], ...] = (
+    ("apiVersion",),
+    ("kind",),
+    ("request",),
+    ("request", "uid"),
+    ("request", "kind"),
+    ("request", "kind", "group"),
+    ("request", "kind", "version"),
+    ("request", "kind", "kind"),
+    ("request", "resource"),
+    ("request", "resource", "group"),
+    ("request", "resource", "version"),
+    ("request", "resource", "resource"),
+    ("request", "subResource"),
+    ("request", "name"),
+    ("request", "namespace"),
+    ("request", "operation"),
+    ("request", "dryRun"),
+    ("request", "userInfo"),
+    ("request", "userInfo", "username"),
+    ("request", "object"),
+    ("request", "object", "deleteOptions"),
+    ("request", "object", "deleteOptions", "preconditions"),
+    ("request", "object", "deleteOptions", "preconditions", "uid"),
+    ("request", "object", "deleteOptions", "dryRun"),
+    ("request", "oldObject"),
+    ("request", "options"),
+)
+
+DELETE = object()
+
+NAME_SAMPLES = ["", "a", "web-5d9-abcde", "Web", "a.b", "a..b", "-a", "a-", "a_b", "é", "a b",
+                "x" * 63, "x" * 64, "x" * 253, "x" * 254, "policy", "v1", "Eviction",
+                "pods", "eviction", "CREATE", "admission.k8s.io/v1", "AdmissionReview",
+                "\ud800"]  # fmt: skip
+names = st.sampled_from(NAME_SAMPLES)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    names,
+    st.text(max_size=300),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["uid", "x"]), inner)
+    ),
+    max_leaves=6,
+)
+mutations = st.lists(
+    st.tuples(st.sampled_from(PATHS), st.one_of(st.just(DELETE), values)), max_size=3
+)
+
+
+def mutated(changes: list[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    document = copy.deepcopy(review())
+    for path, value in changes:
+        parent: Any = document
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict):
+            continue
+        if value is DELETE:
+            parent.pop(path[-1], None)
+        else:
+            parent[path[-1]] = value
+    return document
+
+
+def same_answer(body: bytes) -> None:
+    assert parse_review_fast(body) == parse_review(body)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutations, st.booleans())
+def test_mutated_reviews(changes: list[tuple[tuple[str, ...], Any]], ascii_only: bool) -> None:
+    body = json.dumps(mutated(changes), ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    same_answer(body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0), st.binary(max_size=8), st.integers(min_value=0, max_value=3))
+def test_damaged_bytes(offset: int, insert: bytes, cut: int) -> None:
+    body = json.dumps(review()).encode()
+    at = offset % (len(body) + 1)
+    same_answer(body[:at] + insert + body[at + cut :])
+
+
+EDGE_BODIES = {
+    "duplicate request": b'{"request": {"uid": "x"}, ' + json.dumps(review())[1:].encode(),
+    "duplicate uid": json.dumps(review()).replace('"uid": ', '"uid": "a", "uid": ', 1).encode(),
+    "deep nesting": json.dumps(review(oldObject="@"))
+    .replace('"@"', "[" * 3000 + "]" * 3000)
+    .encode(),
+    "long integer": json.dumps(review(oldObject="@")).replace('"@"', "1" * 5000).encode(),
+    "NaN": json.dumps(review(oldObject=float("nan"))).encode(),
+    "invalid UTF-8": json.dumps(review(oldObject="@")).replace('"@"', '"\xff"').encode("latin-1"),
+    "lone surrogate": json.dumps(review(name="\ud800")).encode(),
+    "BOM": b"\xef\xbb\xbf" + json.dumps(review()).encode(),
+    "trailing data": json.dumps(review()).encode() + b" x",
+    "trailing space": json.dumps(review()).encode() + b" \n",
+    "not an eviction": json.dumps(review(operation="DELETE", subResource="")).encode(),
+    "empty": b"",
+    "null": b"null",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_BODIES))
+def test_edge_bodies(name: str) -> None:
+    same_answer(EDGE_BODIES[name])
+
+
+def test_the_usual_review_takes_the_fast_path() -> None:
+    """Else the differential tests above would compare the validating path with itself."""
+    spec = population.PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
+    prepared = population.prepared_requests(spec, population.plan(spec))
+    evictions = [p.body for p in prepared if p.case.row not in (2, 17)]  # 17: malformed ones
+    assert evictions
+    for body in [json.dumps(review()).encode(), *evictions]:
+        assert _usual_eviction(body) is not None
+        same_answer(body)
+
+
+def old_encoding(uid: str, decision: Decision) -> bytes:
+    return json.dumps(review_response(uid, decision), separators=(",", ":")).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), st.sampled_from(list(Reason)), st.text(max_size=80))
+def test_response_encoding_matches_json(uid: str, reason: Reason, message: str) -> None:
+    decision = Decision(allowed=reason not in DENYING_REASONS, reason=reason, message=message)
+    new = encode_review_response(uid, decision)
+    assert json.loads(new) == json.loads(old_encoding(uid, decision))
+    if new.isascii():
+        assert new == old_encoding(uid, decision)
