@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -32,13 +34,27 @@ def _parser() -> argparse.ArgumentParser:
         help="where to write the admin kubeconfig (default: %(default)s)",
     )
     serve.add_argument("--port", type=int, default=0, help="TCP port (default: any free port)")
-    serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="loopback address to bind (default: %(default)s; others are refused)",
+    )
     serve.add_argument(
         "--server-version",
         type=int,
         default=32,
         metavar="MINOR",
         help="the Kubernetes minor version /version reports (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--route-service",
+        action="append",
+        default=[],
+        metavar="NAMESPACE/NAME[:PORT]=LOCAL_PORT",
+        help="send what a webhook configuration addresses to Service NAMESPACE/NAME (port PORT, "
+        "default 443) to 127.0.0.1:LOCAL_PORT, e.g. graceful-drain/graceful-drain-webhook=8443 "
+        "for `graceful-drain controller --webhook-port 8443`; kubesim has no cluster network, "
+        "so a Service is reachable only this way (repeatable)",
     )
     serve.add_argument(
         "--scenario",
@@ -52,6 +68,30 @@ def _parser() -> argparse.ArgumentParser:
         help="with --scenario: set up the nodes and workloads but do not run the drains",
     )
     return parser  # fmt: skip
+
+
+def _route(text: str) -> tuple[str, str, int, int]:
+    """NAMESPACE/NAME[:PORT]=LOCAL_PORT -> (namespace, name, port, local port)."""
+    service, equals, local = text.partition("=")
+    namespace, slash, name_port = service.partition("/")
+    name, colon, port = name_port.partition(":")
+    if not (equals and slash and namespace and name and local.isdigit()) or (
+        colon and not port.isdigit()
+    ):
+        raise ValueError(f"{text!r} is not NAMESPACE/NAME[:PORT]=LOCAL_PORT")
+    numbers = (int(port) if colon else 443, int(local))
+    if not all(0 < n < 65536 for n in numbers):
+        raise ValueError(f"{text!r}: ports are 1-65535")
+    return namespace, name, numbers[0], numbers[1]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _say(line: str) -> None:
@@ -81,7 +121,10 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    logging.basicConfig(level=logging.WARNING, format="kubesim: %(message)s", stream=sys.stderr)
     async with sim, contextlib.AsyncExitStack() as stack:
+        for namespace, name, port, local_port in args.routes:
+            sim.webhook_services.register(namespace, name, port, "127.0.0.1", local_port)
         drains: asyncio.Task[None] | None = None
         if scenario is not None:
             run = await stack.enter_async_context(ScenarioRun(sim, scenario))
@@ -100,6 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.port < 0 or args.port > 65535:
         print(f"kubesim: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
+        return 2
+    try:
+        args.routes = [_route(text) for text in args.route_service]
+    except ValueError as err:
+        print(f"kubesim: --route-service: {err}", file=sys.stderr)
+        return 2
+    if not _is_loopback(args.host):
+        print(f"kubesim: --host must be a loopback address (127.0.0.0/8 or ::1), got "
+              f"{args.host!r}: kubesim is a test cluster with an admin token in a file, "
+              "never to be reachable from another machine", file=sys.stderr)  # fmt: skip
+        return 2
+    if not args.kubeconfig.resolve().parent.is_dir():
+        print(f"kubesim: --kubeconfig {args.kubeconfig}: the folder "
+              f"{args.kubeconfig.resolve().parent} does not exist", file=sys.stderr)  # fmt: skip
         return 2
     scenario = None
     if args.scenario is not None:

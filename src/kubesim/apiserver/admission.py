@@ -20,6 +20,7 @@ import asyncio
 import base64
 import binascii
 import ipaddress
+import logging
 import ssl
 import uuid
 from collections.abc import Mapping
@@ -60,6 +61,7 @@ from .resources import ResourceType
 from .server import AdmissionAttributes
 from .store import Obj
 
+_log = logging.getLogger("kubesim.admission")
 WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
 DEFAULT_TIMEOUT_SECONDS = 10
 MAX_TIMEOUT_SECONDS = 30
@@ -210,6 +212,8 @@ class ValidatingWebhookDispatcher:
         except _CallError as err:
             record.error = calling_error(name, str(err))
             record.outcome = "ignored" if ignore_failures else "call-error"
+            if ignore_failures:  # as kube-apiserver logs it: nothing else tells the user
+                _log.warning("Failed calling webhook, failing open %s: %s", name, record.error)
             return None if ignore_failures else internal_error(record.error)
         except ApiError as err:
             record.error = err.message

@@ -34,9 +34,10 @@ DRAIN_TIMEOUT = "20s"  # the PDB-blocked pod never goes: the drain ends on this 
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget"
 
 # Deployments the table cannot protect: name -> spec.strategy.rollingUpdate.
-# When the maxUnavailable >= 1 row (issue 11) lands, add
-# "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1}.
-UNPROTECTABLE: dict[str, Obj] = {"solo-no-surge": {"maxSurge": 0, "maxUnavailable": 1}}
+UNPROTECTABLE: dict[str, Obj] = {
+    "solo-no-surge": {"maxSurge": 0, "maxUnavailable": 1},
+    "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1},  # row 11, cannot-protect
+}
 PROTECTED = "protected"
 BLOCKED = "ledger"  # two replicas, a budget that allows no disruption
 DAEMON = "agent"

@@ -43,3 +43,24 @@ def test_serve_rejects_a_bad_port(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "--port must be between 0 and 65535" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "0.0.0.0"], "--host must be a loopback address"),
+        (["--host", "192.0.2.1"], "--host must be a loopback address"),
+        (["--kubeconfig", "no/such/folder/kubeconfig"], "does not exist"),
+    ],
+)
+def test_serve_refuses_a_non_loopback_host_and_a_missing_kubeconfig_folder(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "src")}
+    result = subprocess.run(
+        [sys.executable, "-m", "kubesim", "serve", *args],
+        capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert not (tmp_path / "no").exists()  # nothing created
