@@ -199,7 +199,8 @@ def expected_wait(pod: JsonDict) -> tuple[timedelta | None, str | None]:
 
 def surge_fixes(deployment: JsonDict) -> tuple[str, ...]:
     """The spec fields keeping a one-replica Deployment from surging a Ready replacement, as
-    advice next to the table's cannot-surge answer (the table alone decides)."""
+    advice next to the table's cannot-surge and cannot-protect answers (the table alone
+    decides)."""
     spec = deployment.get("spec") or {}
     fixes: list[str] = []
     if spec.get("paused") is True:
@@ -293,7 +294,7 @@ def _plan_pod(
                        expected_wait=wait, expected_wait_source=source)  # fmt: skip
 
     fix: tuple[str, ...] = ()
-    if decision is not None and decision.reason is Reason.CANNOT_SURGE:
+    if decision is not None and decision.reason in (Reason.CANNOT_SURGE, Reason.CANNOT_PROTECT):
         ref = decision.deployment
         raw = None if ref is None else lookups.raw_deployments.get((ref.namespace, ref.name))
         fix = () if raw is None else surge_fixes(raw)

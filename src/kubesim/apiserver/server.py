@@ -535,7 +535,11 @@ class ApiServer:
 
     async def _create(self, ctx: RequestContext) -> web.Response:
         body = self._in(ctx.rt, await ctx.json_body())
-        stored = self._stored_type(ctx.rt)
+        return await self._write_create(ctx, self._stored_type(ctx.rt), body)
+
+    async def _write_create(
+        self, ctx: RequestContext, stored: ResourceType, body: Any
+    ) -> web.Response:
         obj = self.registry.prepare_create(stored, ctx.namespace, body)
         await self.admit(
             AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
@@ -585,14 +589,7 @@ class ApiServer:
                 )
             meta["name"] = ctx.info.name
             meta.pop("resourceVersion", None)
-        obj = self.registry.prepare_create(stored, ctx.namespace, body)
-        await self.admit(
-            AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
-                                None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user,
-                                requested=ctx.rt)
-        )  # fmt: skip
-        created = self.registry.commit_create(stored, obj, ctx.dry_run)
-        return self._respond_object(ctx, created, 201)
+        return await self._write_create(ctx, stored, body)
 
     async def _patch(self, ctx: RequestContext) -> web.Response:
         from .patch_request import patched_object

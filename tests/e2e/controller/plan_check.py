@@ -33,11 +33,13 @@ GRACEFUL_DRAIN = str(Path(sys.executable).parent / "graceful-drain")
 DRAIN_TIMEOUT = "20s"  # the PDB-blocked pod never goes: the drain ends on this timeout
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget"
 
-# Deployments the table cannot protect: name -> spec.strategy.rollingUpdate.
+# Deployments the table cannot protect: name -> spec.strategy.rollingUpdate, and the
+# decision's reason (docs/decisions.md, row 11).
 UNPROTECTABLE: dict[str, Obj] = {
     "solo-no-surge": {"maxSurge": 0, "maxUnavailable": 1},
-    "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1},  # row 11, cannot-protect
+    "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1},
 }
+UNPROTECTABLE_REASON = {"solo-no-surge": "cannot-surge", "solo-unavailable": "cannot-protect"}
 PROTECTED = "protected"
 BLOCKED = "ledger"  # two replicas, a budget that allows no disruption
 DAEMON = "agent"
@@ -192,7 +194,7 @@ def check_expected_predictions(plan: Obj, namespace: str) -> None:
     for name in UNPROTECTABLE:
         [solo] = apps[name]
         assert (solo["outcome"], solo["outage"]) == ("evicted", True), solo
-        assert solo["decision"]["reason"] == "cannot-surge"
+        assert solo["decision"]["reason"] == UNPROTECTABLE_REASON[name], solo
         assert solo["fix"], solo
     assert apps[BLOCKED] and all(p["outcome"] == "blocked" for p in apps[BLOCKED])
     assert {p["budget"] for p in apps[BLOCKED]} == {f"{namespace}/{BLOCKED}"}

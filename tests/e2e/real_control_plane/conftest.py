@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from tests.conftest import run_kubectl
 
-from .harness import Installation, kubectl, overlay
+from .harness import Installation, admin_client, kubectl, overlay
 from .loadbalancer import LoadBalancer
 
 
@@ -39,6 +40,19 @@ async def namespace(real_cluster: RealCluster) -> AsyncIterator[str]:
     try:
         yield name
     finally:
-        await kubectl(kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+        # Waited for: a later test's kubectl drain would otherwise meet this namespace's pods,
+        # whose evictions a terminating namespace refuses.
+        await kubectl(kubeconfig, "delete", "namespace", name, "--timeout=90s", check=False)
         for node in real_cluster.node_names:
             await kubectl(kubeconfig, "uncordon", node, check=False)
+
+
+@pytest.fixture
+async def recorder(
+    real_cluster: RealCluster, namespace: str
+) -> AsyncIterator[AvailabilityRecorder]:
+    """Ready pods per Deployment of the test's namespace over time, from watches."""
+    client = admin_client(real_cluster, "availability-recorder")
+    async with AvailabilityRecorder(client, namespace=namespace) as running:
+        yield running
+    await client.close()

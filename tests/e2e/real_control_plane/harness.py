@@ -31,6 +31,7 @@ from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster, free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
+from tests.e2e.controller import drain_cluster
 from tests.e2e.controller.drain_cluster import container_invocation, watch_until
 
 from .loadbalancer import LoadBalancer
@@ -300,52 +301,19 @@ class ControllerProcess:
 
 def web(
     namespace: str, name: str = "web", *, replicas: int = 1, ready_delay: str = "3s",
-    never_ready: bool = False, max_surge: int = 1, max_unavailable: int = 0,
-    prefer: str = "node-a",
+    never_ready: bool = False,
 ) -> Obj:  # fmt: skip
-    """A Deployment as the install docs ask for (maxSurge 1, maxUnavailable 0, a readiness
-    probe), Ready `ready_delay` after it starts (kwok.yaml), preferring node `prefer`."""
-    labels = {"app": name}
-    behaviour = {"sim.kubesim.io/ready-delay": ready_delay}
-    if never_ready:
-        behaviour["sim.kubesim.io/never-ready"] = "true"
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable},
-            },
-            "template": {
-                "metadata": {"labels": labels, "annotations": behaviour},
-                "spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "affinity": {"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [{
-                            "weight": 100,
-                            "preference": {"matchExpressions": [{
-                                "key": "kubernetes.io/hostname", "operator": "In",
-                                "values": [prefer],
-                            }]},
-                        }],
-                    }},
-                    "containers": [{
-                        "name": "app", "image": "registry.example/web:1",
-                        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
-                    }],
-                },
-            },
-        },
-    }  # fmt: skip
+    """kubesim's drain test Deployment (maxSurge 1, maxUnavailable 0, a readiness probe,
+    preferring node-a), in `namespace`, Ready `ready_delay` after it starts (kwok.yaml reads
+    the same annotations as kubesim's kubelet)."""
+    manifest = drain_cluster.web(
+        name, replicas=replicas, ready_delay=ready_delay, never_ready=never_ready
+    )
+    manifest["metadata"]["namespace"] = namespace
+    return manifest
 
 
-def is_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+is_ready = drain_cluster.is_ready
 
 
 def annotations_of(obj: Obj) -> dict[str, str]:

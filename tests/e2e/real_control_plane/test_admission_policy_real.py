@@ -4,6 +4,8 @@ writes; a broader patch by it is refused, and the same patch by an admin is not.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient
 from realcluster.cluster import RealCluster
 
-from .harness import Installation, admin_client, kubectl, watch_objects, web
+from .harness import BOUND, Installation, admin_client, kubectl, watch_objects, web
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
@@ -57,6 +59,19 @@ async def outcome(client: KubeClient, path: str, ops: Ops) -> tuple[int, str]:
     return 200, ""
 
 
+async def until_enforced(controller: KubeClient, path: str) -> None:
+    """Until kube-apiserver's admission enforces the policy: it loads policies through an
+    informer of its own, some time after they are stored, and says so nowhere in the API; a
+    write the policy refuses is the only sign. Each probe asks for another replica count (a
+    write that changes nothing is admitted by any policy)."""
+    async with asyncio.timeout(BOUND):
+        for replicas in itertools.count(2):
+            probe = [{"op": "replace", "path": "/spec/replicas", "value": replicas}]
+            if (await outcome(controller, path, probe))[0] == 403:
+                return
+            await asyncio.sleep(0.2)
+
+
 async def test_the_policy_type_checks_and_limits_the_controllers_deployment_writes(
     installation: Installation, real_cluster: RealCluster, namespace: str
 ) -> None:
@@ -73,6 +88,7 @@ async def test_the_policy_type_checks_and_limits_the_controllers_deployment_writ
     controller = await installation.service_account_client()
     admin = admin_client(real_cluster)
     try:
+        await until_enforced(controller, path)
         admitted = {name: await outcome(controller, path, ops) for name, ops in ADMITTED.items()}
         refused = {name: await outcome(controller, path, ops) for name, ops in REFUSED.items()}
         by_admin = {name: await outcome(admin, path, ops) for name, ops in REFUSED.items()}
@@ -90,12 +106,25 @@ async def test_the_policy_type_checks_and_limits_the_controllers_deployment_writ
     assert replicas == 3  # the admin's patch, not the controller's
 
 
+async def until_enforced_on_webhooks(controller: KubeClient, admin: KubeClient) -> None:
+    """The same wait, on the webhook configuration: a timeout change, undone while admitted."""
+    async with asyncio.timeout(BOUND):
+        for timeout in itertools.cycle((6, 5)):
+            probe = [{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": timeout}]
+            if (await outcome(controller, WEBHOOK_CONFIGURATION, probe))[0] == 403:
+                break
+            await asyncio.sleep(0.2)
+    restore = [{"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 5}]
+    await admin.patch(WEBHOOK_CONFIGURATION, restore, JSON_PATCH)  # as deploy/ ships it
+
+
 async def test_on_its_webhook_configuration_only_the_ca_bundle(
     installation: Installation, real_cluster: RealCluster
 ) -> None:
     admin = admin_client(real_cluster)
     controller = await installation.service_account_client()
     try:
+        await until_enforced_on_webhooks(controller, admin)
         configuration = await admin.get(WEBHOOK_CONFIGURATION)
         bundle = configuration["webhooks"][0]["clientConfig"].get("caBundle", "")
         ca_bundle = await outcome(

@@ -21,7 +21,7 @@ import pytest
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
 
-from .harness import BOUND, REPO, kubectl, refused, requests_of, watch_objects, web
+from .harness import BOUND, REPO, is_ready, kubectl, refused, requests_of, watch_objects, web
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
@@ -110,7 +110,7 @@ def assert_never_refused(cluster: RealCluster, namespace: str) -> None:
 async def the_pod(cluster: RealCluster, namespace: str) -> Obj:
     """The namespace's one pod, once it is Ready."""
     [pod] = await watch_objects(
-        cluster, "v1", "pods", "Pod", namespace, lambda pods: len(pods) == 1 and _ready(pods[0])
+        cluster, "v1", "pods", "Pod", namespace, lambda pods: len(pods) == 1 and is_ready(pods[0])
     )
     return pod
 
@@ -128,11 +128,6 @@ async def until_terminating(cluster: RealCluster, pod: Obj) -> Obj:
     )
     [current] = [p for p in pods if p["metadata"]["uid"] == uid]
     return current
-
-
-def _ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def decisive(verdict: Obj) -> Obj:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -37,16 +37,6 @@ from .harness import (
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
 HELD = "(will retry after 5s): admission webhook"
-
-
-@pytest.fixture
-async def recorder(
-    real_cluster: RealCluster, namespace: str
-) -> AsyncIterator[AvailabilityRecorder]:
-    client = admin_client(real_cluster, "availability-recorder")
-    async with AvailabilityRecorder(client, namespace=namespace) as running:
-        yield running
-    await client.close()
 
 
 async def until(recorder: AvailabilityRecorder, predicate: Callable[[], bool]) -> None:
@@ -218,7 +208,7 @@ async def test_a_never_ready_replacement_is_held_until_the_timeout_and_a_restart
         replica.stop()
 
     assert drained.code == 0, drained.stderr
-    assert HELD in drained.stderr
+    assert HELD in drained.stderr, drained.stderr
     [timeout] = await events(real_cluster, namespace, DRAIN_TIMEOUT)
     assert timeout["involvedObject"]["name"] == "web"  # type: ignore[index]
     assert len(recorder.timeline("web", namespace).rollouts()) == 3  # no second restart

@@ -4,8 +4,6 @@ same check kubesim's run passes). The DaemonSet pod is the real DaemonSet contro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from kubesim.recorder import AvailabilityRecorder
@@ -15,16 +13,6 @@ from tests.e2e.controller.plan_check import DrainSubject, predict_drain_and_chec
 from .harness import Installation, admin_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
-
-
-@pytest.fixture
-async def recorder(
-    real_cluster: RealCluster, namespace: str
-) -> AsyncIterator[AvailabilityRecorder]:
-    client = admin_client(real_cluster, "availability-recorder")
-    async with AvailabilityRecorder(client, namespace=namespace) as running:
-        yield running
-    await client.close()
 
 
 async def test_plan_predicts_what_kubectl_drain_then_does_to_each_pod(

@@ -68,10 +68,12 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
 ) -> None:
     admin = real_cluster.kubeconfig_path
     since = datetime.now(UTC)  # the session's other tests make the controller refuse on purpose
-    # A first install: no Lease and no certificate Secret yet (create)...
+    # A first install: no Lease and no certificate Secrets yet (create, a new CA whose
+    # caBundle the controller patches in)...
     await kubectl(admin, "delete", "lease", "graceful-drain", "-n", NAMESPACE,
                   "--ignore-not-found")  # fmt: skip
-    await kubectl(admin, "delete", "secret", "graceful-drain-webhook-tls", "-n", NAMESPACE,
+    await kubectl(admin, "delete", "secret", "graceful-drain-webhook-tls",
+                  "graceful-drain-webhook-tls-ca", "-n", NAMESPACE,
                   "--ignore-not-found")  # fmt: skip
     first = await installation.start_controller("graceful-drain-0")
     first.stop()
@@ -146,4 +148,7 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
     used = used_pairs(records)
     assert refused(records) == []
     assert describe(used - granted) == []
-    assert describe(granted - used) == []
+    assert describe(granted - used) == [], sorted(
+        f"{r['verb']} {r['objectRef'].get('resource')} {r['responseStatus'].get('code')}"
+        for r in records
+    )

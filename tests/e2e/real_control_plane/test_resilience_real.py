@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -17,7 +16,6 @@ from .harness import (
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
     KubectlRun,
-    admin_client,
     kubectl,
     web,
 )
@@ -25,16 +23,6 @@ from .harness import (
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
 DRAIN_ATTEMPTS = 3  # kubectl drain stops on a refused connection; an operator runs it again
-
-
-@pytest.fixture
-async def recorder(
-    real_cluster: RealCluster, namespace: str
-) -> AsyncIterator[AvailabilityRecorder]:
-    client = admin_client(real_cluster, "availability-recorder")
-    async with AvailabilityRecorder(client, namespace=namespace) as running:
-        yield running
-    await client.close()
 
 
 async def until(recorder: AvailabilityRecorder, predicate: object) -> None:
