@@ -38,7 +38,7 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
         return None
     return (
         f"realcluster: go is not on PATH, so {_REAL_CLUSTER_SKIPPED[0]} tests on the real "
-        "control plane are not run (install Go >= 1.24 to run them)"
+        "control plane are not run (install Go >= 1.26 to run them)"
     )
 
 
