@@ -62,7 +62,10 @@ def to_table(
             row["conditions"] = printed.conditions
         if include == "Object":
             row["object"] = obj
-        elif include != "None":
+        elif include == "None":
+            # TableRow.object is a RawExtension: `omitempty` leaves it in, as null.
+            row["object"] = None
+        else:
             row["object"] = _partial(obj)
         rows.append(row)
     table: Obj = {
