@@ -140,6 +140,35 @@ def daemonset(obj: Obj) -> None:
     pod_template(spec.setdefault("template", {}))
 
 
+JOB_CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def job(obj: Obj) -> None:
+    """batch/v1 SetDefaults_Job, and the strategy's generateSelector (PrepareForCreate):
+    the template is labelled with the Job's uid and name (legacy keys too), which the
+    selector matches, unless ``manualSelector``."""
+    spec = obj.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    if spec.get("podFailurePolicy") is None:
+        spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    template = spec.setdefault("template", {})
+    pod_template(template)
+    if not spec.get("manualSelector") and spec.get("selector") is None:
+        meta = obj["metadata"]
+        uid, name = meta["uid"], meta["name"]
+        labels = template["metadata"].setdefault("labels", {})
+        labels.update({JOB_CONTROLLER_UID_LABEL: uid, JOB_NAME_LABEL: name,
+                       "controller-uid": uid, "job-name": name})  # fmt: skip
+        spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID_LABEL: uid}}
+
+
 def namespace(obj: Obj) -> None:
     obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     obj.setdefault("status", {}).setdefault("phase", "Active")
@@ -202,6 +231,7 @@ DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "ReplicaSet"): replicaset,
     ("apps", "StatefulSet"): statefulset,
     ("apps", "DaemonSet"): daemonset,
+    ("batch", "Job"): job,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (
         validating_webhook_configuration
     ),

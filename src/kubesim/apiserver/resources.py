@@ -112,6 +112,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("DaemonSet"),), categories=("all",),
                  has_generation=True),
     ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
+    # batch/v1
+    ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
+                 categories=("all",), has_generation=True),
     # policy/v1
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",),
                  subresources=(_status("PodDisruptionBudget"),), has_generation=True),

@@ -1,26 +1,31 @@
 """Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for with `as=Table`.
 
-Every resource gets the generic columns (Name, Created At) as the real
-server's default table convertor gives them; `COLUMNS` adds the per-kind
-columns of pkg/printers/internalversion/printers.go where kubectl users see them.
+Pods, Deployments, ReplicaSets and Nodes get the columns and cells of
+pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`); every
+other resource the generic Name and Created At of the default table convertor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
+from . import printer_columns, printers
 from .resources import ResourceType
 
 Obj = dict[str, Any]
-Column = tuple[str, str, str, Callable[[Obj], Any]]  # name, type, format, cell
+Printer = Callable[[Obj, datetime], printers.Row]
 
-_NAME: Column = ("Name", "string", "name", lambda o: o["metadata"]["name"])
-_CREATED: Column = ("Created At", "date", "", lambda o: o["metadata"].get("creationTimestamp"))
-
-COLUMNS: dict[tuple[str, str], list[Column]] = {}
+PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ...], Printer]] = {
+    ("", "Pod"): (printer_columns.POD, printers.print_pod),
+    ("", "Node"): (printer_columns.NODE, printers.print_node),
+    ("apps", "Deployment"): (printer_columns.DEPLOYMENT, printers.print_deployment),
+    ("apps", "ReplicaSet"): (printer_columns.REPLICA_SET, printers.print_replica_set),
+}
+GENERIC = (printer_columns.GENERIC, printers.print_generic)
 
 
 def wants_table(accept: str) -> bool:
@@ -46,14 +51,21 @@ def to_table(
     request: web.Request,
     include_columns: bool = True,
 ) -> Obj:
-    columns = COLUMNS.get((rt.group, rt.kind), [_NAME, _CREATED])
+    columns, printer = PRINTERS.get((rt.group, rt.kind), GENERIC)
     include = request.query.get("includeObject", "Metadata")
+    now = datetime.now(UTC)
     rows = []
     for obj in objects:
-        row: Obj = {"cells": [cell(obj) for _, _, _, cell in columns]}
+        printed = printer(obj, now)
+        row: Obj = {"cells": printed.cells}
+        if printed.conditions:
+            row["conditions"] = printed.conditions
         if include == "Object":
             row["object"] = obj
-        elif include != "None":
+        elif include == "None":
+            # TableRow.object is a RawExtension: `omitempty` leaves it in, as null.
+            row["object"] = None
+        else:
             row["object"] = _partial(obj)
         rows.append(row)
     table: Obj = {
@@ -64,8 +76,5 @@ def to_table(
         "rows": rows,
     }
     if include_columns:
-        table["columnDefinitions"] = [
-            {"name": name, "type": type_, "format": fmt, "description": "", "priority": 0}
-            for name, type_, fmt, _ in columns
-        ]
+        table["columnDefinitions"] = [column.to_json() for column in columns]
     return table

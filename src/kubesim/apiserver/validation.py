@@ -32,6 +32,9 @@ def _selector_matches(selector: Obj, labels: dict[str, Any]) -> bool:
     return all(labels.get(k) == v for k, v in match_labels.items())
 
 
+WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
+
+
 def _workload_causes(obj: Obj) -> list[tuple[str, str]]:
     spec = obj.get("spec") or {}
     causes: list[tuple[str, str]] = []
@@ -75,8 +78,15 @@ def validate(rt: ResourceType, obj: Obj) -> None:
         causes.append(("metadata.name", "Required value: name or generateName is required"))
     elif rt.kind not in NAME_IS_A_PATH_SEGMENT and not is_dns1123_subdomain(name):
         causes.append(("metadata.name", f'Invalid value: "{name}": {DNS1123_SUBDOMAIN_MESSAGE}'))
-    if rt.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+    if rt.kind in WORKLOADS:
         causes += _workload_causes(obj)
+    if rt.kind == "Job":
+        policy = (
+            ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("restartPolicy")
+        )
+        if policy not in ("OnFailure", "Never"):
+            causes.append(("spec.template.spec.restartPolicy",
+                           'Required value: valid values: "OnFailure", "Never"'))  # fmt: skip
     elif rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "Required value"))
     elif rt.kind == "PodDisruptionBudget":
@@ -90,7 +100,7 @@ def validate(rt: ResourceType, obj: Obj) -> None:
 
 
 def check_immutable(rt: ResourceType, old: Obj, new: Obj) -> None:
-    if rt.kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+    if rt.kind in WORKLOADS:
         before = (old.get("spec") or {}).get("selector")
         after = (new.get("spec") or {}).get("selector")
         if before != after:

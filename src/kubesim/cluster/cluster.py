@@ -22,14 +22,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 from ..client import KubeClient
+from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .disruption import DisruptionController
+from .job import JobController
 from .kubeletconfig import KubeletConfig
 from .node_lifecycle import NodeLifecycleController
 from .nodeset import NodeSet
 from .nodestatus import NodeShape
 from .replicaset import ReplicaSetController
 from .scheduler import Scheduler
+from .statefulset import StatefulSetController
 
 if TYPE_CHECKING:
     from ..sim import KubeSim
@@ -86,6 +89,9 @@ class ComponentSpec:
 COMPONENTS: dict[str, ComponentSpec] = {
     "deployment": ComponentSpec(lambda ctx: DeploymentController(ctx.client())),
     "replicaset": ComponentSpec(lambda ctx: ReplicaSetController(ctx.client())),
+    "statefulset": ComponentSpec(lambda ctx: StatefulSetController(ctx.client())),
+    "daemonset": ComponentSpec(lambda ctx: DaemonSetController(ctx.client())),
+    "job": ComponentSpec(lambda ctx: JobController(ctx.client())),
     "disruption": ComponentSpec(lambda ctx: DisruptionController(ctx.client())),
     "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),
     "scheduler": ComponentSpec(lambda ctx: Scheduler(ctx.client()), user="system:kube-scheduler"),

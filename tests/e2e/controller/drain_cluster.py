@@ -158,8 +158,14 @@ def web(
 
 
 def statefulset(name: str) -> Obj:
-    """A StatefulSet (kubesim runs no StatefulSet controller: its pod is created by the test)."""
+    """A one-replica StatefulSet whose pod (`<name>-0`) prefers node-a."""
     labels = {"app": name}
+    prefer_a = {
+        "weight": 100,
+        "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
+        ]},
+    }  # fmt: skip
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": WORKLOADS},
@@ -167,7 +173,12 @@ def statefulset(name: str) -> Obj:
             "replicas": 1, "serviceName": name, "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "db", "image": "registry.example/db:1"}]},
+                "spec": {
+                    "affinity": {"nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a],
+                    }},
+                    "containers": [{"name": "db", "image": "registry.example/db:1"}],
+                },
             },
         },
     }  # fmt: skip

@@ -6,8 +6,7 @@ Cluster-agnostic: it needs a cluster where graceful-drain runs with its webhook 
 and reachable, two schedulable nodes, an admin kubeconfig, `kubectl`, and an
 AvailabilityRecorder watching the workloads' namespace. Everything it creates goes through
 `kubectl apply`; everything it checks is what kubectl drain printed and what the API shows
-afterwards. A cluster without a DaemonSet controller (kubesim) passes `create_pod` to make the
-DaemonSet's pod itself.
+afterwards.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +52,6 @@ class DrainSubject:
     recorder: AvailabilityRecorder
     admin: KubeClient
     namespace: str = "default"
-    create_pod: Callable[[Obj], Awaitable[Obj]] | None = None  # no DaemonSet controller
 
 
 @dataclass(frozen=True)
@@ -144,13 +141,6 @@ async def set_up(subject: DrainSubject) -> None:
         stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
     )  # fmt: skip
     assert applied.code == 0, applied.stderr
-    if subject.create_pod is not None:
-        daemonset = await subject.admin.get(
-            f"/apis/apps/v1/namespaces/{subject.namespace}/daemonsets/{DAEMON}"
-        )
-        pod = pod_on(subject.drained, DAEMON, owner=daemonset)
-        pod["metadata"]["namespace"] = subject.namespace
-        await subject.create_pod(pod)
     deployments = {PROTECTED: 1, **dict.fromkeys(UNPROTECTABLE, 1), BLOCKED: 2}
     async with asyncio.timeout(BOUND):
         await subject.recorder.wait_until(

@@ -91,10 +91,11 @@ async def test_pods_a_budget_or_nobody_protects_are_evicted_at_once(
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica()
         await cluster.create_web("pair", replicas=2)
-        database = await cluster.create(statefulset("db"))
-        stateful = await cluster.create(pod_on("node-a", "db", owner=database))
+        await cluster.create(statefulset("db"))
         bare = await cluster.create(pod_on("node-a", "scratch"))
         await cluster.until_pods_ready(["db-0", "scratch"])
+        [stateful] = await cluster.pods("db")
+        assert stateful["spec"]["nodeName"] == "node-a"
         pair = [p["metadata"]["name"] for p in await cluster.pods("pair")]
         assert {p["spec"]["nodeName"] for p in await cluster.pods("pair")} == {"node-a"}
 

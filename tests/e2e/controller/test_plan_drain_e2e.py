@@ -22,6 +22,5 @@ async def test_plan_predicts_what_kubectl_drain_then_does_to_each_pod(
         await cluster.start_replica()
         subject = DrainSubject(
             sim.kubeconfig_path, "node-a", "node-b", cluster.recorder, cluster.admin,
-            create_pod=cluster.create,
         )  # fmt: skip
         await predict_drain_and_check(subject)

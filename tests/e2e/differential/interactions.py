@@ -25,13 +25,17 @@ from kubesim.client import (
     KubeClient,
     resource_path,
 )
+from kubesim.cluster.runtime import Informer
 
 from .normalise import Json, normalise
 
 View = Callable[[Json], Json]
 JSON = "application/json"
 CONTROLLER_ANNOTATION_PREFIXES = ("deployment.kubernetes.io/",)
-SELECTED = {"labelSelector": "tier=a"}  # the interaction's own objects, not the controllers'
+SELECTED = {"labelSelector": "tier=a"}
+SETTLE_TIMEOUT = (
+    30.0  # a guard against hangs only  # the interaction's own objects, not the controllers'
+)
 
 
 def whole(body: Json) -> Json:
@@ -123,6 +127,8 @@ class Kind:
     sample: Callable[[str], dict[str, Any]]  # name -> manifest without namespace
     view: View = whole
     strategic: bool = True
+    # Once true of a new object, its controller has written what it writes after a create.
+    settled: Callable[[dict[str, Any]], bool] | None = None
 
 
 def _configmap(name: str) -> dict[str, Any]:
@@ -141,6 +147,30 @@ def _serviceaccount(name: str) -> dict[str, Any]:
 def _lease(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {"tier": "a"}},
             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}  # fmt: skip
+
+
+def _status_observed(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return bool(status.get("observedGeneration") == obj["metadata"].get("generation"))
+
+
+async def until_settled(api: Api, kind: Kind, name: str) -> None:
+    """Wait (on a watch, bounded) until `kind.settled` holds for the object `name`."""
+    settled = kind.settled
+    if settled is None:
+        return
+    informer = Informer(api.client, kind.api_version, kind.plural, kind.kind,
+                        namespace=api.namespace)  # fmt: skip
+    changed = asyncio.Event()
+    informer.add_handler(lambda *_: changed.set())
+    await informer.start()
+    try:
+        async with asyncio.timeout(SETTLE_TIMEOUT):
+            while not ((obj := informer.get(api.namespace, name)) and settled(obj)):
+                changed.clear()
+                await changed.wait()
+    finally:
+        await informer.stop()
 
 
 def _pdb(name: str) -> dict[str, Any]:
@@ -166,7 +196,14 @@ KINDS = (
     Kind("v1", "secrets", "Secret", _secret),
     Kind("v1", "serviceaccounts", "ServiceAccount", _serviceaccount),
     Kind("coordination.k8s.io/v1", "leases", "Lease", _lease),
-    Kind("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", _pdb, view=spec_view),
+    Kind(
+        "policy/v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        _pdb,
+        view=spec_view,
+        settled=_status_observed,
+    ),
     Kind("apps/v1", "deployments", "Deployment", _deployment, view=spec_view),
 )
 
@@ -210,7 +247,9 @@ def _crud(kind: Kind) -> list[tuple[str, Interaction]]:
 
     async def update(api: Api) -> None:
         await api.call("create", "POST", path(api), _manifest(kind, "one"), view=status_only)
-        # Read back: a controller may have written its status since the create.
+        # Read back once the kind's controller wrote its status after the create: a write
+        # between this read and "update stale" would make it stale on one server only.
+        await until_settled(api, kind, "one")
         _, current = await api.call("read", "GET", path(api, "one"), view=status_only)
         changed = copy.deepcopy(current)
         changed["metadata"].setdefault("labels", {})["changed"] = "yes"

@@ -40,9 +40,14 @@ def endpoint_from_kubeconfig(name: str, kubeconfig: Path) -> Endpoint:
                     base64.b64decode(cluster["certificate-authority-data"]))  # fmt: skip
 
 
+def kubesim_kubeconfig(workdir: Path) -> Path:
+    """Where `kubesim_serve(workdir)` has `kubesim serve` write its kubeconfig."""
+    return workdir / "kubesim.kubeconfig"
+
+
 @contextmanager
 def kubesim_serve(workdir: Path) -> Iterator[Endpoint]:
-    kubeconfig = workdir / "kubesim.kubeconfig"
+    kubeconfig = kubesim_kubeconfig(workdir)
     scenario = ["--scenario", str(SCENARIO), "--setup-only"]
     argv = [
         sys.executable,

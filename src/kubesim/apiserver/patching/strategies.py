@@ -94,6 +94,7 @@ PATCH_STRATEGIES: Final[Mapping[str, Mapping[str, FieldTag]]] = {
     "ReplicaSet": _workload({}),
     "StatefulSet": _workload({}),
     "DaemonSet": _workload({}),
+    "Job": _workload({}),
     "Node": {
         **_METADATA_ONLY,
         "spec.podCIDRs": ("merge", ""),

@@ -1,0 +1,299 @@
+"""The Table cells kube-apiserver computes for Pods, Deployments, ReplicaSets and Nodes: a port
+of ``printPod``, ``printDeployment``, ``printReplicaSet`` and ``printNode``
+(pkg/printers/internalversion/printers.go, v1.34), always ``Wide`` as the server prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .humanduration import parse_timestamp, translate_timestamp_since
+from .label_selectors import SelectorError, label_selector_from_object
+
+Obj = dict[str, Any]
+
+NODE_UNREACHABLE_POD_REASON = "NodeLost"  # pkg/util/node
+LABEL_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+NODE_LABEL_ROLE = "kubernetes.io/role"
+
+_POD_SUCCEEDED_CONDITION = {
+    "type": "Completed", "status": "True", "reason": "Succeeded",
+    "message": "The pod has completed successfully.",
+}  # fmt: skip
+_POD_FAILED_CONDITION = {
+    "type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed.",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Row:
+    cells: list[Any]
+    conditions: list[Obj] = field(default_factory=list)
+
+
+def _name(obj: Obj) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _age(obj: Obj, now: datetime) -> str:
+    return translate_timestamp_since(obj["metadata"].get("creationTimestamp"), now)
+
+
+def print_generic(obj: Obj, now: datetime) -> Row:
+    """pkg/registry/rest/table.go: Name, Created At (the timestamp itself)."""
+    return Row([_name(obj), obj["metadata"].get("creationTimestamp")])
+
+
+# --- pods ---------------------------------------------------------------------------------
+
+
+def _is_restartable_init_container(container: Obj | None) -> bool:
+    return container is not None and container.get("restartPolicy") == "Always"
+
+
+def _condition_true(conditions: Sequence[Obj], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
+
+
+def _later(current: str | None, candidate: Obj) -> str | None:
+    """The later of ``current`` and the ``finishedAt`` of a last termination, if any."""
+    terminated = (candidate.get("lastTerminationState") or {}).get("terminated")
+    finished = (terminated or {}).get("finishedAt")
+    if not finished:
+        return current
+    if current is None or parse_timestamp(current) < parse_timestamp(finished):
+        return str(finished)
+    return current
+
+
+def _terminated_reason(terminated: Obj, prefix: str) -> str:
+    if terminated.get("signal"):
+        return f"{prefix}Signal:{terminated['signal']}"
+    return f"{prefix}ExitCode:{terminated.get('exitCode', 0)}"
+
+
+def print_pod(pod: Obj, now: datetime) -> Row:
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    conditions: list[Obj] = status.get("conditions") or []
+    init_specs: list[Obj] = spec.get("initContainers") or []
+    restarts = 0
+    restartable_init_restarts = 0
+    total = len(spec.get("containers") or [])
+    ready = 0
+    last_restart: str | None = None
+    last_restartable_init_restart: str | None = None
+
+    phase = status.get("phase") or ""
+    reason = status.get("reason") or phase
+    for condition in conditions:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+
+    row_conditions: list[Obj] = []
+    if phase == "Succeeded":
+        row_conditions = [_POD_SUCCEEDED_CONDITION]
+    elif phase == "Failed":
+        row_conditions = [_POD_FAILED_CONDITION]
+
+    init_containers = {c["name"]: c for c in init_specs}
+    total += sum(1 for c in init_specs if _is_restartable_init_container(c))
+
+    initializing = False
+    for i, container in enumerate(status.get("initContainerStatuses") or []):
+        restarts += int(container.get("restartCount") or 0)
+        last_restart = _later(last_restart, container)
+        restartable = _is_restartable_init_container(init_containers.get(container.get("name", "")))
+        if restartable:
+            restartable_init_restarts += int(container.get("restartCount") or 0)
+            last_restartable_init_restart = _later(last_restartable_init_restart, container)
+        state = container.get("state") or {}
+        terminated = state.get("terminated")
+        waiting = state.get("waiting")
+        if terminated is not None and (terminated.get("exitCode") or 0) == 0:
+            continue
+        if restartable and container.get("started"):
+            if container.get("ready"):
+                ready += 1
+            continue
+        if terminated is not None:
+            reason = (
+                "Init:" + terminated["reason"]
+                if terminated.get("reason")
+                else _terminated_reason(terminated, "Init:")
+            )
+        elif (
+            waiting is not None and waiting.get("reason") and waiting["reason"] != "PodInitializing"
+        ):
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{i}/{len(init_specs)}"
+        initializing = True
+        break
+
+    if not initializing or _condition_true(conditions, "Initialized"):
+        restarts = restartable_init_restarts
+        last_restart = last_restartable_init_restart
+        has_running = False
+        for container in reversed(status.get("containerStatuses") or []):
+            restarts += int(container.get("restartCount") or 0)
+            last_restart = _later(last_restart, container)
+            state = container.get("state") or {}
+            waiting = state.get("waiting")
+            terminated = state.get("terminated")
+            if waiting is not None and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated is not None and terminated.get("reason"):
+                reason = terminated["reason"]
+            elif terminated is not None:
+                reason = _terminated_reason(terminated, "")
+            elif container.get("ready") and state.get("running") is not None:
+                has_running = True
+                ready += 1
+        # A container still running turns "Completed" back into Running (or NotReady).
+        if reason == "Completed" and has_running:
+            reason = "Running" if _condition_true(conditions, "Ready") else "NotReady"
+
+    deleting = pod["metadata"].get("deletionTimestamp") is not None
+    if deleting and status.get("reason") == NODE_UNREACHABLE_POD_REASON:
+        reason = "Unknown"
+    elif deleting and phase not in ("Failed", "Succeeded"):
+        reason = "Terminating"
+
+    restarts_cell = str(restarts)
+    if restarts != 0 and last_restart is not None:
+        restarts_cell = f"{restarts} ({translate_timestamp_since(last_restart, now)} ago)"
+
+    pod_ips = status.get("podIPs") or []
+    gates: list[Obj] = spec.get("readinessGates") or []
+    readiness_gates = "<none>"
+    if gates:
+        by_type: dict[str, Obj] = {}
+        for condition in conditions:
+            by_type.setdefault(condition.get("type", ""), condition)
+        true_gates = sum(
+            1
+            for g in gates
+            if (by_type.get(g.get("conditionType", "")) or {}).get("status") == "True"
+        )
+        readiness_gates = f"{true_gates}/{len(gates)}"
+    cells = [
+        _name(pod),
+        f"{ready}/{total}",
+        reason,
+        restarts_cell,
+        _age(pod, now),
+        (pod_ips[0].get("ip") if pod_ips else "") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        readiness_gates,
+    ]
+    return Row(cells, row_conditions)
+
+
+# --- workloads ----------------------------------------------------------------------------
+
+
+def _container_cells(template: Obj) -> tuple[str, str]:
+    containers = (template.get("spec") or {}).get("containers") or []
+    return ",".join(c.get("name", "") for c in containers), ",".join(
+        c.get("image", "") for c in containers
+    )
+
+
+def _selector(selector: Obj | None) -> str:
+    """``metav1.LabelSelectorAsSelector(...).String()``; raises for an invalid selector."""
+    return str(label_selector_from_object(selector))
+
+
+def print_replica_set(rs: Obj, now: datetime) -> Row:
+    spec = rs.get("spec") or {}
+    status = rs.get("status") or {}
+    names, images = _container_cells(spec.get("template") or {})
+    try:  # metav1.FormatLabelSelector
+        selector = _selector(spec.get("selector")) or "<none>"
+    except SelectorError:
+        selector = "<error>"
+    cells = [
+        _name(rs),
+        int(spec.get("replicas", 1)),
+        int(status.get("replicas") or 0),
+        int(status.get("readyReplicas") or 0),
+        _age(rs, now),
+        names,
+        images,
+        selector,
+    ]
+    return Row(cells)
+
+
+def print_deployment(deployment: Obj, now: datetime) -> Row:
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    names, images = _container_cells(spec.get("template") or {})
+    try:
+        selector = _selector(spec.get("selector"))
+    except SelectorError:
+        selector = "<invalid>"
+    cells = [
+        _name(deployment),
+        f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas', 1))}",
+        int(status.get("updatedReplicas") or 0),
+        int(status.get("availableReplicas") or 0),
+        _age(deployment, now),
+        names,
+        images,
+        selector,
+    ]
+    return Row(cells)
+
+
+# --- nodes --------------------------------------------------------------------------------
+
+
+def node_roles(labels: dict[str, str]) -> list[str]:
+    """``findNodeRoles``: ``node-role.kubernetes.io/<role>`` keys, ``kubernetes.io/role`` values."""
+    roles: set[str] = set()
+    for key, value in labels.items():
+        if key.startswith(LABEL_NODE_ROLE_PREFIX):
+            if role := key.removeprefix(LABEL_NODE_ROLE_PREFIX):
+                roles.add(role)
+        elif key == NODE_LABEL_ROLE and value:
+            roles.add(value)
+    return sorted(roles)
+
+
+def _node_address(status: Obj, type_: str) -> str:
+    for address in status.get("addresses") or []:
+        if address.get("type") == type_:
+            return str(address.get("address", ""))
+    return "<none>"
+
+
+def print_node(node: Obj, now: datetime) -> Row:
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    # Only the Ready condition is shown (NodeAllConditions); the last of a duplicated type wins.
+    ready = {c.get("type"): c for c in status.get("conditions") or []}.get("Ready")
+    shown = (
+        ["Unknown"] if ready is None else ["Ready" if ready.get("status") == "True" else "NotReady"]
+    )
+    if spec.get("unschedulable"):
+        shown.append("SchedulingDisabled")
+    info = status.get("nodeInfo") or {}
+    cells = [
+        _name(node),
+        ",".join(shown),
+        ",".join(node_roles(node["metadata"].get("labels") or {})) or "<none>",
+        _age(node, now),
+        info.get("kubeletVersion", ""),
+        _node_address(status, "InternalIP"),
+        _node_address(status, "ExternalIP"),
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+    return Row(cells)
