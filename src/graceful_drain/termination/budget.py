@@ -99,16 +99,18 @@ class Deadline:
     ) -> None:
         self._clock = clock
         self.started_at = clock() if started_at is None else started_at
-        self._at = self.started_at + max(budget_seconds, 0.0)
+        # Kept as given: recomputing it as (started_at + budget) - started_at loses the last
+        # bits on a clock far from zero (60 s read back as 59.99999999999909).
+        self._budget = max(budget_seconds, 0.0)
 
     @property
     def budget_seconds(self) -> float:
         """The whole budget, from ``started_at`` to the deadline."""
-        return self._at - self.started_at
+        return self._budget
 
     def remaining(self) -> float:
-        return max(0.0, self._at - self._clock())
+        return max(0.0, self.started_at + self._budget - self._clock())
 
     def tighten(self, budget_seconds: float) -> None:
         """Bring the deadline forward to ``started_at + budget_seconds`` if that is sooner."""
-        self._at = min(self._at, self.started_at + max(budget_seconds, 0.0))
+        self._budget = min(self._budget, max(budget_seconds, 0.0))

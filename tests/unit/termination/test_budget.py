@@ -101,3 +101,11 @@ def test_a_deadline_is_only_ever_brought_forward(budget: float, tightenings: lis
         assert 0.0 <= deadline.budget_seconds <= previous
         assert deadline.budget_seconds <= max(tightening, 0.0)
         previous = deadline.budget_seconds
+
+
+def test_the_budget_reads_back_exactly_on_a_clock_far_from_zero() -> None:
+    deadline = Deadline(60.0, started_at=4731.2, clock=lambda: 4731.2)
+    assert deadline.budget_seconds == 60.0
+    deadline.tighten(2.5)
+    assert deadline.budget_seconds == 2.5
+    assert deadline.remaining() == pytest.approx(2.5)
