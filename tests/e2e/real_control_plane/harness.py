@@ -116,6 +116,17 @@ def requests_of(cluster: RealCluster, user: str, since: datetime | None = None) 
     ]  # fmt: skip
 
 
+async def until_audited(cluster: RealCluster, predicate: Callable[[Obj], bool]) -> Obj:
+    """The first audit record matching `predicate`, once kube-apiserver has written it (the
+    audit log is the only record of what an API client was answered; polled, bounded)."""
+    async with asyncio.timeout(BOUND):
+        while True:
+            found = [r for r in cluster.audit_records() if predicate(r)]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.2)
+
+
 def refused(records: list[Obj]) -> list[str]:
     """The requests among `records` that were answered 403."""
     return [

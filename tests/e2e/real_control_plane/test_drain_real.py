@@ -31,6 +31,7 @@ from .harness import (
     kubectl,
     kubectl_json,
     pinned_kubectl,
+    until_audited,
     web,
 )
 
@@ -199,8 +200,15 @@ async def test_a_never_ready_replacement_is_held_until_the_timeout_and_a_restart
     replica = await installation.start_controller(env=env)
     try:
         draining = asyncio.create_task(drain(real_cluster, recorder, "node-a"))
-        # graceful-drain's own rollout: the third ReplicaSet.
+        # graceful-drain's own rollout (the third ReplicaSet), and kubectl answered 429: a
+        # controller killed before its answer reached the API server fails open, as any
+        # webhook does (failurePolicy: Ignore), which is not what this test is about.
         await until(recorder, lambda: len(recorder.timeline("web", namespace).rollouts()) == 3)
+        await until_audited(real_cluster, lambda r: (
+            (r.get("objectRef") or {}).get("namespace") == namespace
+            and (r.get("objectRef") or {}).get("subresource") == "eviction"
+            and (r.get("responseStatus") or {}).get("code") == 429
+        ))  # fmt: skip
         replica.kill()
         replica = await installation.start_controller("graceful-drain-1", env=env)
         drained = await draining
