@@ -32,7 +32,7 @@ from realcluster.cluster import RealCluster, free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
 from tests.e2e.controller import drain_cluster
-from tests.e2e.controller.drain_cluster import container_invocation, watch_until
+from tests.e2e.controller.drain_cluster import KubectlRun, container_invocation, watch_until
 
 from .loadbalancer import LoadBalancer
 
@@ -45,17 +45,6 @@ CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 BOUND = 120.0  # guards against hangs only: nothing is asserted on time
 KUBECTL_DRAIN_TIMEOUT = "100s"  # below BOUND, so a held drain ends with its own output
 READY_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class KubectlRun:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.stdout.splitlines()
 
 
 def pinned_kubectl(release: str) -> str:

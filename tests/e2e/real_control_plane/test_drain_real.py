@@ -19,12 +19,12 @@ from graceful_drain.kube.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIM
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.e2e.controller.drain_cluster import KubectlRun
 
 from .harness import (
     BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
-    KubectlRun,
     admin_client,
     annotations_of,
     is_ready,

@@ -10,12 +10,12 @@ import pytest
 
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.e2e.controller.drain_cluster import KubectlRun
 
 from .harness import (
     BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
-    KubectlRun,
     kubectl,
     web,
 )
