@@ -1,1 +1,8 @@
 """graceful-drain: keep single-replica Deployments available through node drains."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("graceful-drain")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

@@ -29,6 +29,7 @@ import socket
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
@@ -82,6 +83,10 @@ class Component(Protocol):
 
 class TLSComponent(ServingTLS, Component, Protocol):
     """A certificate source that is also started and stopped (files, or the self-managed CA)."""
+
+
+def _by_resource(counts: Mapping[str, int]) -> dict[tuple[str, ...], float]:
+    return {(resource,): float(count) for resource, count in counts.items()}
 
 
 class HttpSite:
@@ -202,6 +207,7 @@ class ControllerApp:
                 self.client, namespace=self.namespace, name=config.lease_name,
                 identity=self.identity, leading=self.reconciler,
             )  # fmt: skip
+        self._track_metrics()
         self.health_site = HttpSite(
             "health", health_app(self.metrics, self.readiness), config.bind_address,
             config.metrics_port,
@@ -221,6 +227,44 @@ class ControllerApp:
             self.elector or self.reconciler,
         ]  # fmt: skip
         self._started: list[Component] = []
+
+    def _track_metrics(self) -> None:
+        """The values /metrics reads at scrape time (docs/operations.md, "Metrics")."""
+        track = self.metrics.track
+        self.metrics.rollout_timeout.set(self.config.rollout_timeout.total_seconds())
+        track("certificate_expiry_timestamp_seconds",
+              "When the webhook's serving certificate expires (Unix seconds)",
+              lambda: self.tls.not_after)  # fmt: skip
+        track("leader", "1 while this replica runs the reconciler (holds the Lease), else 0",
+              lambda: 1.0 if self.reconciler.running else 0.0)  # fmt: skip
+        track("oldest_drain_age_seconds",
+              "Age of the oldest drain in progress (restarted-at without completed-at); 0: none",
+              self._oldest_drain_age)  # fmt: skip
+        track("cache_lists", "Complete lists by the informers of the resource: one at start, "
+              "then one per re-list", lambda: _by_resource(self.cache.list_counts()),
+              kind="counter", labels=["resource"])  # fmt: skip
+        track("cache_list_watch_errors", "Failed list or watch requests of the resource "
+              "(each retried with back-off)",
+              lambda: _by_resource(self.cache.list_watch_error_counts()),
+              kind="counter", labels=["resource"])  # fmt: skip
+        track("events", "Kubernetes Events by outcome: created, aggregated (folded into an "
+              "existing Event), failed (refused or unreachable API), dropped (queue full)",
+              self._event_outcomes, kind="counter", labels=["outcome"])  # fmt: skip
+
+    def _oldest_drain_age(self) -> float:
+        now = datetime.now(UTC)
+        started = [
+            d.restarted_at for d in self.cache.deployments.items()
+            if d.restarted_at is not None and d.completed_at_raw is None
+        ]  # fmt: skip
+        return max(((now - when).total_seconds() for when in started), default=0.0)
+
+    def _event_outcomes(self) -> dict[tuple[str, ...], float]:
+        stats = self.recorder.stats
+        return {
+            ("created",): stats.created, ("aggregated",): stats.aggregated,
+            ("failed",): stats.failed, ("dropped",): stats.dropped,
+        }  # fmt: skip
 
     def _self_signed(self) -> TLSComponent:
         return SelfSignedCertificates(

@@ -75,7 +75,7 @@ from graceful_drain.controller.pki import (
     served_bundle_from_files,
     service_dns_names,
 )
-from graceful_drain.controller.tls import server_context
+from graceful_drain.controller.tls import certificate_not_after, server_context
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, error_detail, http_status
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS, Informer, LightkubeListWatch
@@ -235,6 +235,10 @@ class SelfSignedCertificates:
     @property
     def loaded(self) -> bool:
         return self._bundle is not None
+
+    @property
+    def not_after(self) -> float | None:
+        return None if self._bundle is None else certificate_not_after(self._bundle.cert_pem)
 
     @property
     def bundle(self) -> CertificateBundle | None:

@@ -6,9 +6,17 @@ Who updates what:
   optimistic-concurrency patch);
 - the reconciler: rollouts_completed_total, rollouts_timed_out_total,
   rollout_duration_seconds, drains_in_progress;
+- the reconciler's workers: reconcile_errors_total (a reconcile that raised, then retried);
 - cache_synced{resource} is read from the cache at scrape time (`track_cache_sync`), and so
   are cache_staleness_seconds{resource} and cache_silent_watches_total{resource}
-  (`track_cache_staleness`).
+  (`track_cache_staleness`);
+- `track` publishes other values read at scrape time (app.py wires them): the serving
+  certificate's expiry, leadership, the oldest drain in progress, informer lists and
+  list/watch errors, event writes by outcome.
+
+Every labelled series is created at start-up (decisions for every reason, with the outcome
+that reason always has), so a query or an alert never meets a missing series, and the
+webhook's hot path only looks its counter up.
 
 /healthz answers 200 while the process serves at all. /readyz answers 200 only when every
 readiness check passes (caches synced and fresh, TLS loaded, and whatever components add), else 503
@@ -17,7 +25,7 @@ listing the failing checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -26,7 +34,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
-from graceful_drain.controller.decide import Decision, Reason
+from graceful_drain import __version__
+from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
 
 NAMESPACE = "graceful_drain"
 # An admission answer should take milliseconds; the API server gives up after timeoutSeconds 5.
@@ -77,6 +86,31 @@ class _CacheStalenessCollector(Collector):
         yield silent
 
 
+# A value read at scrape time: unlabelled (a float, None when unknown) or by label values.
+Reading = Callable[[], float | Mapping[tuple[str, ...], float] | None]
+
+
+class _ReadingCollector(Collector):
+    def __init__(
+        self, name: str, documentation: str, kind: str, labels: Sequence[str], read: Reading
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        self._labels = list(labels)
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family(self._name, self._documentation, labels=self._labels)
+        value = self._read()
+        if isinstance(value, Mapping):
+            for label_values, number in sorted(value.items()):
+                family.add_metric(list(label_values), number)
+        elif value is not None:
+            family.add_metric([], value)
+        yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -88,8 +122,15 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
-        # labels() hashes and locks on every call: one child per (allowed, reason), kept here.
-        self._decision_counters: dict[tuple[bool, Reason], Counter] = {}
+        # labels() hashes and locks on every call: one child per (allowed, reason), created
+        # here for every reason with the outcome it always has (decide.py: DENYING_REASONS).
+        self._decision_counters: dict[tuple[bool, Reason], Counter] = {
+            (allowed, reason): self.decisions.labels(
+                allowed="true" if allowed else "false", reason=reason.value
+            )
+            for reason in Reason
+            for allowed in (reason not in DENYING_REASONS,)
+        }
         self.admission_duration = Histogram(
             "admission_duration_seconds",
             "Time to answer one eviction AdmissionReview",
@@ -128,17 +169,39 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self.reconcile_errors = Counter(
+            "reconcile_errors",
+            "Reconciles of a Deployment that failed (an API error), each retried with back-off",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        self.rollout_timeout = Gauge(
+            "rollout_timeout_seconds",
+            "The configured --rollout-timeout",
+            namespace=NAMESPACE,
+            registry=r,
+        )
+        Gauge(
+            "build_info",
+            "Always 1; the running graceful-drain version as a label",
+            ["version"],
+            namespace=NAMESPACE,
+            registry=r,
+        ).labels(version=__version__).set(1)
 
     def record_decision(self, decision: Decision, seconds: float) -> None:
         key = (decision.allowed, decision.reason)
         counter = self._decision_counters.get(key)
-        if counter is None:  # created on first use, so /metrics shows only reasons seen
+        if counter is None:  # an outcome its reason never has: counted all the same
             counter = self.decisions.labels(
                 allowed="true" if decision.allowed else "false", reason=decision.reason.value
             )
             self._decision_counters[key] = counter
         counter.inc()
         self.admission_duration.observe(seconds)
+
+    def record_reconcile_error(self) -> None:
+        self.reconcile_errors.inc()
 
     def record_rollout_completed(self, seconds: float) -> None:
         self.rollouts_completed.inc()
@@ -160,6 +223,16 @@ class Metrics:
     ) -> None:
         """Publish cache_staleness_seconds{resource} and cache_silent_watches_total{resource}."""
         self.registry.register(_CacheStalenessCollector(staleness, silent))
+
+    def track(
+        self, name: str, documentation: str, read: Reading, *, kind: str = "gauge",
+        labels: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        """Publish graceful_drain_<name> from `read()` at every scrape (a counter's name
+        without its _total)."""
+        self.registry.register(
+            _ReadingCollector(f"{NAMESPACE}_{name}", documentation, kind, labels, read)
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -94,6 +94,8 @@ class RolloutMetrics(Protocol):
 
     def set_drains_in_progress(self, count: int) -> None: ...
 
+    def record_reconcile_error(self) -> None: ...
+
 
 class NoMetrics:
     def record_rollout_completed(self, seconds: float) -> None:
@@ -103,6 +105,9 @@ class NoMetrics:
         pass
 
     def set_drains_in_progress(self, count: int) -> None:
+        pass
+
+    def record_reconcile_error(self) -> None:
         pass
 
 
@@ -217,6 +222,7 @@ class Reconciler:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
+                self._metrics.record_reconcile_error()
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)

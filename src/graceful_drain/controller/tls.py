@@ -19,6 +19,8 @@ import ssl
 from pathlib import Path
 from typing import Protocol
 
+from cryptography import x509
+
 from graceful_drain.logs import get_logger
 
 _log = get_logger("tls")
@@ -30,6 +32,16 @@ class ServingTLS(Protocol):
 
     @property
     def loaded(self) -> bool: ...
+
+    @property
+    def not_after(self) -> float | None:
+        """When the certificate served now expires (Unix seconds); None before one loads."""
+        ...
+
+
+def certificate_not_after(pem: bytes) -> float:
+    """The expiry (Unix seconds) of the first certificate in `pem`, the one served."""
+    return x509.load_pem_x509_certificate(pem).not_valid_after_utc.timestamp()
 
 
 def server_context() -> ssl.SSLContext:
@@ -51,6 +63,7 @@ class ReloadingTLS:
         self._digest: bytes | None = None
         self._task: asyncio.Task[None] | None = None
         self.reloads = 0  # successful loads, the first one included
+        self._not_after: float | None = None
 
     @property
     def context(self) -> ssl.SSLContext:
@@ -59,6 +72,10 @@ class ReloadingTLS:
     @property
     def loaded(self) -> bool:
         return self._digest is not None
+
+    @property
+    def not_after(self) -> float | None:
+        return self._not_after
 
     def _read_digest(self) -> bytes:
         digest = hashlib.sha256()
@@ -80,13 +97,15 @@ class ReloadingTLS:
             # Trial load first: a failed load_cert_chain can leave a context holding the new
             # certificate with the old key, which would break every later handshake.
             server_context().load_cert_chain(self.cert_file, self.key_file)
+            not_after = certificate_not_after(self.cert_file.read_bytes())
             self._context.load_cert_chain(self.cert_file, self.key_file)
-        except (ssl.SSLError, OSError) as error:
+        except (ssl.SSLError, OSError, ValueError) as error:
             _log.warning("TLS files do not load; keeping the previous certificate",
                          error=str(error), cert=str(self.cert_file))  # fmt: skip
             return False
         first = self._digest is None
         self._digest = digest
+        self._not_after = not_after
         self.reloads += 1
         _log.info("serving certificate loaded" if first else "serving certificate reloaded",
                   cert=str(self.cert_file))  # fmt: skip

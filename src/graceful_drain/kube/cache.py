@@ -98,6 +98,15 @@ class ResourceCache(Generic[T]):
     def silent_watches(self) -> int:
         return sum(informer.stats.silent for informer in self._informers.values())
 
+    @property
+    def lists(self) -> int:
+        """Completed full lists: one per informer at start, then one per re-list."""
+        return sum(informer.stats.lists for informer in self._informers.values())
+
+    @property
+    def list_watch_errors(self) -> int:
+        return sum(informer.stats.errors for informer in self._informers.values())
+
     async def wait_synced(self) -> None:
         await asyncio.gather(*(informer.synced.wait() for informer in self._informers.values()))
 
@@ -209,6 +218,12 @@ class ClusterCache:
 
     def silent_watch_counts(self) -> dict[str, int]:
         return {cache.resource: cache.silent_watches for cache in self.resources}
+
+    def list_counts(self) -> dict[str, int]:
+        return {cache.resource: cache.lists for cache in self.resources}
+
+    def list_watch_error_counts(self) -> dict[str, int]:
+        return {cache.resource: cache.list_watch_errors for cache in self.resources}
 
     @property
     def fresh(self) -> bool:

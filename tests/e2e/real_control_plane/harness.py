@@ -162,19 +162,27 @@ class Installation:
     cluster: RealCluster
     service: LoadBalancer
     workdir: Path
+    # Where and under which name it is installed (the Deployment and its ServiceAccount share
+    # the name): deploy/'s, or a Helm release's.
+    namespace: str = NAMESPACE
+    name: str = SERVICE_ACCOUNT
 
     @property
     def kubeconfig(self) -> Path:
         return self.cluster.kubeconfig_path
 
+    @property
+    def controller_user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
     async def controller_deployment(self) -> Obj:
         return await kubectl_json(
-            self.kubeconfig, "get", "deployment", "graceful-drain", "-n", NAMESPACE
+            self.kubeconfig, "get", "deployment", self.name, "-n", self.namespace
         )
 
     async def service_account_token(self) -> str:
         token = await kubectl(
-            self.kubeconfig, "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE,
+            self.kubeconfig, "create", "token", self.name, "-n", self.namespace,
             "--duration=2h",
         )  # fmt: skip
         return token.stdout.strip()
@@ -188,7 +196,7 @@ class Installation:
         path = self.workdir / f"{name}.kubeconfig"
         return write_kubeconfig(
             path, self.cluster.server, self.cluster.ca_pem, await self.service_account_token(),
-            CONTROLLER_USER,
+            self.controller_user,
         )  # fmt: skip
 
     async def start_controller(
@@ -199,7 +207,7 @@ class Installation:
         replica = ControllerProcess(
             name=name,
             args=args,
-            env={**container_env, **(env or {})},
+            env={**container_env, "POD_NAMESPACE": self.namespace, **(env or {})},
             kubeconfig=await self.service_account_kubeconfig(name),
             log_path=self.workdir / f"{name}.log",
             service=self.service,

@@ -66,6 +66,7 @@ class RecordingMetrics:
     completed: list[float] = field(default_factory=list)
     timed_out: list[float] = field(default_factory=list)
     in_progress: list[int] = field(default_factory=list)
+    errors: int = 0
 
     def record_rollout_completed(self, seconds: float) -> None:
         self.completed.append(seconds)
@@ -75,6 +76,9 @@ class RecordingMetrics:
 
     def set_drains_in_progress(self, count: int) -> None:
         self.in_progress.append(count)
+
+    def record_reconcile_error(self) -> None:
+        self.errors += 1
 
 
 @dataclass

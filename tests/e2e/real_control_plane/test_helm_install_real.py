@@ -1,0 +1,123 @@
+"""The Helm chart on the real control plane: `helm install`, a protected `kubectl drain`,
+then `helm uninstall` leaves nothing but what docs/operations.md ("Uninstall") says it
+leaves, and the commands given there remove that too.
+
+The release is not deploy/'s (`graceful-drain-helm` in its own namespace, so it lives beside
+the session's kustomize install): every name derives from the release. As in harness.py,
+the webhook is registered by URL (the chart's `webhook.url`) in front of controller
+processes configured from the installed Deployment, scaled to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from kubesim.recorder import AvailabilityRecorder
+from realcluster.cluster import RealCluster
+from tests.unit.chart.rendered import CHART
+
+from .harness import BOUND, REPO, Installation, kubectl, kubectl_json
+from .loadbalancer import LoadBalancer
+from .test_drain_real import HELD, create_ready_web, drain, pods, settle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
+
+RELEASE = "graceful-drain-helm"
+RELEASE_NAMESPACE = "graceful-drain-helm"
+OPERATIONS_DOC = REPO / "docs" / "operations.md"
+# Namespaced kinds an install could leave behind, and cluster-scoped ones.
+NAMESPACED = (
+    "deployments", "services", "serviceaccounts", "secrets", "configmaps", "roles",
+    "rolebindings", "leases.coordination.k8s.io", "poddisruptionbudgets", "networkpolicies",
+)  # fmt: skip
+CLUSTER_SCOPED = (
+    "validatingwebhookconfigurations", "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings", "clusterroles", "clusterrolebindings", "priorityclasses",
+)  # fmt: skip
+# What every namespace has, whoever installs what.
+NAMESPACE_DEFAULTS = {"serviceaccounts/default", "configmaps/kube-root-ca.crt"}
+
+
+def documented_cleanup() -> list[list[str]]:
+    """The `kubectl ... delete` commands of docs/operations.md's Uninstall section, with the
+    release's names in place of the default ones."""
+    text = OPERATIONS_DOC.read_text()
+    section = text[text.index("## Uninstall") :]
+    section = section[: section.index("\n## ", 1)]
+    commands = re.findall(r"^(kubectl -n graceful-drain delete .+)$", section, re.MULTILINE)
+    assert commands, "docs/operations.md's Uninstall section lists no cleanup command"
+    return [c.replace("graceful-drain", RELEASE).split()[1:] for c in commands]
+
+
+async def helm(cluster: RealCluster, *args: str) -> None:
+    """The helm binary built with the control plane (realcluster/build), as a user runs it."""
+    process = await asyncio.create_subprocess_exec(
+        str(cluster.bin_dir / "helm"), *args, "--kubeconfig", str(cluster.kubeconfig_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(BOUND):
+        out, err = await process.communicate()
+    assert process.returncode == 0, f"helm {' '.join(args)}: {out.decode()}{err.decode()}"
+
+
+async def left_behind(cluster: RealCluster) -> set[str]:
+    kubeconfig = cluster.kubeconfig_path
+    found: set[str] = set()
+    for kind in NAMESPACED:
+        listed = await kubectl_json(kubeconfig, "get", kind, "-n", RELEASE_NAMESPACE)
+        found |= {f"{kind}/{item['metadata']['name']}" for item in listed["items"]}
+    for kind in CLUSTER_SCOPED:
+        listed = await kubectl_json(kubeconfig, "get", kind)
+        found |= {
+            f"{kind}/{item['metadata']['name']}"
+            for item in listed["items"]
+            if item["metadata"]["name"].startswith(RELEASE)
+        }
+    return found - NAMESPACE_DEFAULTS
+
+
+async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_documented(
+    real_cluster: RealCluster, namespace: str, recorder: AvailabilityRecorder, tmp_path: Path,
+) -> None:  # fmt: skip
+    service = LoadBalancer().start()
+    try:
+        await helm(
+            real_cluster, "install", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+            "--create-namespace", "--set", "replicaCount=0",
+            "--set", f"webhook.url=https://127.0.0.1:{service.port}/validate-eviction",
+            "--set", "tls.selfSigned.extraHosts={127.0.0.1}",
+        )  # fmt: skip
+        installation = Installation(real_cluster, service, tmp_path, RELEASE_NAMESPACE, RELEASE)
+        await create_ready_web(real_cluster, recorder, namespace)
+        [old] = await pods(real_cluster, namespace)
+        replica = await installation.start_controller(f"{RELEASE}-0")
+        try:
+            drained = await drain(real_cluster, recorder, "node-a")
+            window = await settle(recorder, namespace, "node-a")
+        finally:
+            replica.stop()
+    finally:
+        service.stop()
+
+    assert drained.code == 0, drained.stderr
+    assert HELD in drained.stderr
+    timeline = recorder.timeline("web", namespace)
+    assert timeline.zero_ready_seconds(*window) == 0
+    assert len(timeline.rollouts(*window)) == 1
+    [new] = await pods(real_cluster, namespace)
+    assert new["metadata"]["name"] != old["metadata"]["name"]  # type: ignore[index]
+
+    await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait")
+    assert await left_behind(real_cluster) == {
+        f"leases.coordination.k8s.io/{RELEASE}",
+        f"secrets/{RELEASE}-webhook-tls",
+        f"secrets/{RELEASE}-webhook-tls-ca",
+    }
+    for command in documented_cleanup():
+        await kubectl(real_cluster.kubeconfig_path, *command)
+    assert await left_behind(real_cluster) == set()
+    await kubectl(real_cluster.kubeconfig_path, "delete", "namespace", RELEASE_NAMESPACE)
