@@ -261,6 +261,12 @@ class ControllerProcess:
     def _ready(self) -> bool:
         return self._get("/readyz")[0] == 200
 
+    def exposition(self) -> str:
+        """The replica's /metrics page as Prometheus scrapes it."""
+        status, text = self._get("/metrics")
+        assert status == 200, f"{self.name} /metrics answered {status}"
+        return text
+
     def metric(self, name: str, **labels: str) -> float:
         """The sum of the samples of `name` on /metrics whose labels include `labels`."""
         _, text = self._get("/metrics")

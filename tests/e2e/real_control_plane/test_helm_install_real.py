@@ -1,6 +1,7 @@
 """The Helm chart on the real control plane: `helm install`, a protected `kubectl drain`,
 then `helm uninstall` leaves nothing but what docs/operations.md ("Uninstall") says it
-leaves, and the commands given there remove that too.
+leaves, and the commands given there remove that too. On the way, the running controller's
+/metrics has every metric the chart's Grafana dashboard and Prometheus alerts query.
 
 The release is not deploy/'s (`graceful-drain-helm` in its own namespace, so it lives beside
 the session's kustomize install): every name derives from the release. As in harness.py,
@@ -18,6 +19,7 @@ import pytest
 
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.unit.chart.monitoring import missing_metrics
 from tests.unit.chart.rendered import CHART
 
 from .harness import BOUND, REPO, Installation, kubectl, kubectl_json
@@ -98,6 +100,7 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
         try:
             drained = await drain(real_cluster, recorder, "node-a")
             window = await settle(recorder, namespace, "node-a")
+            exposition = replica.exposition()
         finally:
             replica.stop()
     finally:
@@ -110,6 +113,8 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
     assert len(timeline.rollouts(*window)) == 1
     [new] = await pods(real_cluster, namespace)
     assert new["metadata"]["name"] != old["metadata"]["name"]  # type: ignore[index]
+    # Every metric the chart's dashboard and alerts query, on the running controller's /metrics.
+    assert missing_metrics(exposition) == {}
 
     await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait")
     assert await left_behind(real_cluster) == {

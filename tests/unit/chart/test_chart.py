@@ -33,7 +33,7 @@ _METADATA = {"name": None, "namespace": None, "labels": None}
 # monitoring.coreos.com/v1 fields the chart uses (prometheus-operator's API reference).
 MONITORING_SCHEMAS: dict[str, Any] = {
     "ServiceMonitor": {"apiVersion": None, "kind": None, "metadata": _METADATA,
-                       "spec": {"selector": {"matchLabels": None}, "endpoints": [_ENDPOINT]}},
+                       "spec": {"selector": {"matchLabels": None}, "endpoints": None}},
     "PrometheusRule": {"apiVersion": None, "kind": None, "metadata": _METADATA,
                        "spec": {"groups": None}},
 }  # fmt: skip
@@ -67,6 +67,8 @@ def validate(item: Obj) -> None:
         assert unknown_fields(item, CERT_MANAGER_SCHEMAS[item["kind"]]) == [], item
     elif group == "monitoring.coreos.com":
         assert unknown_fields(item, MONITORING_SCHEMAS[item["kind"]]) == [], item
+        for endpoint in item["spec"].get("endpoints", []):
+            assert unknown_fields(endpoint, _ENDPOINT) == [], endpoint
     else:
         kubernetes_validate.validate(item, KUBE_VERSION, strict=True)
 
