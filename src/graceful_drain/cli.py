@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from graceful_drain import __version__
 from graceful_drain.config import (
     EXIT_CONFIG_ERROR,
     ConfigError,
@@ -116,6 +117,7 @@ def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.Ar
         prog=PROG,
         description="Keep single-replica Deployments available while nodes are drained.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
         sub = commands.add_parser(subcommand.name, help=subcommand.help)

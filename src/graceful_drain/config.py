@@ -9,6 +9,7 @@ step that touches the filesystem (TLS files and kubeconfig must be readable).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import os
 import re
@@ -71,6 +72,21 @@ class ControllerConfig:
     # Extra subject alternative names of the --self-signed certificate (DNS names or IPs).
     self_signed_hosts: tuple[str, ...] = ()
 
+    def log_fields(self) -> dict[str, str | int | bool | list[str] | None]:
+        """The effective configuration, logged once at start-up: every field, durations as
+        Go durations, paths as text."""
+        fields: dict[str, str | int | bool | list[str] | None] = {}
+        for field in dataclasses.fields(self):
+            name, value = field.name, getattr(self, field.name)
+            if isinstance(value, timedelta):
+                value = format_go_duration(value)
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            fields[name] = value
+        return fields
+
     def decision_config(self) -> DecisionConfig:
         """What the webhook decides with (also what `plan` and `status` decide with)."""
         return DecisionConfig(
@@ -83,7 +99,8 @@ class ControllerConfig:
 @dataclass(frozen=True, slots=True)
 class _Option:
     flag: str  # "--rollout-timeout"
-    help: str
+    help: str  # ends with the default, "(default ...)"
+    metavar: str = ""  # what the value is (its unit): DURATION, PORT, PATH...; "" for a switch
     is_switch: bool = False
 
     @property
@@ -104,63 +121,104 @@ _OPTIONS: tuple[_Option, ...] = (
         "Go duration after which a requested rollout stops holding evictions (default 10m). "
         "Keep it below Karpenter's terminationGracePeriod and Cluster Autoscaler's "
         "--max-pod-eviction-time (2m by default) so the controller gives up first.",
+        metavar="DURATION",
     ),
     _Option(
         "--enabled-annotation",
         'opt-in mode: only protect Deployments whose annotation KEY is "true" (default: '
         'every Deployment except those with graceful-drain.stonal.com/enabled: "false")',
+        metavar="KEY",
     ),
     _Option(
         "--namespaces",
         "comma-separated namespaces to watch; evictions elsewhere are allowed (default: all)",
+        metavar="NAMESPACES",
     ),
-    _Option("--bind-address", "address both servers listen on (default 0.0.0.0)"),
-    _Option("--webhook-port", "HTTPS admission webhook port (default 8443)"),
-    _Option("--metrics-port", "plain-HTTP /metrics, /healthz, /readyz port (default 8080)"),
-    _Option("--tls-cert-file", "serving certificate (PEM), reloaded when it changes"),
-    _Option("--tls-key-file", "serving key (PEM), reloaded when it changes"),
-    _Option("--tls-reload-interval", "Go duration between TLS file checks (default 10s)"),
+    _Option(
+        "--bind-address", "address both servers listen on (default 0.0.0.0)", metavar="ADDRESS"
+    ),
+    _Option("--webhook-port", "HTTPS admission webhook port (default 8443)", metavar="PORT"),
+    _Option(
+        "--metrics-port",
+        "plain-HTTP /metrics, /healthz, /readyz port (default 8080)",
+        metavar="PORT",
+    ),
+    _Option(
+        "--tls-cert-file",
+        "serving certificate (PEM), reloaded when it changes "
+        "(default: none; required unless --self-signed)",
+        metavar="PATH",
+    ),
+    _Option(
+        "--tls-key-file",
+        "serving key (PEM), reloaded when it changes "
+        "(default: none; required unless --self-signed)",
+        metavar="PATH",
+    ),
+    _Option(
+        "--tls-reload-interval",
+        "Go duration between TLS file checks (default 10s)",
+        metavar="DURATION",
+    ),
     _Option(
         "--self-signed",
-        "keep a CA and serving certificate in a Secret and publish the caBundle",
+        "keep a CA and serving certificate in a Secret and publish the caBundle (default: off)",
         is_switch=True,
     ),
-    _Option("--log-format", "json or console (default: json in a cluster, console elsewhere)"),
-    _Option("--log-level", "debug, info, warning or error (default info)"),
-    _Option("--leader-elect", "use a Lease so only one replica reconciles", is_switch=True),
+    _Option(
+        "--log-format",
+        "json or console (default: json in a cluster, console elsewhere)",
+        metavar="FORMAT",
+    ),
+    _Option("--log-level", "debug, info, warning or error (default info)", metavar="LEVEL"),
+    _Option(
+        "--leader-elect",
+        "use a Lease so only one replica reconciles (default: off)",
+        is_switch=True,
+    ),
     _Option(
         "--controller-namespace",
         "namespace of the controller's Lease and certificate Secret (default: $POD_NAMESPACE, "
         "else the service account's namespace, else graceful-drain)",
+        metavar="NAMESPACE",
     ),
-    _Option("--lease-name", "Lease used by --leader-elect (default graceful-drain)"),
+    _Option(
+        "--lease-name", "Lease used by --leader-elect (default graceful-drain)", metavar="NAME"
+    ),
     _Option(
         "--service-name",
         "the webhook's Service, named in the --self-signed certificate "
         "(default graceful-drain-webhook)",
+        metavar="NAME",
     ),
     _Option(
         "--self-signed-secret",
         "Secret keeping the --self-signed CA and certificate (default graceful-drain-webhook-tls)",
+        metavar="NAME",
     ),
     _Option(
         "--self-signed-hosts",
         "comma-separated DNS names or IP addresses the --self-signed certificate also names, "
         "for a webhook registered by clientConfig.url (default: none, the Service only)",
+        metavar="HOSTS",
     ),
     _Option(
         "--self-signed-mount",
         "directory where the --self-signed serving Secret is mounted (tls.crt, tls.key, "
         "ca.crt), served at start before the API server answers "
         "(default /var/run/graceful-drain/webhook-tls; absent: wait for the API server)",
+        metavar="DIR",
     ),
     _Option(
         "--webhook-configuration",
         "ValidatingWebhookConfiguration that --self-signed writes its caBundle into "
         "(default graceful-drain)",
+        metavar="NAME",
     ),
-    _Option("--kubeconfig", "kubeconfig file (default: in-cluster, then $KUBECONFIG)"),
-    _Option("--context", "kubeconfig context (default: the current context)"),
+    _Option(
+        "--kubeconfig", "kubeconfig file (default: in-cluster, then $KUBECONFIG)", metavar="PATH"
+    ),
+    _Option("--context", "kubeconfig context (default: the current context)", metavar="NAME"),
 )
 
 
@@ -173,7 +231,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
                 option.flag, dest=option.dest, action="store_const", const="true", help=text
             )
         else:
-            parser.add_argument(option.flag, dest=option.dest, metavar="VALUE", help=text)
+            parser.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=text)
 
 
 def _raw_values(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, tuple[str, str]]:

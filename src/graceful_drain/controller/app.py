@@ -36,6 +36,7 @@ from typing import Any, Protocol, TypeVar, cast
 from aiohttp import web
 from lightkube import AsyncClient
 
+from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite
@@ -417,6 +418,7 @@ async def serve(config: ControllerConfig) -> int:
 def run_controller(config: ControllerConfig) -> int:
     """The process entry point: logging, then one event loop (uvloop where available)."""
     configure_logging(config.log_format, config.log_level)
+    _log.info("configuration", version=__version__, **config.log_fields())
     try:
         import uvloop
     except ImportError:

@@ -30,19 +30,20 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--client",
         choices=CLIENTS,
+        metavar="CLIENT",
         default="kubectl",
-        help="the drain client: kubectl drain, Karpenter or Cluster Autoscaler style "
-        "(default kubectl)",
+        help="the drain client: kubectl (kubectl drain), karpenter or cluster-autoscaler "
+        "(their eviction styles; default kubectl)",
     )
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="run the same drain a second time without the controller, and compare",
+        help="run the same drain a second time without the controller, and compare (default: off)",
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object with the figures instead of the timeline",
+        help="print one JSON object with the figures instead of the timeline (default: off)",
     )
     parser.add_argument(
         "--ready-delay",

@@ -61,21 +61,27 @@ def _exit_on_usage_error(parser: argparse.ArgumentParser) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     _exit_on_usage_error(parser)
-    parser.add_argument("--json", action="store_true", help="print the JSON document instead")
-    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default $KUBECONFIG)")
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
     parser.add_argument(
-        "--controller-namespace", default=DEFAULT_CONTROLLER_NAMESPACE,
+        "--json", action="store_true", help="print the JSON document instead (default: a table)"
+    )
+    parser.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                        help="kubeconfig file (default $KUBECONFIG)")  # fmt: skip
+    parser.add_argument("--context", metavar="NAME",
+                        help="kubeconfig context (default: the current one)")  # fmt: skip
+    parser.add_argument(
+        "--controller-namespace", default=DEFAULT_CONTROLLER_NAMESPACE, metavar="NAMESPACE",
         help="namespace of the graceful-drain Deployment whose configuration applies "
         f"(default {DEFAULT_CONTROLLER_NAMESPACE})",
     )  # fmt: skip
     parser.add_argument(
         "--rollout-timeout", metavar="DURATION",
-        help="override the controller's rolloutTimeout (Go duration, e.g. 10m)",
+        help="override the controller's rolloutTimeout, a Go duration such as 10m "
+        "(default: the installed controller's)",
     )  # fmt: skip
     parser.add_argument(
         "--enabled-annotation", metavar="KEY",
-        help="override the controller's --enabled-annotation ('' for none)",
+        help="override the controller's --enabled-annotation, '' for none "
+        "(default: the installed controller's)",
     )  # fmt: skip
 
 
@@ -89,7 +95,8 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--webhook-address", metavar="HOST:PORT",
         help="where to reach the webhook to check its certificate against the caBundle "
-        "(e.g. a kubectl port-forward of its Service)",
+        "(e.g. a kubectl port-forward of its Service; default: the webhook's url, a Service "
+        "is not reachable from outside the cluster)",
     )  # fmt: skip
 
 

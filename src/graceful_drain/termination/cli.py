@@ -70,9 +70,11 @@ def _positive_seconds(text: str) -> float:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.add_argument(
-        "--output", type=Path, metavar="FILE", help="also write the verdict to FILE"
+        "--json", action="store_true", help="print the verdict as JSON (default: a text summary)"
+    )
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE", help="also write the verdict to FILE (default: none)"
     )
     parser.add_argument(
         "--deadline",
@@ -91,7 +93,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--after-restart",
         action="store_true",
-        help="report why the previous container instance ended (e.g. OOM-killed); exit 0",
+        help="report why the previous container instance ended (e.g. OOM-killed); exit 0 "
+        "(default: off, classify the termination under way)",
     )
     parser.add_argument(
         "--event-retention",
@@ -103,10 +106,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record-event",
         action="store_true",
-        help="also record the verdict as a TerminationClassified Event on this pod",
+        help="also record the verdict as a TerminationClassified Event on this pod (default: off)",
     )
-    parser.add_argument("--kubeconfig", type=Path, help="default: in-cluster, then $KUBECONFIG")
-    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument(
+        "--kubeconfig", type=Path, metavar="PATH",
+        help="kubeconfig file (default: in-cluster, then $KUBECONFIG)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--context", metavar="NAME", help="kubeconfig context (default: the current one)"
+    )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,14 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
             drained = await drain(real_cluster, recorder, "node-a")
             window = await settle(recorder, namespace, "node-a")
             exposition = replica.exposition()
+            observed = {
+                "leader": replica.metric("graceful_drain_leader"),
+                "timeout": replica.metric("graceful_drain_rollout_timeout_seconds"),
+                "expiry": replica.metric("graceful_drain_certificate_expiry_timestamp_seconds"),
+                "pod lists": replica.metric("graceful_drain_cache_lists_total", resource="pods"),
+                "events": replica.metric("graceful_drain_events_total", outcome="created"),
+                "started": replica.metric("graceful_drain_rollouts_started_total"),
+            }
         finally:
             replica.stop()
     finally:
@@ -115,6 +124,18 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
     assert new["metadata"]["name"] != old["metadata"]["name"]  # type: ignore[index]
     # Every metric the chart's dashboard and alerts query, on the running controller's /metrics.
     assert missing_metrics(exposition) == {}
+    assert observed["leader"] == 1  # leaderElection.enabled: it holds the release's Lease
+    assert observed["timeout"] == 600  # rolloutTimeout: 10m
+    assert observed["expiry"] > time.time()
+    assert observed["pod lists"] >= 1
+    assert observed["events"] >= 1  # GracefulDrainStarted at least
+    assert observed["started"] == 1
+    # The effective configuration, logged once at start-up, is the chart's.
+    [configured] = [line for line in replica.log_lines() if line.get("msg") == "configuration"]
+    assert configured["rollout_timeout"] == "10m0s"
+    assert configured["leader_elect"] is True
+    assert configured["webhook_configuration"] == RELEASE
+    assert configured["self_signed_secret"] == f"{RELEASE}-webhook-tls"
 
     await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait")
     assert await left_behind(real_cluster) == {

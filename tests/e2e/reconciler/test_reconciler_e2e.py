@@ -409,3 +409,19 @@ def _with_stamp(deployment: DeploymentInfo, value: str) -> DeploymentInfo:
         deployment, restarted_at_raw=value, restarted_at=parse_rfc3339(value),
         template_restarted_at=value,
     )  # fmt: skip
+
+
+async def test_a_failed_reconcile_is_counted_and_retried(sim: KubeSim, lk: AsyncClient) -> None:
+    """The API server refuses the copy twice (503): each failure is counted
+    (graceful_drain_reconcile_errors_total) and the retry then copies the stamp."""
+    from kubesim.apiserver.faults import FaultRule
+
+    sim.create(deployment_manifest())
+    async with replica(sim, start_reconciler=False) as one:
+        value = now_stamp()
+        await stamp(lk, value)
+        await one.deployments.wait_for(lambda: carries(one.deployments, value))
+        sim.faults.add(FaultRule(verb="patch", resource="deployments", error_code=503, remaining=2))
+        await one.reconciler.start()
+        await one.deployments.wait_for(lambda: copied(one.deployments, value))
+    assert one.metrics.errors == 2
