@@ -34,6 +34,7 @@ from kubesim.scenario_runner import DRAIN_IDENTITIES
 from kubesim.sim import KubeSim
 
 from . import workload
+from .live import LiveTimeline
 from .observe import DeploymentEvents, EvictionRecordingClient, PodDepartures
 from .options import DemoOptions, resolve_demo_options
 from .registration import (
@@ -44,7 +45,7 @@ from .registration import (
     webhook_configuration,
 )
 from .report import Figures, figures, json_document, summary_lines
-from .timeline import RunRecord, format_entries, timeline
+from .timeline import RunRecord
 
 Clock = Callable[[], float]
 
@@ -116,9 +117,11 @@ def _drain_client(
 
 
 async def run_once(
-    options: DemoOptions, *, with_controller: bool, workdir: Path, clock: Clock = time.monotonic
-) -> RunRecord:
-    """Build the cluster, drain node-a once, and return what was seen."""
+    options: DemoOptions, *, with_controller: bool, workdir: Path, clock: Clock = time.monotonic,
+    out: TextIO | None = None,
+) -> RunRecord:  # fmt: skip
+    """Build the cluster, drain node-a once, and return what was seen; with `out`, print the
+    timeline there as it happens."""
     namespace, name = workload.NAMESPACE, workload.DEPLOYMENT
     async with contextlib.AsyncExitStack() as stack:
         sim = await stack.enter_async_context(KubeSim(kubeconfig_path=workdir / "kubeconfig"))
@@ -151,6 +154,27 @@ async def run_once(
         started = recorder.mark_drain_started(workload.DRAINED_NODE, options.client).at
         finished: float | None = None
         error: str | None = None
+
+        def observed(settled: float) -> RunRecord:
+            seen = recorder.timeline(name, namespace)
+            return RunRecord(
+                client=options.client,
+                node=workload.DRAINED_NODE,
+                deployment=f"{namespace}/{name}",
+                with_controller=with_controller,
+                started=started,
+                finished=finished,
+                error=error,
+                settled=settled,
+                evictions=tuple(drain_api.evictions),
+                ready=seen.samples,
+                replicasets=seen.replicasets,
+                events=tuple(events.seen),
+                pods=tuple(pods.seen),
+            )
+
+        live = None if out is None else LiveTimeline(out, observed, clock)
+        printing = None if live is None else asyncio.create_task(live.run(), name="demo-live")
         try:
             async with asyncio.timeout(DRAIN_BUDGET_SECONDS):
                 result = await drain.drain(workload.DRAINED_NODE)
@@ -166,23 +190,13 @@ async def run_once(
                 await recorder.wait_until(lambda: recorder.ready(name, namespace) >= 1)
                 if with_controller:
                     await events.wait_until(lambda: bool(DRAIN_ENDED & set(events.reasons())))
-        end = clock()
-        seen = recorder.timeline(name, namespace)
-        return RunRecord(
-            client=options.client,
-            node=workload.DRAINED_NODE,
-            deployment=f"{namespace}/{name}",
-            with_controller=with_controller,
-            started=started,
-            finished=finished,
-            error=error,
-            settled=end,
-            evictions=tuple(drain_api.evictions),
-            ready=seen.samples,
-            replicasets=seen.replicasets,
-            events=tuple(events.seen),
-            pods=tuple(pods.seen),
-        )
+        if printing is not None:
+            printing.cancel()
+            await asyncio.gather(printing, return_exceptions=True)
+        record = observed(clock())
+        if live is not None:
+            live.finish(record)
+        return record
 
 
 def _header(options: DemoOptions) -> list[str]:
@@ -195,15 +209,13 @@ def _header(options: DemoOptions) -> list[str]:
     ]
 
 
-def _print_run(out: TextIO, record: RunRecord) -> None:
+def _print_title(out: TextIO, with_controller: bool) -> None:
     title = (
         "with the graceful-drain controller"
-        if record.with_controller
+        if with_controller
         else ("without the controller (the same drain, nothing installed)")
     )
     print(f"\n{title}", file=out)
-    for line in format_entries(timeline(record)):
-        print(line, file=out)
     out.flush()
 
 
@@ -217,9 +229,12 @@ async def demo(options: DemoOptions, out: TextIO) -> int:
         for with_controller in plan:
             workdir = Path(tmp) / ("with" if with_controller else "without")
             workdir.mkdir()
-            record = await run_once(options, with_controller=with_controller, workdir=workdir)
             if not options.json:
-                _print_run(out, record)
+                _print_title(out, with_controller)
+            record = await run_once(
+                options, with_controller=with_controller, workdir=workdir,
+                out=None if options.json else out,
+            )  # fmt: skip
             results.append(figures(record))
     without = results[1] if len(results) > 1 else None
     if options.json:

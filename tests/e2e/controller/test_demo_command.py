@@ -62,3 +62,26 @@ async def test_the_timeline_tells_the_eviction_dance(tmp_path: Path) -> None:
     assert {event.reason for event in record.events} >= {
         "GracefulDrainStarted", "GracefulDrainCompleted",
     }  # fmt: skip
+
+
+def test_the_text_timeline_is_printed_as_the_drain_happens() -> None:
+    """The command as a process, text mode: the held eviction, then progress lines while the
+    replacement gets Ready (only a timeline printed during the run has them), then the drain's
+    end, then the summary."""
+    done = subprocess.run(
+        [sys.executable, "-m", "graceful_drain.cli", "demo", "--ready-delay", "6s"],
+        capture_output=True, text=True, timeout=BOUND,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+
+    def first(text: str) -> int:
+        return next(index for index, line in enumerate(lines) if text in line)
+
+    refused = first("refused (429)")
+    waiting = first("... drain of node-a running: web has 1 Ready pod")
+    drained = first("node node-a drained")
+    assert refused < waiting < drained, done.stdout
+    assert "eviction refused so far" in lines[waiting]
+    assert sum("node node-a drained" in line for line in lines) == 1  # printed once

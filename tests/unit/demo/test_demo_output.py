@@ -7,10 +7,12 @@ import json
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
 from graceful_drain.demo import run as demo_run
+from graceful_drain.demo.live import print_timeline
 from graceful_drain.demo.options import DemoOptions
 from graceful_drain.demo.timeline import EvictionAttempt, RunRecord
 
@@ -33,10 +35,13 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Replace the cluster runs by the records above; returns the with_controller flags used."""
     calls: list[bool] = []
 
-    async def fake_run_once(options: DemoOptions, *, with_controller: bool,
-                            workdir: Path) -> RunRecord:  # fmt: skip
+    async def fake_run_once(options: DemoOptions, *, with_controller: bool, workdir: Path,
+                            out: TextIO | None = None) -> RunRecord:  # fmt: skip
         calls.append(with_controller)
-        return WITH if with_controller else WITHOUT
+        record = WITH if with_controller else WITHOUT
+        if out is not None:  # what run_once's live timeline prints at the end at the latest
+            print_timeline(out, record)
+        return record
 
     monkeypatch.setattr(demo_run, "run_once", fake_run_once)
     return calls
@@ -76,8 +81,8 @@ async def test_json_alone_is_one_object(recorded: list[bool]) -> None:
 async def test_an_incomplete_drain_exits_1(
     recorded: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def unfinished(options: DemoOptions, *, with_controller: bool,
-                         workdir: Path) -> RunRecord:  # fmt: skip
+    async def unfinished(options: DemoOptions, *, with_controller: bool, workdir: Path,
+                         out: TextIO | None = None) -> RunRecord:  # fmt: skip
         return replace(WITH, finished=None, settled=40.0)
 
     monkeypatch.setattr(demo_run, "run_once", unfinished)
