@@ -1,7 +1,8 @@
 """The Helm chart on the real control plane: `helm install`, a protected `kubectl drain`,
-then `helm uninstall` leaves nothing but what docs/operations.md ("Uninstall") says it
-leaves, and the commands given there remove that too. On the way, the running controller's
-/metrics has every metric the chart's Grafana dashboard and Prometheus alerts query.
+`helm upgrade` (the caBundle the controller wrote survives it), then `helm uninstall`
+leaves nothing but what docs/operations.md ("Uninstall") says it leaves, and the commands
+given there remove that too. On the way, the running controller's /metrics has every metric
+the chart's Grafana dashboard and Prometheus alerts query.
 
 The release is not deploy/'s (`graceful-drain-helm` in its own namespace, so it lives beside
 the session's kustomize install): every name derives from the release. As in harness.py,
@@ -65,6 +66,13 @@ async def helm(cluster: RealCluster, *args: str) -> None:
     async with asyncio.timeout(BOUND):
         out, err = await process.communicate()
     assert process.returncode == 0, f"helm {' '.join(args)}: {out.decode()}{err.decode()}"
+
+
+async def webhook_ca_bundle(cluster: RealCluster) -> str:
+    configuration = await kubectl_json(
+        cluster.kubeconfig_path, "get", "validatingwebhookconfiguration", RELEASE
+    )
+    return str(configuration["webhooks"][0]["clientConfig"].get("caBundle", ""))
 
 
 async def left_behind(cluster: RealCluster) -> set[str]:
@@ -136,6 +144,16 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
     assert configured["leader_elect"] is True
     assert configured["webhook_configuration"] == RELEASE
     assert configured["self_signed_secret"] == f"{RELEASE}-webhook-tls"
+
+    # An upgrade changes what the values say and keeps the caBundle the controller wrote.
+    ca_bundle = await webhook_ca_bundle(real_cluster)
+    assert ca_bundle
+    await helm(real_cluster, "upgrade", RELEASE, str(CHART), "--namespace", RELEASE_NAMESPACE,
+               "--reuse-values", "--set", "rolloutTimeout=11m")  # fmt: skip
+    assert await webhook_ca_bundle(real_cluster) == ca_bundle
+    deployment = await installation.controller_deployment()
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "GRACEFUL_DRAIN_ROLLOUT_TIMEOUT", "value": "11m"} in container["env"]
 
     await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE_NAMESPACE, "--wait")
     assert await left_behind(real_cluster) == {

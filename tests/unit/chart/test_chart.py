@@ -174,3 +174,39 @@ def test_values_that_cannot_work_are_refused_with_a_message(values: Obj, message
     with pytest.raises(TemplateError) as refused:
         template(values)
     assert message in str(refused.value)
+
+
+def test_optional_objects_can_be_turned_off_and_pod_settings_reach_the_pod() -> None:
+    items = template({
+        "podDisruptionBudget": {"enabled": False}, "networkPolicy": {"enabled": False},
+        "admissionPolicy": {"enabled": False},
+        "priorityClass": {"create": False, "name": "system-cluster-critical"},
+        "leaderElection": {"enabled": False}, "replicaCount": 3,
+        "resources": {"requests": {"cpu": "50m"}},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        "podAnnotations": {"example.com/a": "b"}, "podLabels": {"team": "platform"},
+        "imagePullSecrets": [{"name": "registry"}],
+        "image": {"repository": "registry.example/gd", "tag": "1.2.3", "pullPolicy": "Always"},
+    })  # fmt: skip
+    kinds = {item["kind"] for item in items}
+    assert not kinds & {"PodDisruptionBudget", "NetworkPolicy", "ValidatingAdmissionPolicy",
+                        "ValidatingAdmissionPolicyBinding", "PriorityClass"}  # fmt: skip
+    assert all("leader-election" not in item["metadata"]["name"] for item in items)
+    [deployment] = by_kind(items, "Deployment")
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 3
+    assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["spec"]["tolerations"][0]["key"] == "dedicated"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    assert pod["metadata"]["annotations"] == {"example.com/a": "b"}
+    assert pod["metadata"]["labels"]["team"] == "platform"
+    assert container(items)["image"] == "registry.example/gd:1.2.3"
+    # Helm merges a map value into the default: the memory request and limit stay.
+    assert container(items)["resources"] == {
+        "requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}
+    }  # fmt: skip
+    assert env_of(items)[f"{ENV_PREFIX}LEADER_ELECT"] == "false"
+    for item in items:
+        validate(item)

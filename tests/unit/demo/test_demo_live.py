@@ -8,15 +8,9 @@ import io
 from dataclasses import replace
 
 from graceful_drain.demo.live import LiveTimeline, progress_line
-from graceful_drain.demo.timeline import EvictionAttempt, RunRecord, format_entries, timeline
-
-POD = "default/web-1"
-FINAL = RunRecord(
-    client="kubectl", node="node-a", deployment="default/web", with_controller=True,
-    started=0.0, finished=5.3, error=None, settled=5.4,
-    evictions=(EvictionAttempt(0.2, POD, 429, "held"), EvictionAttempt(5.2, POD, 201)),
-    ready=((-5.0, 1), (3.9, 2), (5.25, 1)), replicasets=((0.3, "web-new"),),
-)  # fmt: skip
+from graceful_drain.demo.timeline import RunRecord, format_entries, timeline
+from tests.unit.demo.test_demo_output import POD
+from tests.unit.demo.test_demo_output import WITH as FINAL
 
 
 def observed(now: float) -> RunRecord:
