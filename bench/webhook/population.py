@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from bench import objects
 from bench.objects import JsonObject
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 
 ENABLED_ANNOTATION = "graceful-drain.stonal.com/enabled"
 ROLLOUT_TIMEOUT = timedelta(minutes=10)

@@ -42,8 +42,8 @@ from graceful_drain.controller.app import HttpSite
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
-from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import RawWatchEvent
 from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging

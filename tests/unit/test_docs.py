@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graceful_drain.controller.decide import ROW_OF_REASON, Reason
-from graceful_drain.kube.events import WARNING_EVENT_REASON
+from graceful_drain.controller.events import WARNING_EVENT_REASON
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

@@ -38,23 +38,24 @@ from lightkube import AsyncClient
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite
+from graceful_drain.controller.events import DrainEvents
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
+from graceful_drain.controller.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.controller.webhook import (
     DEFAULT_HELD_INTERVAL_SECONDS,
     DeploymentWarning,
     EvictionHeld,
     EvictionWebhook,
-    LightkubeDeploymentPatcher,
     RolloutRequested,
     WebhookHooks,
 )
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import create_client, load_config
-from graceful_drain.kube.events import DrainEvents, EventRecorder
+from graceful_drain.kube.events import EventRecorder
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS
 from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.logs import configure_logging, get_logger

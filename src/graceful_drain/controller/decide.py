@@ -52,7 +52,7 @@ from graceful_drain.controller.model import (
     ReplicaSetInfo,
 )
 from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
-from graceful_drain.controller.timefmt import as_utc, format_go_duration, format_rfc3339_micro
+from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_micro
 
 DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
 MAX_DECIDE_ATTEMPTS = 2  # the first decision, plus one more after a 409 on the stamp

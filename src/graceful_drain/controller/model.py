@@ -23,7 +23,7 @@ from graceful_drain.controller.intstr import (
     resolve_max_unavailable,
 )
 from graceful_drain.controller.rawjson import FieldReader, JsonObject
-from graceful_drain.controller.timefmt import parse_rfc3339
+from graceful_drain.kube.timefmt import parse_rfc3339
 
 RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
 # Set by the reconciler when the rollout restarted-at asked for has completed; both are removed

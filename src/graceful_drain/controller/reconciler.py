@@ -25,7 +25,9 @@ from typing import Protocol
 
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.controller.events import DrainEvents
 from graceful_drain.controller.model import DeploymentInfo
+from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.controller.rollout import (
     Abandoned,
     Completed,
@@ -45,10 +47,8 @@ from graceful_drain.controller.rollout import (
     next_step,
     removal_patch,
 )
-from graceful_drain.controller.timefmt import format_rfc3339_micro
-from graceful_drain.controller.webhook import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
-from graceful_drain.kube.events import DrainEvents
+from graceful_drain.kube.timefmt import format_rfc3339_micro
 from graceful_drain.kube.workqueue import WorkQueue
 from graceful_drain.logs import get_logger
 

@@ -28,9 +28,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from aiohttp import web
-from lightkube import AsyncClient
-from lightkube.resources.apps_v1 import Deployment
-from lightkube.types import PatchType
 
 from graceful_drain.controller.admission import (
     MAX_REVIEW_BYTES,
@@ -60,6 +57,7 @@ from graceful_drain.controller.decide import (
 )
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.ratelimit import RateLimiter
 from graceful_drain.logs import EventLine, get_logger
@@ -81,7 +79,7 @@ _NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
-    """What the webhook reads: the informer cache plus its live fallbacks (kube/cache.py)."""
+    """What the webhook reads: the informer cache plus its live fallbacks (controller/view.py)."""
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
@@ -90,21 +88,6 @@ class ClusterView(Protocol):
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None: ...
 
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
-
-
-class DeploymentPatcher(Protocol):
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        """Apply a JSON patch; raise (lightkube ApiError, httpx error...) when it fails."""
-
-
-class LightkubeDeploymentPatcher:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
-
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        await self._client.patch(
-            Deployment, name, patch, namespace=namespace, patch_type=PatchType.JSON
-        )
 
 
 # --- hooks ------------------------------------------------------------------------------------

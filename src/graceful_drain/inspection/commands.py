@@ -21,7 +21,6 @@ from lightkube import AsyncClient
 from lightkube import ConfigError as KubeConfigError
 from lightkube.core.exceptions import ApiError
 
-from graceful_drain.controller.timefmt import parse_go_duration
 from graceful_drain.inspection import gather
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.inspection.render import plan_json, plan_table, status_json, status_table
@@ -38,6 +37,7 @@ from graceful_drain.kube.client import (
     http_status,
     load_config,
 )
+from graceful_drain.kube.timefmt import parse_go_duration
 
 EXIT_ERROR = 3
 HTTP_FORBIDDEN = 403

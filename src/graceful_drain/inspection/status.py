@@ -20,9 +20,9 @@ from graceful_drain.controller.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.timefmt import parse_rfc3339
 from graceful_drain.inspection.plan import eviction_request
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube.timefmt import parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 RECENT_TIMEOUTS = 20

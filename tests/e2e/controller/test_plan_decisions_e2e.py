@@ -12,10 +12,10 @@ import pytest
 from lightkube import AsyncClient
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import format_rfc3339
 from graceful_drain.inspection.gather import node_state
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.kube.client import RawApi
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 

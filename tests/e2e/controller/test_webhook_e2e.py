@@ -12,7 +12,7 @@ import pytest
 
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import parse_rfc3339
+from graceful_drain.kube.timefmt import parse_rfc3339
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster

@@ -18,9 +18,10 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.cache import ClusterCache, ResourceCache
+from graceful_drain.kube.cache import ResourceCache
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
 
 NS = "default"

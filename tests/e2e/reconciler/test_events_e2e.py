@@ -9,15 +9,9 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
+from graceful_drain.controller.events import DRAIN_STARTED, DRAIN_WAITING, DrainEvents
 from graceful_drain.controller.model import ObjectRef
-from graceful_drain.kube.events import (
-    DRAIN_STARTED,
-    DRAIN_WAITING,
-    NORMAL,
-    DrainEvents,
-    EventRecorder,
-    InvolvedObject,
-)
+from graceful_drain.kube.events import NORMAL, EventRecorder, InvolvedObject
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim
 
@@ -83,7 +77,7 @@ async def test_a_deleted_event_starts_a_new_series(
     sim: KubeSim, lk: AsyncClient, recorder: EventRecorder
 ) -> None:
     sim.create(deployment_manifest())
-    web = InvolvedObject.deployment(WEB)
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name)
     recorder.record(web, NORMAL, DRAIN_WAITING, "first")
     await recorder.flush()
     (first,) = await events_about(lk)
@@ -102,7 +96,7 @@ async def test_refused_writes_are_counted_never_raised(
 ) -> None:
     sim.create(deployment_manifest())
     sim.faults.add(FaultRule(verb="create", resource="events", error_code=500))
-    web = InvolvedObject.deployment(WEB, "some-uid")
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name, "some-uid")
 
     recorder.record(web, NORMAL, DRAIN_WAITING, "lost")
     await recorder.flush()
@@ -113,7 +107,7 @@ async def test_refused_writes_are_counted_never_raised(
 
 async def test_a_full_queue_drops_instead_of_blocking(lk: AsyncClient) -> None:
     writer = EventRecorder(lk, instance="x", queue_limit=2)  # not started: nothing drains it
-    web = InvolvedObject.deployment(WEB, "uid")
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name, "uid")
     for index in range(5):
         writer.record(web, NORMAL, DRAIN_WAITING, f"held {index}")
 

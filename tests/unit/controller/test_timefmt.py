@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.timefmt import (
+from graceful_drain.kube.timefmt import (
     as_utc,
     format_go_duration,
     format_rfc3339,
