@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Final, Protocol
 
 from graceful_drain.controller.decide import Reason
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef
-from graceful_drain.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from graceful_drain.kube.client import error_detail
+from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 from graceful_drain.kube.timefmt import format_go_duration
+from graceful_drain.logs import get_logger
 
 HELD_EVENT_INTERVAL_SECONDS = 30.0
+
+_log = get_logger("events")
 
 # Reasons (CamelCase, as every Kubernetes event reason).
 DRAIN_STARTED: Final = "GracefulDrainStarted"
@@ -90,13 +95,56 @@ def _no_uid(_: ObjectRef) -> str | None:
     return None
 
 
+# --- what the webhook hands over: one value per event, fire and forget ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRequested:
+    """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    restarted_at: str  # the annotation value just stamped
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionHeld:
+    """An eviction refused while the requested rollout runs (`Reason.ROLLOUT_IN_PROGRESS`)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    waited: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentWarning:
+    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    reason: Reason
+    message: str
+
+
+DrainEvent = RolloutRequested | EvictionHeld | DeploymentWarning
+
+
+class Recorder(Protocol):
+    """Where events go (kube/events.py's EventRecorder): queued, never raising."""
+
+    def record(self, regarding: InvolvedObject, type_: str, reason: str, message: str) -> None: ...
+
+
 class DrainEvents:
-    """The events graceful-drain emits on a Deployment. Every method is synchronous, cheap and
-    never raises: the webhook calls them on the admission path."""
+    """The one place graceful-drain's events are rate-limited and handed to the recorder (which
+    folds repeats into a series). Every method is synchronous, cheap and never raises: the
+    webhook calls `emit` on the admission path."""
 
     def __init__(
         self,
-        recorder: EventRecorder,
+        recorder: Recorder,
         *,
         uid_of: Callable[[ObjectRef], str | None] = _no_uid,
         held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
@@ -114,42 +162,35 @@ class DrainEvents:
             uid = ""
         return InvolvedObject.deployment(deployment.namespace, deployment.name, uid)
 
-    def started(
-        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, restarted_at: str
-    ) -> None:
-        """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
-        self.recorder.record(
-            self._regarding(deployment), NORMAL, DRAIN_STARTED,
-            started_message(pod, node, restarted_at),
-        )  # fmt: skip
-
-    def held(
-        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, waited: timedelta | None
-    ) -> bool:
-        """An eviction was refused while the rollout runs; at most one event per interval per
-        Deployment. True if an event was queued."""
+    def emit(self, event: DrainEvent) -> bool:
+        """Queue the Event for `event` unless its rate limit says no: a held eviction at most
+        once per interval per Deployment, a Warning once per interval per Deployment and
+        reason. True if an event was queued; never raises."""
         try:
-            if not self._held.allow(deployment):
+            if isinstance(event, RolloutRequested):
+                message = started_message(event.pod, event.node, event.restarted_at)
+                self._record(event.deployment, NORMAL, DRAIN_STARTED, message)
+                return True
+            if isinstance(event, EvictionHeld):
+                if not self._held.allow(event.deployment):
+                    return False
+                message = held_message(event.pod, event.node, event.waited)
+                self._record(event.deployment, NORMAL, DRAIN_WAITING, message)
+                return True
+            event_reason = WARNING_EVENT_REASON.get(event.reason)
+            if event_reason is None or not self._warnings.allow((event.deployment, event.reason)):
                 return False
-        except Exception:
+            self._record(event.deployment, WARNING, event_reason, event.message)
+            return True
+        except Exception as error:  # an event is never worth an exception on the admission path
+            _log.warning("drain event dropped", kind=type(event).__name__,
+                         error=error_detail(error))  # fmt: skip
             return False
-        self.recorder.record(
-            self._regarding(deployment), NORMAL, DRAIN_WAITING, held_message(pod, node, waited)
-        )
-        return True
 
-    def warning(self, deployment: ObjectRef, *, reason: Reason, message: str) -> bool:
-        """An eviction let through without protection, for a reason the Deployment's owner can
-        fix (the message names the field): a Warning, rate-limited per Deployment and reason.
-        True if an event was queued."""
-        event_reason = WARNING_EVENT_REASON.get(reason)
-        try:
-            if event_reason is None or not self._warnings.allow((deployment, reason)):
-                return False
-        except Exception:
-            return False
-        self.recorder.record(self._regarding(deployment), WARNING, event_reason, message)
-        return True
+    def _record(self, deployment: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.recorder.record(self._regarding(deployment), type_, reason, message)
+
+    # --- the reconciler's events (one per step it took, no rate limit) ------------------------
 
     def completed(
         self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta

@@ -10,12 +10,10 @@ is answered "allow" (row 17), logged and counted.
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
 
-Side-channel hooks (for the event writer; each must only enqueue, never block):
-- `on_rollout_requested` after a successful stamp (GracefulDrainStarted),
-- `on_held` while a requested rollout holds evictions (row 15), at most once per Deployment
-  per `held_interval` seconds,
-- `on_warning` for the Warning events of rows 9 and 11, rate-limited the same way per
-  Deployment and reason.
+Events are handed to `events` (controller/events.py's DrainEvents) and forgotten: a
+`RolloutRequested` after a successful stamp, an `EvictionHeld` for every answer
+`Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one.
+Rate limits and series are the event side's business, not the webhook's.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -55,17 +53,21 @@ from graceful_drain.controller.decide import (
     reread_failed,
     unexpected_error,
 )
+from graceful_drain.controller.events import (
+    DeploymentWarning,
+    DrainEvent,
+    EvictionHeld,
+    RolloutRequested,
+)
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
-from graceful_drain.kube.ratelimit import RateLimiter
 from graceful_drain.logs import EventLine, get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
 DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
-DEFAULT_HELD_INTERVAL_SECONDS = 30.0
 
 _log = get_logger("webhook")
 _admission_line = EventLine("webhook")
@@ -90,41 +92,11 @@ class ClusterView(Protocol):
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
 
-# --- hooks ------------------------------------------------------------------------------------
+class EventSink(Protocol):
+    """Where the webhook hands its events (controller/events.py's DrainEvents): it must only
+    enqueue, never block; whatever it returns or raises does not change the answer."""
 
-
-@dataclass(frozen=True, slots=True)
-class RolloutRequested:
-    deployment: ObjectRef
-    pod: ObjectRef
-    node: str
-    restarted_at: str  # the annotation value just stamped
-
-
-@dataclass(frozen=True, slots=True)
-class EvictionHeld:
-    deployment: ObjectRef
-    pod: ObjectRef
-    node: str
-    waited: timedelta | None
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeploymentWarning:
-    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
-
-    deployment: ObjectRef
-    pod: ObjectRef
-    reason: Reason
-    message: str
-
-
-@dataclass
-class WebhookHooks:
-    on_rollout_requested: Callable[[RolloutRequested], None] | None = None
-    on_held: Callable[[EvictionHeld], None] | None = None
-    on_warning: Callable[[DeploymentWarning], None] | None = None
+    def emit(self, event: DrainEvent) -> object: ...
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -166,22 +138,19 @@ class EvictionWebhook:
         *,
         config: DecisionConfig,
         metrics: Metrics | None = None,
-        hooks: WebhookHooks | None = None,
+        events: EventSink | None = None,
         clock: Callable[[], datetime] = utc_now,
         budget_seconds: float = DEFAULT_BUDGET_SECONDS,
         call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
-        held_interval_seconds: float = DEFAULT_HELD_INTERVAL_SECONDS,
     ) -> None:
         self.cluster = cluster
         self.patcher = patcher
         self.config = config
         self.metrics = metrics
-        self.hooks = hooks or WebhookHooks()
+        self.events = events
         self._clock = clock
         self._budget = budget_seconds
         self._call_timeout = call_timeout_seconds
-        self._held_limiter = RateLimiter(held_interval_seconds)
-        self._warning_limiter = RateLimiter(held_interval_seconds)
 
     # --- HTTP -----------------------------------------------------------------------------------
 
@@ -283,9 +252,8 @@ class EvictionWebhook:
     def _rollout_requested(self, deployment: ObjectRef, pod: PodInfo | None, value: str) -> None:
         if self.metrics is not None:
             self.metrics.rollouts_started.inc()
-        hook = self.hooks.on_rollout_requested
-        if hook is not None and pod is not None:
-            self._call_hook(hook, RolloutRequested(deployment, pod.ref, pod.node_name, value))
+        if pod is not None:
+            self._emit(RolloutRequested(deployment, pod.ref, pod.node_name, value))
 
     def _observe(self, outcome: Outcome, seconds: float) -> None:
         decision, request, pod = outcome.decision, outcome.request, outcome.pod
@@ -295,32 +263,27 @@ class EvictionWebhook:
             self._log(outcome, seconds)
             if pod is None or decision.deployment is None:
                 return
-            on_held, on_warning = self.hooks.on_held, self.hooks.on_warning
-            held = decision.reason is Reason.ROLLOUT_IN_PROGRESS
-            if held and on_held is not None and self._held_limiter.allow(decision.deployment):
-                event = EvictionHeld(
-                    decision.deployment, pod.ref, pod.node_name, decision.waited, decision.message
+            if decision.reason is Reason.ROLLOUT_IN_PROGRESS:
+                self._emit(
+                    EvictionHeld(decision.deployment, pod.ref, pod.node_name, decision.waited)
                 )
-                self._call_hook(on_held, event)
-            if (
-                decision.warning_event
-                and on_warning is not None
-                and self._warning_limiter.allow((decision.deployment, decision.reason))
-            ):
-                warning = DeploymentWarning(
-                    decision.deployment, pod.ref, decision.reason, decision.message
+            if decision.warning_event:
+                self._emit(
+                    DeploymentWarning(
+                        decision.deployment, pod.ref, decision.reason, decision.message
+                    )
                 )
-                self._call_hook(on_warning, warning)
         except Exception as error:  # observing must never change the answer
             _log.error("observing the decision failed", error=error_detail(error),
                        uid=None if request is None else request.uid)  # fmt: skip
 
-    @staticmethod
-    def _call_hook(hook: Callable[[Any], None], event: object) -> None:
+    def _emit(self, event: DrainEvent) -> None:
+        if self.events is None:
+            return
         try:
-            hook(event)
+            self.events.emit(event)
         except Exception as error:
-            _log.error("webhook hook failed", hook=getattr(hook, "__name__", repr(hook)),
+            _log.error("handing over an event failed", kind=type(event).__name__,
                        error=error_detail(error))  # fmt: skip
 
     @staticmethod

@@ -9,7 +9,13 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
-from graceful_drain.controller.events import DRAIN_STARTED, DRAIN_WAITING, DrainEvents
+from graceful_drain.controller.events import (
+    DRAIN_STARTED,
+    DRAIN_WAITING,
+    DrainEvents,
+    EvictionHeld,
+    RolloutRequested,
+)
 from graceful_drain.controller.model import ObjectRef
 from graceful_drain.kube.events import NORMAL, EventRecorder, InvolvedObject
 from kubesim.apiserver.faults import FaultRule
@@ -37,9 +43,9 @@ async def test_started_and_held_events_show_in_kubectl_describe(
     sim.create(deployment_manifest())
     # uid_of knows nothing (a cold cache): the recorder looks the uid up itself.
     events = DrainEvents(recorder, held_interval=0.0)
-    events.started(WEB, pod=POD, node="node-a", restarted_at="2024-05-01T12:00:00Z")
+    assert events.emit(RolloutRequested(WEB, POD, "node-a", "2024-05-01T12:00:00Z"))
     for waited in (5, 10, 15):
-        assert events.held(WEB, pod=POD, node="node-a", waited=timedelta(seconds=waited))
+        assert events.emit(EvictionHeld(WEB, POD, "node-a", timedelta(seconds=waited)))
     await recorder.flush()
 
     describe = await kubectl(sim.kubeconfig_path, "describe", "deployment", NAME)
@@ -64,9 +70,9 @@ async def test_held_events_are_rate_limited_per_deployment(
     sim.create(deployment_manifest("api"))
     events = DrainEvents(recorder)  # 30 s per Deployment
 
-    assert events.held(WEB, pod=POD, node="node-a", waited=None)
-    assert not events.held(WEB, pod=POD, node="node-a", waited=None)
-    assert events.held(ObjectRef(NS, "api"), pod=POD, node="node-a", waited=None)
+    assert events.emit(EvictionHeld(WEB, POD, "node-a", None))
+    assert not events.emit(EvictionHeld(WEB, POD, "node-a", None))
+    assert events.emit(EvictionHeld(ObjectRef(NS, "api"), POD, "node-a", None))
     await recorder.flush()
 
     assert [e["count"] for e in await events_about(lk)] == [1]
