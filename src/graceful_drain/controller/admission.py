@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from graceful_drain.controller.decide import Decision, EvictionRequest, Reason, malformed_review
+from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -34,7 +35,7 @@ MAX_UID_CHARS = 256
 MAX_NAME_CHARS = 253  # DNS subdomain
 MAX_NAMESPACE_CHARS = 63  # DNS label
 MAX_USERNAME_CHARS = 256  # informational only: longer ones are truncated, not refused
-TOO_MANY_REQUESTS = 429
+
 _encoder = msgspec.json.Encoder()
 
 # Allowed outcomes worth showing to the client that asked for the eviction (kubectl prints
@@ -227,7 +228,7 @@ def review_response(uid: str, decision: Decision) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if not decision.allowed:
         response["status"] = {
-            "code": TOO_MANY_REQUESTS,
+            "code": HTTP_TOO_MANY_REQUESTS,
             "reason": "TooManyRequests",
             "message": decision.message,
         }

@@ -46,7 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +79,9 @@ from graceful_drain.controller.tls import server_context
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, error_detail, http_status
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS, Informer, LightkubeListWatch
+from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_NOT_FOUND, utc_now
 from graceful_drain.logs import get_logger
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 MAX_SECRET_ROUNDS = 5  # create/update races lost in a row before giving up for this round
 RETRY_BASE_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
@@ -93,10 +92,6 @@ RETIRE_AFTER_SECONDS = 60.0
 MANAGED_BY = {"app.kubernetes.io/managed-by": "graceful-drain"}
 
 _log = get_logger("self-signed-tls")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)

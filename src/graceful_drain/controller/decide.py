@@ -52,6 +52,7 @@ from graceful_drain.controller.model import (
     ReplicaSetInfo,
 )
 from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
+from graceful_drain.kube.meta import HTTP_CONFLICT, json_pointer_token
 from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_micro
 
 DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
@@ -396,11 +397,9 @@ def decide(
     config: DecisionConfig,
     now: datetime,
 ) -> Decision:
-    """The first matching row of the table. Never raises: an error is row 17 (allow)."""
-    try:
-        return _first_matching_row(request, pod, owner, config, as_utc(now))
-    except Exception as error:  # row 17 must catch everything a bug could throw
-        return unexpected_error(request, error)
+    """The first matching row of the table. A bug raises: the webhook's one catch-all answers
+    it `Reason.ERROR` (allow), and `plan` reports it as the error it is."""
+    return _first_matching_row(request, pod, owner, config, as_utc(now))
 
 
 def _first_matching_row(
@@ -553,11 +552,6 @@ def _first_matching_row(
 # --- row 16: the stamp and its one retry ------------------------------------------------------
 
 
-def _pointer_token(key: str) -> str:
-    """RFC 6901 escaping of one JSON pointer token."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def stamp_value(deployment: DeploymentInfo, now: datetime) -> str:
     """restarted-at for a drain stamped at `now`: to the microsecond (so "waited 515ms" is
     true), but never the value the pod template already carries (a previous drain in the same
@@ -593,7 +587,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
         ops.append(
             {
                 "op": "add",
-                "path": "/metadata/annotations/" + _pointer_token(RESTARTED_AT_ANNOTATION),
+                "path": "/metadata/annotations/" + json_pointer_token(RESTARTED_AT_ANNOTATION),
                 "value": value,
             }
         )
@@ -609,7 +603,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
         ops.append(
             {
                 "op": "remove",
-                "path": "/metadata/annotations/" + _pointer_token(COMPLETED_AT_ANNOTATION),
+                "path": "/metadata/annotations/" + json_pointer_token(COMPLETED_AT_ANNOTATION),
             }
         )
     return ops
@@ -617,9 +611,6 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
 
 class FollowUp(Enum):
     REREAD_AND_DECIDE = "reread-and-decide"  # GET the Deployment live, call decide() again
-
-
-HTTP_CONFLICT = 409
 
 
 def after_stamp_failure(

@@ -22,7 +22,7 @@ from graceful_drain.controller.intstr import (
     resolve_max_surge,
     resolve_max_unavailable,
 )
-from graceful_drain.controller.rawjson import FieldReader, JsonObject
+from graceful_drain.kube.rawjson import FieldReader, JsonObject
 from graceful_drain.kube.timefmt import parse_rfc3339
 
 RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"

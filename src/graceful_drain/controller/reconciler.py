@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from lightkube.core.exceptions import ApiError
@@ -48,14 +48,13 @@ from graceful_drain.controller.rollout import (
     removal_patch,
 )
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 from graceful_drain.kube.workqueue import WorkQueue
 from graceful_drain.logs import get_logger
 
 Key = tuple[str, str]  # (namespace, name)
 
-HTTP_NOT_FOUND = 404
-HTTP_UNPROCESSABLE = 422  # a JSON patch `test` failed: the Deployment no longer matches our view
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 60.0
 MIN_TIMER_SECONDS = 0.01
@@ -104,10 +103,6 @@ class NoMetrics:
 
     def set_drains_in_progress(self, count: int) -> None:
         pass
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 # --- the reconciler ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from graceful_drain.controller.model import (
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
+from graceful_drain.kube.meta import json_pointer_token
 
 JsonPatch = list[dict[str, Any]]
 
@@ -170,16 +171,11 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
     return WaitForRollout(value, deadline)
 
 
-def _token(key: str) -> str:
-    """RFC 6901 escaping of one JSON pointer token."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-RESTARTED_AT_PATH = "/metadata/annotations/" + _token(RESTARTED_AT_ANNOTATION)
-COMPLETED_AT_PATH = "/metadata/annotations/" + _token(COMPLETED_AT_ANNOTATION)
+RESTARTED_AT_PATH = "/metadata/annotations/" + json_pointer_token(RESTARTED_AT_ANNOTATION)
+COMPLETED_AT_PATH = "/metadata/annotations/" + json_pointer_token(COMPLETED_AT_ANNOTATION)
 TEMPLATE_ANNOTATIONS_PATH = "/spec/template/metadata/annotations"
 TEMPLATE_RESTARTED_AT_PATH = (
-    TEMPLATE_ANNOTATIONS_PATH + "/" + _token(TEMPLATE_RESTARTED_AT_ANNOTATION)
+    TEMPLATE_ANNOTATIONS_PATH + "/" + json_pointer_token(TEMPLATE_RESTARTED_AT_ANNOTATION)
 )
 
 

@@ -42,12 +42,12 @@ from graceful_drain.kube.informer import (
     LightkubeListWatch,
     ListWatch,
 )
+from graceful_drain.kube.meta import HTTP_NOT_FOUND
 
 T = TypeVar("T")
 
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
-HTTP_NOT_FOUND = 404
 STALE_AFTER_FACTOR = 1.2
 
 

@@ -22,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -63,6 +63,7 @@ from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
@@ -72,11 +73,8 @@ DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
 _log = get_logger("webhook")
 _admission_line = EventLine("webhook")
 
-# The answer when even building an answer failed: allow, without a uid the API server would
-# match (it then applies failurePolicy: Ignore, i.e. admits too).
-_LAST_RESORT = encode_review_response("", malformed_review("internal error"))
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
-# sets one or raises (answered as row 17).
+# sets one or raises (answered `Reason.ERROR`).
 _NOT_DECIDED = unexpected_error(None, "not decided")
 
 
@@ -124,10 +122,6 @@ class _Deadline:
 
     def remaining(self) -> float:
         return max(0.0, self._end - time.monotonic())
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class EvictionWebhook:
@@ -179,19 +173,20 @@ class EvictionWebhook:
 
     async def review(self, body: bytes) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
+        outcome = Outcome(_NOT_DECIDED)
         try:
             parsed = parse_review_fast(body)
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
-            outcome = Outcome(_NOT_DECIDED, request=parsed)
-            try:
-                await self._decide(parsed, outcome)
-            except Exception as error:  # row 17
-                outcome.decision = unexpected_error(parsed, error)
-                outcome.error = error
-            return encode_review_response(parsed.uid, outcome.decision), outcome
-        except Exception as error:
-            return _LAST_RESORT, Outcome(unexpected_error(None, error), error=error)
+            outcome.request = parsed
+            await self._decide(parsed, outcome)
+        except Exception as error:  # the one catch-all: any bug allows (`Reason.ERROR`)
+            outcome.decision = unexpected_error(outcome.request, error)
+            outcome.error = error
+        # Without a request, no uid: the API server matches none and applies failurePolicy
+        # (Ignore: it admits too).
+        uid = "" if outcome.request is None else outcome.request.uid
+        return encode_review_response(uid, outcome.decision), outcome
 
     async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
         early = precheck(request)  # rows 1-2: no lookups, no side effects

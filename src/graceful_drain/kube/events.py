@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, cast
 
 from lightkube import AsyncClient
@@ -38,6 +38,7 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, event_name, utc_now
 from graceful_drain.kube.timefmt import format_rfc3339
 from graceful_drain.logs import get_logger
 
@@ -49,13 +50,8 @@ SERIES_WINDOW = timedelta(minutes=6)
 QUEUE_LIMIT = 1024
 MAX_MESSAGE_CHARS = 1024  # events.k8s.io caps `note` at 1 KiB; core events stay within it too
 STOP_FLUSH_SECONDS = 2.0
-HTTP_NOT_FOUND = 404
 
 _log = get_logger("events")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +95,6 @@ class EventRecord:
 
 
 # --- pure parts: names, bodies, the series cache --------------------------------------------
-
-
-def event_name(object_name: str, at: datetime) -> str:
-    """`<object>.<unix nanoseconds in hex>`, as client-go names events (tools/record)."""
-    nanos = int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
-    return f"{object_name}.{nanos:x}"
 
 
 def _message(text: str) -> str:

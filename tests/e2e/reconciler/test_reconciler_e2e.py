@@ -26,10 +26,11 @@ from graceful_drain.controller.model import (
     DeploymentInfo,
 )
 from graceful_drain.controller.patcher import DeploymentPatcher, LightkubeDeploymentPatcher
-from graceful_drain.controller.reconciler import Reconciler, utc_now
+from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.rollout import Completed, CopyToTemplate, JsonPatch
 from graceful_drain.kube.events import REPORTING_CONTROLLER, EventRecorder
 from graceful_drain.kube.lease import LeaderElector
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 from kubesim.sim import KubeSim
 

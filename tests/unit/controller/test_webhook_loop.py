@@ -6,7 +6,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -314,6 +314,16 @@ async def test_owner_unresolved_allows(rig: Rig) -> None:
     response = await answer(rig)
     assert response["allowed"] is True
     assert "ReplicaSet default/web-5d9 not found" in reason_of(response)
+
+
+async def test_a_bug_in_the_table_allows_with_reason_error(rig: Rig) -> None:
+    rig.cluster.deployments = {"web": cast(DeploymentInfo, object())}  # a bug upstream
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert response["uid"] == UID
+    assert "AttributeError" in reason_of(response)
+    assert rig.metrics.decisions.labels(allowed="true", reason="error")._value.get() == 1
+    assert rig.patcher.patches == []
 
 
 async def test_a_bug_in_a_lookup_allows_with_reason_error(rig: Rig) -> None:

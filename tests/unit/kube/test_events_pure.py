@@ -15,9 +15,9 @@ from graceful_drain.kube.events import (
     Series,
     SeriesCache,
     event_body,
-    event_name,
     repeat_patch,
 )
+from graceful_drain.kube.meta import event_name
 
 AT = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 WEB = InvolvedObject.deployment("shop", "web", "dep-uid")
