@@ -4,7 +4,7 @@
   JSON logging (at info, one line per admission, written to /dev/null) as the controller
   process, deciding against a `ClusterCache` filled through its informers' list path
   (transform + store + indexes) from objects generated in memory instead of an API server.
-  Row 16's restarted-at PATCH goes to a patcher that returns at once.
+  ROLLOUT_REQUESTED's restarted-at PATCH goes to a patcher that returns at once.
 - `reference`: a trivial aiohttp handler on the same TLS settings that reads the body and
   returns a canned AdmissionResponse: the cost of the stack itself.
 
@@ -49,7 +49,7 @@ from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging
 
 LIST_PAGE = 500
-# Nothing listens here: a pod missing from the cache fails its live GET at once (row 4), which
+# Nothing listens here: a pod missing from the cache fails its live GET at once (CACHE_COLD), which
 # the load generator then counts as a wrong answer.
 NO_API_SERVER = "https://127.0.0.1:9"
 
@@ -143,7 +143,7 @@ def _unreachable_config() -> KubeConfig:
 
 
 class InstantPatcher:
-    """Row 16's PATCH, answered at once: the API server's cost is not the webhook's."""
+    """ROLLOUT_REQUESTED's PATCH, answered at once: the API server's cost is not the webhook's."""
 
     async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
         return None

@@ -8,12 +8,12 @@ server expects back: the request uid echoed, `allowed`, and for a denial
 the API server checks apiVersion, kind and uid in
 apiserver/pkg/admission/plugin/webhook/request/admissionreview.go VerifyAdmissionResponse).
 
-The handler always answers HTTP 200 with a valid AdmissionReview, even for garbage: a 4xx/5xx
-makes the API server fall back to failurePolicy, and an AdmissionReview lets us say why. A
-malformed review is allowed (row 17) with a warning. When the request carries no usable uid
-(absent, not a string, empty or longer than 256 characters) the response uid is "": no
-response can match it, and the API server — which always sends a UUID, so this only happens
-with other clients — then applies failurePolicy: Ignore, i.e. admits, which is also our answer.
+The handler always answers HTTP 200 with a valid AdmissionReview, even for garbage: a 4xx/5xx makes
+the API server fall back to failurePolicy, and an AdmissionReview lets us say why. A malformed
+review is allowed (`Reason.MALFORMED_REVIEW`) with a warning. When the request carries no usable uid
+(absent, not a string, empty or longer than 256 characters) the response uid is "": no response can
+match it, and the API server — which always sends a UUID, so this only happens with other clients —
+then applies failurePolicy: Ignore, i.e. admits, which is also our answer.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ within seconds by every replica, not at the next renewal timer.
 
 Cold start: the serving pair mounted from the Secret (an optional volume, `mount_dir`) is
 loaded before anything else, so the webhook serves TLS even when the API server does not
-answer yet (and the webhook's own row 4 then answers 429, not the API server's "ignore").
+answer yet (and the webhook's own `Reason.CACHE_COLD` then answers 429, not the API server's
+"ignore").
 
 The caBundle: the ValidatingWebhookConfiguration is watched (by name) and each of its
 webhooks must trust the CAs of the Secret plus the CA this replica serves from. A JSON patch

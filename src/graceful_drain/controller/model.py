@@ -205,7 +205,8 @@ def _strategy(
 
 
 class Enablement(StrEnum):
-    """What a Deployment's enabled annotation says (docs/decisions.md, row 9)."""
+    """What a Deployment's enabled annotation says (docs/decisions.md: `Reason.OPTED_OUT`,
+    `Reason.NOT_ENABLED`, `Reason.ENABLED_ANNOTATION_INVALID`)."""
 
     ABSENT = "absent"
     ON = "true"

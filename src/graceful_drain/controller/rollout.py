@@ -78,7 +78,8 @@ class Retire:
 class Abandoned:
     """restarted-at was never copied and the Deployment is paused: a paused Deployment does not
     roll out, and copying the restart into its template would start one whenever it is resumed,
-    long after the drain. Remove the stamp instead (the webhook then allows, row 11)."""
+    long after the drain. Remove the stamp instead (the webhook then allows,
+    `Reason.CANNOT_SURGE`)."""
 
     value: str
 
@@ -95,7 +96,7 @@ class TimedOut:
 @dataclass(frozen=True, slots=True)
 class Expired:
     """The rollout we started is past rolloutTimeout and still incomplete: report it once and
-    keep restarted-at, so the webhook's escape hatch (decide.py row 14) keeps allowing
+    keep restarted-at, so the webhook's escape hatch (`Reason.ROLLOUT_TIMEOUT`) keeps allowing
     evictions. Removing it would let the next eviction retry stamp a new rollout and hold the
     drain for another rolloutTimeout, forever for a replacement that never becomes Ready. It is
     removed when the rollout completes (a fixed image), as any completed rollout."""
@@ -156,8 +157,9 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
         return Abandoned(value)
 
     waited = max(now - restarted_at, timedelta(0))
-    # As the webhook's escape hatch (decide.py row 14): a stamp further ahead than the timeout
-    # is not clock skew between replicas, and honouring it would hold evictions indefinitely.
+    # As the webhook's escape hatch (`Reason.ROLLOUT_TIMEOUT`): a stamp further ahead than the
+    # timeout is not clock skew between replicas, and honouring it would hold evictions
+    # indefinitely.
     from_the_future = restarted_at - now > timeout
     if copied and waited >= timeout and not from_the_future:
         return Expired(value, waited)

@@ -1,11 +1,11 @@
 """The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
 
-`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck,
-cache lookups (with a live GET for a pod the cache lacks), decide, and for row 16 the one side
-effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
-any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200:
-a 5xx would make the API server apply failurePolicy and tell the client nothing, so even a bug
-is answered "allow" (row 17), logged and counted.
+`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck, cache
+lookups (with a live GET for a pod the cache lacks), decide, and for `Reason.ROLLOUT_REQUESTED` the
+one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
+any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
+would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
+"allow" (`Reason.ERROR`), logged and counted.
 
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
@@ -189,12 +189,13 @@ class EvictionWebhook:
         return encode_review_response(uid, outcome.decision), outcome
 
     async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
-        early = precheck(request)  # rows 1-2: no lookups, no side effects
+        early = precheck(request)  # no lookups, no side effects
         if early is not None:
             outcome.decision = early
             return
         deadline = _Deadline(self._budget, self._call_timeout)
-        pod_lookup: PodLookup = PodOutOfScope()  # row 3b: never read, it may well be forbidden
+        # NAMESPACE_OUT_OF_SCOPE: the pod is never read, that may well be forbidden
+        pod_lookup: PodLookup = PodOutOfScope()
         if self.config.in_scope(request.namespace):
             pod_lookup = await self.cluster.lookup_pod(
                 request.namespace, request.name, budget=deadline.call_timeout()
@@ -206,7 +207,7 @@ class EvictionWebhook:
             self._clock(),
         )  # fmt: skip
         outcome.attempts = 1
-        while decision.stamp is not None:  # row 16
+        while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
             stamp = decision.stamp
             try:
                 # The whole remaining budget, not the per-call cap: a slow stamp that lands

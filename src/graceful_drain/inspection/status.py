@@ -64,7 +64,7 @@ class HeldDeployment:
     name: str
     restarted_at: str
     waited: timedelta
-    time_left: timedelta  # before the escape hatch (row 14) lets evictions through
+    time_left: timedelta  # before the escape hatch (Reason.ROLLOUT_TIMEOUT) lets them through
     replicas: int | None
     updated: int
     ready: int

@@ -32,7 +32,7 @@ DRAIN_TIMEOUT = "20s"  # the PDB-blocked pod never goes: the drain ends on this 
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget"
 
 # Deployments the table cannot protect: name -> spec.strategy.rollingUpdate, and the
-# decision's reason (docs/decisions.md, row 11).
+# decision's reason (docs/decisions.md, `cannot-surge`).
 UNPROTECTABLE: dict[str, Obj] = {
     "solo-no-surge": {"maxSurge": 0, "maxUnavailable": 1},
     "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1},

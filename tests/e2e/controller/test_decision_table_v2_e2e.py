@@ -190,7 +190,7 @@ async def test_an_eviction_outside_the_controllers_namespaces_is_allowed_and_cou
     sim: KubeSim, tmp_path: Path
 ) -> None:
     """--namespaces shop with the RBAC narrowed to it, the webhook still asked about every
-    namespace: before v2 the pod's live GET got 403 and row 4 answered 429 on every retry."""
+    namespace: before v2 the pod's live GET got 403 and CACHE_COLD answered 429 on every retry."""
     async with drain_cluster(sim, tmp_path) as cluster:
         await narrow_rbac_to(cluster, "shop")
         replica = await cluster.start_replica(env={"GRACEFUL_DRAIN_NAMESPACES": "shop"})
@@ -268,7 +268,7 @@ async def test_the_scoped_install_sets_the_scope_and_the_webhook_selector_togeth
 async def test_a_deployment_paused_during_our_rollout_keeps_its_ready_pod(
     sim: KubeSim, tmp_path: Path
 ) -> None:
-    """Before v2 row 11 (paused) allowed the next retry at once: the old pod went while the
+    """Before v2 CANNOT_SURGE (paused) allowed the next retry at once: the old pod went while the
     surge pod was seconds from Ready."""
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica()

@@ -66,7 +66,7 @@ async def cluster_state(sim: KubeSim, raw: KubeClient) -> None:
                        "resources": ["pods/eviction"]}],
         }],
     })  # fmt: skip
-    await create_workload(sim, raw, "steady", namespace=NS)  # row 16
+    await create_workload(sim, raw, "steady", namespace=NS)  # rollout-requested
     await create_workload(sim, raw, "pair", namespace=NS, replicas=2, ready_replicas=2)  # 10
     await create_workload(sim, raw, "sleepy", namespace=NS, pod_ready=False)  # 12
     await create_workload(sim, raw, "surged", namespace=NS, ready_replicas=2)  # 13

@@ -189,7 +189,8 @@ CASES = [
         now=STAMPED_AT + timedelta(minutes=30),
     ),
     Case(
-        # Reported, but restarted-at stays so the webhook keeps allowing (row 14).
+        # Reported, but restarted-at stays so the webhook keeps allowing
+        # (Reason.ROLLOUT_TIMEOUT).
         "deadline reached while rolling",
         info(**ROLLING),
         Expired(STAMP, TIMEOUT),

@@ -238,7 +238,7 @@ async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_allows(rig:
     )  # fmt: skip
     rig.patcher.latency = 5.0  # cancelled at the budget: the test ends long before this
     response = await answer(rig)
-    assert response["allowed"] is True  # row 16's "any other failure"
+    assert response["allowed"] is True  # STAMP_FAILED: "any other failure"
 
 
 async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
@@ -251,7 +251,7 @@ async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
     assert response["allowed"] is False
     assert "rollout requested 5s ago" in response["status"]["message"]
     assert rig.cluster.rereads == 1
-    assert len(rig.patcher.patches) == 1  # row 15 now: nothing more to stamp
+    assert len(rig.patcher.patches) == 1  # ROLLOUT_IN_PROGRESS now: nothing more to stamp
 
 
 async def test_409_twice_allows(rig: Rig) -> None:
@@ -367,7 +367,7 @@ async def test_a_warning_is_raised_once_per_interval(
 
 
 async def test_409_then_a_failed_reread_holds_and_is_counted(rig: Rig) -> None:
-    """Row 16 v2: the 409 means someone is writing this Deployment right now."""
+    """REREAD_FAILED: the 409 means someone is writing this Deployment right now."""
     rig.patcher.failures = [conflict()]
     rig.cluster.reread = [OwnerUnresolved("live GET of Deployment default/web timed out")]
     response = await answer(rig)
@@ -398,7 +398,8 @@ async def test_a_non_eviction_kind_or_invalid_name_is_allowed_without_lookup(
 
 
 async def test_a_namespace_out_of_scope_is_allowed_without_lookup_and_counted(rig: Rig) -> None:
-    """Row 3b: the live GET would be refused (403) and answer 429 forever (row 4)."""
+    """NAMESPACE_OUT_OF_SCOPE: the live GET would be refused (403) and answer 429 forever
+    (CACHE_COLD)."""
     rig.webhook.config = DecisionConfig(namespaces=frozenset({"shop"}))
     rig.cluster.pod = PodUnavailable("403 Forbidden")
     response = await answer(rig)
