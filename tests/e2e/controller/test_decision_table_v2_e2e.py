@@ -28,24 +28,11 @@ from graceful_drain.termination.verdict import Action, Cause, Fact, Source
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import STRATEGIC_MERGE_PATCH, resource_path
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of, is_ready, watch_until
 
-from .drain_cluster import (
-    BOUND,
-    CONTROLLER_USER,
-    DEPLOY,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    WORKLOADS,
-    DrainCluster,
-    Obj,
-    TemplateRestartBlocker,
-    annotations_of,
-    drain_cluster,
-    is_ready,
-    template_restarted_at,
-    watch_until,
-    web,
-)
+from .drain_cluster import DrainCluster, Obj, drain_cluster
+from .drain_workloads import TemplateRestartBlocker, template_restarted_at, web
+from .installed import BOUND, CONTROLLER_USER, DEPLOY, NAMESPACE, SERVICE_ACCOUNT, WORKLOADS
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,8 @@ from kubesim.drain import CLIENTS, DrainClient
 from kubesim.scenario_runner import DRAIN_IDENTITIES
 from kubesim.sim import KubeSim
 
-from .drain_cluster import BOUND, drain_cluster
+from .drain_cluster import drain_cluster
+from .installed import BOUND
 
 pytestmark = pytest.mark.e2e
 

@@ -16,17 +16,11 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import STRATEGIC_MERGE_PATCH
 from kubesim.cluster.behaviour import NEVER_READY
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of
 
-from .drain_cluster import (
-    BOUND,
-    NAMESPACE,
-    TemplateRestartBlocker,
-    annotations_of,
-    drain_cluster,
-    pod_on,
-    statefulset,
-    template_restarted_at,
-)
+from .drain_cluster import drain_cluster
+from .drain_workloads import TemplateRestartBlocker, pod_on, statefulset, template_restarted_at
+from .installed import BOUND, NAMESPACE
 
 pytestmark = pytest.mark.e2e
 

@@ -27,22 +27,13 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient, resource_path
 from kubesim.drain import KubectlDrain
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of, is_ready, watch_until
 
-from .drain_cluster import (
-    BOUND,
-    CONTROLLER_USER,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    DrainCluster,
-    Replica,
-    annotations_of,
-    drain_cluster,
-    forbidden,
-    is_ready,
-    pod_on,
-    watch_until,
-)
+from .drain_cluster import DrainCluster, drain_cluster, forbidden
+from .drain_workloads import pod_on
+from .installed import BOUND, CONTROLLER_USER, NAMESPACE, SERVICE_ACCOUNT
 from .rbac_usage import describe, granted_to, used_by
+from .replica import Replica
 
 pytestmark = pytest.mark.e2e
 

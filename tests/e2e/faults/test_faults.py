@@ -31,17 +31,11 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
-from tests.e2e.controller.conftest import eviction_review
-from tests.e2e.controller.drain_cluster import (
-    CONTROLLER_USER,
-    NAMESPACE,
-    WEBHOOK_CONFIGURATION,
-    DrainCluster,
-    Replica,
-    drain_cluster,
-    quick_backoff,
-    template_restarted_at,
-)
+from tests.e2e.controller.conftest import eviction_review, quick_backoff
+from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
+from tests.e2e.controller.drain_workloads import template_restarted_at
+from tests.e2e.controller.installed import CONTROLLER_USER, NAMESPACE, WEBHOOK_CONFIGURATION
+from tests.e2e.controller.replica import Replica
 from tests.e2e.controller.test_webhook_connections import HEADERS_NEVER_END, trickle
 from tests.e2e.faults.suite import ROWS, Context, Fault, FaultRow, evict, readyz, run_fault
 from tests.unit.deploy.rendered import SELF_SIGNED, objects, one

@@ -20,14 +20,13 @@ from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from tests.e2e.controller.drain_cluster import KubectlRun
+from tests.e2e.watching import annotations_of, is_ready
 
 from .harness import (
     BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
     admin_client,
-    annotations_of,
-    is_ready,
     kubectl,
     kubectl_json,
     pinned_kubectl,

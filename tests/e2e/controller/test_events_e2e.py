@@ -21,7 +21,7 @@ from graceful_drain.kube.events import NORMAL, EventRecorder, InvolvedObject
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim
 
-from .conftest import NAME, NS, deployment_manifest, events_about, kubectl
+from .deployments import NAME, NS, deployment_manifest, events_about, kubectl
 
 pytestmark = pytest.mark.e2e
 

@@ -34,8 +34,8 @@ from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 from kubesim.sim import KubeSim
 
-from .conftest import (
-    DEADLINE,
+from .conftest import DEADLINE
+from .deployments import (
     NAME,
     NS,
     WatchedDeployments,
