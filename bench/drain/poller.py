@@ -15,7 +15,7 @@ import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.client import STRATEGIC_MERGE_PATCH, KubeClient, resource_path
 from kubesim.drain.autoscaler_rules import TO_BE_DELETED_TAINT
 from kubesim.drain.karpenter_rules import DISRUPTED_TAINT

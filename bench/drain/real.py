@@ -68,7 +68,7 @@ def decisions_total(metrics: str) -> float:
 
 async def dry_run_eviction(api: KubeClient, pod: Obj) -> None:
     """An eviction of `pod` the API server only admits (graceful-drain allows every dry run:
-    its decision row 1)."""
+    `Reason.DRY_RUN`)."""
     meta = pod["metadata"]
     body = {
         "apiVersion": "policy/v1",

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from bench.procs import rss_bytes, run_child
-from graceful_drain.kube.cache import ClusterCache
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.kube.client import create_client
 from graceful_drain.logs import configure_logging
 

@@ -6,9 +6,9 @@ held at once would dwarf the cache being measured). `request_mix(spec, plans)` p
 row, a handful of pods and builds the AdmissionReview the API server would send for evicting
 them, with the answer the webhook must give.
 
-Rows 3 and 4 need a live GET (the pod is not in the cache), whose cost is the API server's:
-they are left out of the mix. Row 16 stamps the Deployment through a patcher that returns at
-once (see servers.py).
+POD_GONE and CACHE_COLD need a live GET (the pod is not in the cache), whose cost is the API
+server's: they are left out of the mix. ROLLOUT_REQUESTED stamps the Deployment through a
+patcher that returns at once (see servers.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from bench import objects
 from bench.objects import JsonObject
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 
 ENABLED_ANNOTATION = "graceful-drain.stonal.com/enabled"
 ROLLOUT_TIMEOUT = timedelta(minutes=10)
@@ -38,7 +38,7 @@ class Variant(StrEnum):
     RECREATE = "recreate"  # 11
     NOT_ENABLED = "not-enabled"  # 9: lacks the enabled annotation
     DELETING = "deleting"  # 8
-    MULTI = "multi"  # 10: several replicas (a PDB's business); some pods terminating (row 5)
+    MULTI = "multi"  # 10: several replicas (a PDB's business); some pods terminating
 
 
 SINGLE_REPLICA_VARIANTS = tuple(v for v in Variant if v is not Variant.MULTI)
@@ -196,10 +196,10 @@ class Shape(StrEnum):
     """How a request differs from a plain eviction of the target pod."""
 
     PLAIN = "plain"
-    DRY_RUN = "dry-run"  # row 1
-    NOT_EVICTION = "not-eviction"  # row 2: a DELETE of the pod, sent to the same path
-    UID_MISMATCH = "uid-mismatch"  # row 6
-    MALFORMED = "malformed"  # row 17: not an AdmissionReview v1
+    DRY_RUN = "dry-run"
+    NOT_EVICTION = "not-eviction"  # a DELETE of the pod, sent to the same path
+    UID_MISMATCH = "uid-mismatch"
+    MALFORMED = "malformed"  # not an AdmissionReview v1
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
   JSON logging (at info, one line per admission, written to /dev/null) as the controller
   process, deciding against a `ClusterCache` filled through its informers' list path
   (transform + store + indexes) from objects generated in memory instead of an API server.
-  Row 16's restarted-at PATCH goes to a patcher that returns at once.
+  ROLLOUT_REQUESTED's restarted-at PATCH goes to a patcher that returns at once.
 - `reference`: a trivial aiohttp handler on the same TLS settings that reads the body and
   returns a canned AdmissionResponse: the cost of the stack itself.
 
@@ -42,14 +42,14 @@ from graceful_drain.controller.app import HttpSite
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
-from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import RawWatchEvent
 from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging
 
 LIST_PAGE = 500
-# Nothing listens here: a pod missing from the cache fails its live GET at once (row 4), which
+# Nothing listens here: a pod missing from the cache fails its live GET at once (CACHE_COLD), which
 # the load generator then counts as a wrong answer.
 NO_API_SERVER = "https://127.0.0.1:9"
 
@@ -143,7 +143,7 @@ def _unreachable_config() -> KubeConfig:
 
 
 class InstantPatcher:
-    """Row 16's PATCH, answered at once: the API server's cost is not the webhook's."""
+    """ROLLOUT_REQUESTED's PATCH, answered at once: the API server's cost is not the webhook's."""
 
     async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
         return None

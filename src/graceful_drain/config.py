@@ -21,7 +21,7 @@ from typing import Literal
 
 from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig
 from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
-from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
+from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 ENV_PREFIX = "GRACEFUL_DRAIN_"
 EXIT_CONFIG_ERROR = 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graceful_drain.controller.decide import ROW_OF_REASON, Reason
-from graceful_drain.kube.events import WARNING_EVENT_REASON
+from graceful_drain.controller.events import WARNING_EVENT_REASON
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
@@ -46,3 +46,14 @@ def test_the_code_cites_docs_decisions() -> None:
     for name in ("decide.py", "rollout.py", "reconciler.py"):
         assert "docs/decisions.md" in (source / name).read_text(), name
     assert "docs/decisions.md" in (REPO / "README.md").read_text()
+
+
+def test_the_product_cites_decisions_by_reason_not_by_row_number() -> None:
+    """Rows get renumbered; `Reason.<NAME>` is anchored in docs/decisions.md and stays."""
+    citing = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "src" / "graceful_drain").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\brows? \d", line, re.IGNORECASE)
+    ]
+    assert citing == []

@@ -8,12 +8,12 @@ server expects back: the request uid echoed, `allowed`, and for a denial
 the API server checks apiVersion, kind and uid in
 apiserver/pkg/admission/plugin/webhook/request/admissionreview.go VerifyAdmissionResponse).
 
-The handler always answers HTTP 200 with a valid AdmissionReview, even for garbage: a 4xx/5xx
-makes the API server fall back to failurePolicy, and an AdmissionReview lets us say why. A
-malformed review is allowed (row 17) with a warning. When the request carries no usable uid
-(absent, not a string, empty or longer than 256 characters) the response uid is "": no
-response can match it, and the API server — which always sends a UUID, so this only happens
-with other clients — then applies failurePolicy: Ignore, i.e. admits, which is also our answer.
+The handler always answers HTTP 200 with a valid AdmissionReview, even for garbage: a 4xx/5xx makes
+the API server fall back to failurePolicy, and an AdmissionReview lets us say why. A malformed
+review is allowed (`Reason.MALFORMED_REVIEW`) with a warning. When the request carries no usable uid
+(absent, not a string, empty or longer than 256 characters) the response uid is "": no response can
+match it, and the API server — which always sends a UUID, so this only happens with other clients —
+then applies failurePolicy: Ignore, i.e. admits, which is also our answer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from graceful_drain.controller.decide import Decision, EvictionRequest, Reason, malformed_review
+from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -34,7 +35,7 @@ MAX_UID_CHARS = 256
 MAX_NAME_CHARS = 253  # DNS subdomain
 MAX_NAMESPACE_CHARS = 63  # DNS label
 MAX_USERNAME_CHARS = 256  # informational only: longer ones are truncated, not refused
-TOO_MANY_REQUESTS = 429
+
 _encoder = msgspec.json.Encoder()
 
 # Allowed outcomes worth showing to the client that asked for the eviction (kubectl prints
@@ -227,7 +228,7 @@ def review_response(uid: str, decision: Decision) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if not decision.allowed:
         response["status"] = {
-            "code": TOO_MANY_REQUESTS,
+            "code": HTTP_TOO_MANY_REQUESTS,
             "reason": "TooManyRequests",
             "message": decision.message,
         }

@@ -14,8 +14,9 @@ cache has synced and TLS is loaded, whenever a cache has not heard from the API 
 longer than its `stale_after` (a silent watch whose re-list failed too), and again from the
 moment shutdown begins.
 
-The webhook's hooks write the GracefulDrainStarted / GracefulDrainWaiting events and the
-Warnings of rows 9 and 11 (GracefulDrainCannotSurge, GracefulDrainCannotProtect,
+The webhook hands DrainEvents the GracefulDrainStarted / GracefulDrainWaiting events and the
+Warnings of `Reason.CANNOT_SURGE`, `Reason.CANNOT_PROTECT` and
+`Reason.ENABLED_ANNOTATION_INVALID` (GracefulDrainCannotSurge, GracefulDrainCannotProtect,
 GracefulDrainInvalidAnnotation); the reconciler writes GracefulDrainCompleted and
 GracefulDrainTimeout.
 """
@@ -31,7 +32,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 
 from aiohttp import web
 from lightkube import AsyncClient
@@ -40,23 +41,17 @@ from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite
+from graceful_drain.controller.events import DrainEvents
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
+from graceful_drain.controller.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
-from graceful_drain.controller.webhook import (
-    DEFAULT_HELD_INTERVAL_SECONDS,
-    DeploymentWarning,
-    EvictionHeld,
-    EvictionWebhook,
-    LightkubeDeploymentPatcher,
-    RolloutRequested,
-    WebhookHooks,
-)
+from graceful_drain.controller.view import ClusterCache
+from graceful_drain.controller.webhook import EvictionWebhook
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.cache import ClusterCache
 from graceful_drain.kube.client import create_client, load_config
-from graceful_drain.kube.events import DrainEvents, EventRecorder
+from graceful_drain.kube.events import EventRecorder
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS
 from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.logs import configure_logging, get_logger
@@ -149,7 +144,6 @@ class ControllerApp:
         *,
         client: AsyncClient | None = None,
         tls: TLSComponent | None = None,
-        hooks: WebhookHooks | None = None,
         cache_backoff: Callable[[], Backoff] = Backoff,
         identity: str | None = None,
         watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
@@ -181,19 +175,13 @@ class ControllerApp:
             self.cache.staleness_status, self.cache.silent_watch_counts
         )
         self.recorder = EventRecorder(self.client, instance=self.identity)
-        self.events = DrainEvents(
-            self.recorder,
-            uid_of=self._deployment_uid,
-            # The webhook already calls on_held at most once per interval per Deployment;
-            # a slightly shorter limit here never drops one it lets through.
-            held_interval=DEFAULT_HELD_INTERVAL_SECONDS * 0.9,
-        )
+        self.events = DrainEvents(self.recorder, uid_of=self._deployment_uid)
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),
             config=config.decision_config(),
             metrics=self.metrics,
-            hooks=event_hooks(self.events, hooks),
+            events=self.events,
         )
         self.reconciler = Reconciler(
             self.cache.deployments,
@@ -359,43 +347,6 @@ def in_cluster_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
         return path.read_text().strip() or DEFAULT_CONTROLLER_NAMESPACE
     except OSError:
         return DEFAULT_CONTROLLER_NAMESPACE
-
-
-E = TypeVar("E")
-
-
-def _both(first: Callable[[E], None] | None, second: Callable[[E], None]) -> Callable[[E], None]:
-    if first is None:
-        return second
-
-    def call_both(event: E) -> None:
-        try:
-            first(event)
-        finally:
-            second(event)
-
-    return call_both
-
-
-def event_hooks(events: DrainEvents, hooks: WebhookHooks | None = None) -> WebhookHooks:
-    """The webhook's hooks writing the drain events (after any hooks already given)."""
-    given = hooks or WebhookHooks()
-
-    def started(event: RolloutRequested) -> None:
-        events.started(event.deployment, pod=event.pod, node=event.node,
-                       restarted_at=event.restarted_at)  # fmt: skip
-
-    def held(event: EvictionHeld) -> None:
-        events.held(event.deployment, pod=event.pod, node=event.node, waited=event.waited)
-
-    def warning(event: DeploymentWarning) -> None:
-        events.warning(event.deployment, reason=event.reason, message=event.message)
-
-    return WebhookHooks(
-        on_rollout_requested=_both(given.on_rollout_requested, started),
-        on_held=_both(given.on_held, held),
-        on_warning=_both(given.on_warning, warning),
-    )
 
 
 async def serve(config: ControllerConfig) -> int:

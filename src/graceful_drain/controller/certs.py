@@ -21,7 +21,8 @@ within seconds by every replica, not at the next renewal timer.
 
 Cold start: the serving pair mounted from the Secret (an optional volume, `mount_dir`) is
 loaded before anything else, so the webhook serves TLS even when the API server does not
-answer yet (and the webhook's own row 4 then answers 429, not the API server's "ignore").
+answer yet (and the webhook's own `Reason.CACHE_COLD` then answers 429, not the API server's
+"ignore").
 
 The caBundle: the ValidatingWebhookConfiguration is watched (by name) and each of its
 webhooks must trust the CAs of the Secret plus the CA this replica serves from. A JSON patch
@@ -46,7 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,9 @@ from graceful_drain.controller.tls import certificate_not_after, server_context
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, error_detail, http_status
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS, Informer, LightkubeListWatch
+from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_NOT_FOUND, utc_now
 from graceful_drain.logs import get_logger
 
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 MAX_SECRET_ROUNDS = 5  # create/update races lost in a row before giving up for this round
 RETRY_BASE_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
@@ -93,10 +93,6 @@ RETIRE_AFTER_SECONDS = 60.0
 MANAGED_BY = {"app.kubernetes.io/managed-by": "graceful-drain"}
 
 _log = get_logger("self-signed-tls")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)

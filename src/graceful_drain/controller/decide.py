@@ -1,34 +1,10 @@
-"""The webhook's decision table (docs/decisions.md, rows 1-17), as pure code.
+"""The webhook's decision table (docs/decisions.md), as pure code: each outcome a `Reason`,
+anchored in the table under its value.
 
-No I/O happens here. The caller (the webhook handler) does the lookups, hands in their
-results, and carries out what the `Decision` asks for:
-
-    decision = precheck(request)                        # rows 1-2, before any lookup
-    if decision is None:
-        pod = PodOutOfScope() when not config.in_scope(request.namespace) (row 3b: no lookup)
-              | PodFound(cache hit) | live GET: PodFound(PodInfo.from_object(body)),
-              PodGone() on 404, PodUnavailable(str(error)) on any other failure
-        decision = decide_eviction(request, pod, <replicaset cache get>,
-                                   <deployment cache get>, config, now)
-                   (resolve_owner, then decide: the one path the webhook and `plan` share)
-        attempt = 1
-        while decision.stamp is not None:                                   # row 16
-            PATCH the Deployment with decision.stamp.patch (application/json-patch+json)
-            success: break                                  # answer decision: the 429
-            follow_up = after_stamp_failure(decision, status=<HTTP status or None>,
-                                            attempt=attempt, detail=<error text>)
-            if isinstance(follow_up, Decision): decision = follow_up; break   # allow
-            # FollowUp.REREAD_AND_DECIDE (409): live GET of the Deployment, then once more
-            owner = DeploymentFound(DeploymentInfo.from_object(body)) | NoDeployment on 404
-                    | OwnerUnresolved on any other failure
-            if OwnerUnresolved: decision = reread_failed(decision, owner.detail); break  # 429
-            attempt += 1
-            decision = decide(request, pod, owner, config, <fresh now>)
-    if anything above raised: decision = unexpected_error(request, error)     # row 17
-
-Then log/count decision.reason, emit a Warning event when decision.warning_event (its
-reason names which one), a GracefulDrainStarted event after a successful stamp, and answer
-with admission.encode_review_response(request.uid, decision).
+No I/O happens here. The caller does the lookups, hands in their results, and carries out
+what the `Decision` asks for; the one caller loop is `EvictionWebhook._decide`
+(controller/webhook.py), and `graceful-drain plan` and `status` call `decide_eviction` with
+lookups over what they listed.
 """
 
 from __future__ import annotations
@@ -52,7 +28,8 @@ from graceful_drain.controller.model import (
     ReplicaSetInfo,
 )
 from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
-from graceful_drain.controller.timefmt import as_utc, format_go_duration, format_rfc3339_micro
+from graceful_drain.kube.meta import HTTP_CONFLICT, json_pointer_token
+from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_micro
 
 DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
 MAX_DECIDE_ATTEMPTS = 2  # the first decision, plus one more after a 409 on the stamp
@@ -96,14 +73,14 @@ class Reason(StrEnum):
         return ROW_OF_REASON[self]
 
 
-# Every reason belongs to exactly one row of docs/decisions.md (row 3b counts as 3).
+# Every reason belongs to exactly one row of docs/decisions.md (3b counts as 3).
 ROW_OF_REASON: Mapping[Reason, int] = MappingProxyType(
     {
         Reason.DRY_RUN: 1,
         Reason.NOT_EVICTION: 2,
         Reason.INVALID_NAME: 2,
         Reason.POD_GONE: 3,
-        Reason.NAMESPACE_OUT_OF_SCOPE: 3,  # row 3b
+        Reason.NAMESPACE_OUT_OF_SCOPE: 3,  # 3b
         Reason.CACHE_COLD: 4,
         Reason.POD_TERMINATING: 5,
         Reason.UID_MISMATCH: 6,
@@ -213,7 +190,7 @@ class PodUnavailable:
 
 @dataclass(frozen=True, slots=True)
 class PodOutOfScope:
-    """The pod's namespace is outside the controller's scope: not looked up (row 3b)."""
+    """The pod's namespace is outside the controller's scope: not looked up."""
 
 
 PodLookup = PodFound | PodGone | PodOutOfScope | PodUnavailable
@@ -285,7 +262,8 @@ def decide_eviction(
 
 @dataclass(frozen=True, slots=True)
 class StampIntent:
-    """Row 16: the caller must apply `patch` (JSON patch) to the Deployment, then answer 429."""
+    """`Reason.ROLLOUT_REQUESTED`: the caller must apply `patch` (JSON patch) to the Deployment,
+    then answer 429."""
 
     deployment: DeploymentInfo
     stamped_at: datetime
@@ -306,11 +284,11 @@ class Decision:
     message: str  # human readable; the 429 message kubectl drain prints
     deployment: ObjectRef | None = None
     waited: timedelta | None = None  # since restarted-at, when the Deployment carries it
-    stamp: StampIntent | None = None  # row 16 only
+    stamp: StampIntent | None = None  # Reason.ROLLOUT_REQUESTED only
 
     @property
     def warning_event(self) -> bool:
-        """Emit a Warning event on the Deployment (rows 9 and 11; the reason says which)."""
+        """Emit a Warning event on the Deployment (WARNING_REASONS; the reason says which)."""
         return self.reason in WARNING_REASONS
 
     @property
@@ -370,7 +348,8 @@ def _cannot_protect_why(deployment: DeploymentInfo) -> str | None:
 
 
 def precheck(request: EvictionRequest) -> Decision | None:
-    """Rows 1-2, which need no lookup. None: go on with the lookups and `decide`."""
+    """`Reason.DRY_RUN`, `NOT_EVICTION`, `INVALID_NAME`: what needs no lookup. None: go on with
+    the lookups and `decide`."""
     if request.is_dry_run:  # 1
         return _allow(Reason.DRY_RUN, "dry-run request, allowed without side effects")
     if not request.is_pod_eviction_create:  # 2
@@ -396,11 +375,9 @@ def decide(
     config: DecisionConfig,
     now: datetime,
 ) -> Decision:
-    """The first matching row of the table. Never raises: an error is row 17 (allow)."""
-    try:
-        return _first_matching_row(request, pod, owner, config, as_utc(now))
-    except Exception as error:  # row 17 must catch everything a bug could throw
-        return unexpected_error(request, error)
+    """The first matching row of the table. A bug raises: the webhook's one catch-all answers
+    it `Reason.ERROR` (allow), and `plan` reports it as the error it is."""
+    return _first_matching_row(request, pod, owner, config, as_utc(now))
 
 
 def _first_matching_row(
@@ -457,7 +434,8 @@ def _first_matching_row(
     restarted_at = None if deployment.drain_finished else deployment.restarted_at
     waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
     known = {"deployment": ref, "waited": waited}
-    # Our rollout keeps holding whatever rows 9-11 say, unless it never started and cannot.
+    # Our rollout keeps holding whatever opting out, replicas or strategy say, unless it never
+    # started and cannot.
     ours_under_way = restarted_at is not None and (
         deployment.rollout_started or not deployment.paused
     )
@@ -550,12 +528,7 @@ def _first_matching_row(
     )
 
 
-# --- row 16: the stamp and its one retry ------------------------------------------------------
-
-
-def _pointer_token(key: str) -> str:
-    """RFC 6901 escaping of one JSON pointer token."""
-    return key.replace("~", "~0").replace("/", "~1")
+# --- ROLLOUT_REQUESTED: the stamp and its one retry -------------------------------------------
 
 
 def stamp_value(deployment: DeploymentInfo, now: datetime) -> str:
@@ -593,7 +566,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
         ops.append(
             {
                 "op": "add",
-                "path": "/metadata/annotations/" + _pointer_token(RESTARTED_AT_ANNOTATION),
+                "path": "/metadata/annotations/" + json_pointer_token(RESTARTED_AT_ANNOTATION),
                 "value": value,
             }
         )
@@ -609,7 +582,7 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
         ops.append(
             {
                 "op": "remove",
-                "path": "/metadata/annotations/" + _pointer_token(COMPLETED_AT_ANNOTATION),
+                "path": "/metadata/annotations/" + json_pointer_token(COMPLETED_AT_ANNOTATION),
             }
         )
     return ops
@@ -617,9 +590,6 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
 
 class FollowUp(Enum):
     REREAD_AND_DECIDE = "reread-and-decide"  # GET the Deployment live, call decide() again
-
-
-HTTP_CONFLICT = 409
 
 
 def after_stamp_failure(
@@ -649,9 +619,9 @@ def after_stamp_failure(
 
 
 def reread_failed(decision: Decision, detail: str) -> Decision:
-    """Row 16: the stamp met a 409 and the Deployment could not be read again. Someone is
-    changing it right now (most likely another replica stamping it): 429, the client retries
-    in seconds, rather than letting the pod go without a replacement."""
+    """`Reason.REREAD_FAILED`: the stamp met a 409 and the Deployment could not be read again.
+    Someone is changing it right now (most likely another replica stamping it): 429, the client
+    retries in seconds, rather than letting the pod go without a replacement."""
     target = (
         "its Deployment" if decision.deployment is None else f"Deployment {decision.deployment}"
     )
@@ -664,11 +634,11 @@ def reread_failed(decision: Decision, detail: str) -> Decision:
     )
 
 
-# --- row 17 -----------------------------------------------------------------------------------
+# --- ERROR, MALFORMED_REVIEW ------------------------------------------------------------------
 
 
 def unexpected_error(request: EvictionRequest | None, error: BaseException | str) -> Decision:
-    """Row 17: allow; the caller logs it and counts it."""
+    """`Reason.ERROR`: allow; the caller logs it and counts it."""
     what = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     target = "" if request is None else f" for pod {request.pod_ref}"
     return _allow(
@@ -677,7 +647,7 @@ def unexpected_error(request: EvictionRequest | None, error: BaseException | str
 
 
 def malformed_review(problem: str) -> Decision:
-    """Row 17 for a request body that is not a usable AdmissionReview: allow."""
+    """`Reason.MALFORMED_REVIEW`: the body is not a usable AdmissionReview: allow."""
     return _allow(
         Reason.MALFORMED_REVIEW, f"malformed AdmissionReview ({_detail(problem)}); allowed"
     )

@@ -22,8 +22,8 @@ from graceful_drain.controller.intstr import (
     resolve_max_surge,
     resolve_max_unavailable,
 )
-from graceful_drain.controller.rawjson import FieldReader, JsonObject
-from graceful_drain.controller.timefmt import parse_rfc3339
+from graceful_drain.kube.rawjson import FieldReader, JsonObject
+from graceful_drain.kube.timefmt import parse_rfc3339
 
 RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
 # Set by the reconciler when the rollout restarted-at asked for has completed; both are removed
@@ -205,7 +205,8 @@ def _strategy(
 
 
 class Enablement(StrEnum):
-    """What a Deployment's enabled annotation says (docs/decisions.md, row 9)."""
+    """What a Deployment's enabled annotation says (docs/decisions.md: `Reason.OPTED_OUT`,
+    `Reason.NOT_ENABLED`, `Reason.ENABLED_ANNOTATION_INVALID`)."""
 
     ABSENT = "absent"
     ON = "true"

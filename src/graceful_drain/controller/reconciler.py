@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.controller.events import DrainEvents
 from graceful_drain.controller.model import DeploymentInfo
+from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.controller.rollout import (
     Abandoned,
     Completed,
@@ -45,17 +47,14 @@ from graceful_drain.controller.rollout import (
     next_step,
     removal_patch,
 )
-from graceful_drain.controller.timefmt import format_rfc3339_micro
-from graceful_drain.controller.webhook import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
-from graceful_drain.kube.events import DrainEvents
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
+from graceful_drain.kube.timefmt import format_rfc3339_micro
 from graceful_drain.kube.workqueue import WorkQueue
 from graceful_drain.logs import get_logger
 
 Key = tuple[str, str]  # (namespace, name)
 
-HTTP_NOT_FOUND = 404
-HTTP_UNPROCESSABLE = 422  # a JSON patch `test` failed: the Deployment no longer matches our view
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 60.0
 MIN_TIMER_SECONDS = 0.01
@@ -109,10 +108,6 @@ class NoMetrics:
 
     def record_reconcile_error(self) -> None:
         pass
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 # --- the reconciler ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from graceful_drain.controller.model import (
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
+from graceful_drain.kube.meta import json_pointer_token
 
 JsonPatch = list[dict[str, Any]]
 
@@ -77,7 +78,8 @@ class Retire:
 class Abandoned:
     """restarted-at was never copied and the Deployment is paused: a paused Deployment does not
     roll out, and copying the restart into its template would start one whenever it is resumed,
-    long after the drain. Remove the stamp instead (the webhook then allows, row 11)."""
+    long after the drain. Remove the stamp instead (the webhook then allows,
+    `Reason.CANNOT_SURGE`)."""
 
     value: str
 
@@ -94,7 +96,7 @@ class TimedOut:
 @dataclass(frozen=True, slots=True)
 class Expired:
     """The rollout we started is past rolloutTimeout and still incomplete: report it once and
-    keep restarted-at, so the webhook's escape hatch (decide.py row 14) keeps allowing
+    keep restarted-at, so the webhook's escape hatch (`Reason.ROLLOUT_TIMEOUT`) keeps allowing
     evictions. Removing it would let the next eviction retry stamp a new rollout and hold the
     drain for another rolloutTimeout, forever for a replacement that never becomes Ready. It is
     removed when the rollout completes (a fixed image), as any completed rollout."""
@@ -155,8 +157,9 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
         return Abandoned(value)
 
     waited = max(now - restarted_at, timedelta(0))
-    # As the webhook's escape hatch (decide.py row 14): a stamp further ahead than the timeout
-    # is not clock skew between replicas, and honouring it would hold evictions indefinitely.
+    # As the webhook's escape hatch (`Reason.ROLLOUT_TIMEOUT`): a stamp further ahead than the
+    # timeout is not clock skew between replicas, and honouring it would hold evictions
+    # indefinitely.
     from_the_future = restarted_at - now > timeout
     if copied and waited >= timeout and not from_the_future:
         return Expired(value, waited)
@@ -170,16 +173,11 @@ def next_step(deployment: DeploymentInfo, now: datetime, timeout: timedelta) -> 
     return WaitForRollout(value, deadline)
 
 
-def _token(key: str) -> str:
-    """RFC 6901 escaping of one JSON pointer token."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-RESTARTED_AT_PATH = "/metadata/annotations/" + _token(RESTARTED_AT_ANNOTATION)
-COMPLETED_AT_PATH = "/metadata/annotations/" + _token(COMPLETED_AT_ANNOTATION)
+RESTARTED_AT_PATH = "/metadata/annotations/" + json_pointer_token(RESTARTED_AT_ANNOTATION)
+COMPLETED_AT_PATH = "/metadata/annotations/" + json_pointer_token(COMPLETED_AT_ANNOTATION)
 TEMPLATE_ANNOTATIONS_PATH = "/spec/template/metadata/annotations"
 TEMPLATE_RESTARTED_AT_PATH = (
-    TEMPLATE_ANNOTATIONS_PATH + "/" + _token(TEMPLATE_RESTARTED_AT_ANNOTATION)
+    TEMPLATE_ANNOTATIONS_PATH + "/" + json_pointer_token(TEMPLATE_RESTARTED_AT_ANNOTATION)
 )
 
 

@@ -1,21 +1,19 @@
 """The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
 
-`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck,
-cache lookups (with a live GET for a pod the cache lacks), decide, and for row 16 the one side
-effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
-any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200:
-a 5xx would make the API server apply failurePolicy and tell the client nothing, so even a bug
-is answered "allow" (row 17), logged and counted.
+`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck, cache
+lookups (with a live GET for a pod the cache lacks), decide, and for `Reason.ROLLOUT_REQUESTED` the
+one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
+any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
+would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
+"allow" (`Reason.ERROR`), logged and counted.
 
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
 
-Side-channel hooks (for the event writer; each must only enqueue, never block):
-- `on_rollout_requested` after a successful stamp (GracefulDrainStarted),
-- `on_held` while a requested rollout holds evictions (row 15), at most once per Deployment
-  per `held_interval` seconds,
-- `on_warning` for the Warning events of rows 9 and 11, rate-limited the same way per
-  Deployment and reason.
+Events are handed to `events` (controller/events.py's DrainEvents) and forgotten: a
+`RolloutRequested` after a successful stamp, an `EvictionHeld` for every answer
+`Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one.
+Rate limits and series are the event side's business, not the webhook's.
 """
 
 from __future__ import annotations
@@ -24,13 +22,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from aiohttp import web
-from lightkube import AsyncClient
-from lightkube.resources.apps_v1 import Deployment
-from lightkube.types import PatchType
 
 from graceful_drain.controller.admission import (
     MAX_REVIEW_BYTES,
@@ -58,30 +53,33 @@ from graceful_drain.controller.decide import (
     reread_failed,
     unexpected_error,
 )
+from graceful_drain.controller.events import (
+    DeploymentWarning,
+    DrainEvent,
+    EvictionHeld,
+    RolloutRequested,
+)
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
-from graceful_drain.kube.ratelimit import RateLimiter
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
 DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
-DEFAULT_HELD_INTERVAL_SECONDS = 30.0
 
 _log = get_logger("webhook")
 _admission_line = EventLine("webhook")
 
-# The answer when even building an answer failed: allow, without a uid the API server would
-# match (it then applies failurePolicy: Ignore, i.e. admits too).
-_LAST_RESORT = encode_review_response("", malformed_review("internal error"))
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
-# sets one or raises (answered as row 17).
+# sets one or raises (answered `Reason.ERROR`).
 _NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
-    """What the webhook reads: the informer cache plus its live fallbacks (kube/cache.py)."""
+    """What the webhook reads: the informer cache plus its live fallbacks (controller/view.py)."""
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
@@ -92,56 +90,11 @@ class ClusterView(Protocol):
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
 
-class DeploymentPatcher(Protocol):
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        """Apply a JSON patch; raise (lightkube ApiError, httpx error...) when it fails."""
+class EventSink(Protocol):
+    """Where the webhook hands its events (controller/events.py's DrainEvents): it must only
+    enqueue, never block; whatever it returns or raises does not change the answer."""
 
-
-class LightkubeDeploymentPatcher:
-    def __init__(self, client: AsyncClient) -> None:
-        self._client = client
-
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        await self._client.patch(
-            Deployment, name, patch, namespace=namespace, patch_type=PatchType.JSON
-        )
-
-
-# --- hooks ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RolloutRequested:
-    deployment: ObjectRef
-    pod: ObjectRef
-    node: str
-    restarted_at: str  # the annotation value just stamped
-
-
-@dataclass(frozen=True, slots=True)
-class EvictionHeld:
-    deployment: ObjectRef
-    pod: ObjectRef
-    node: str
-    waited: timedelta | None
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeploymentWarning:
-    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
-
-    deployment: ObjectRef
-    pod: ObjectRef
-    reason: Reason
-    message: str
-
-
-@dataclass
-class WebhookHooks:
-    on_rollout_requested: Callable[[RolloutRequested], None] | None = None
-    on_held: Callable[[EvictionHeld], None] | None = None
-    on_warning: Callable[[DeploymentWarning], None] | None = None
+    def emit(self, event: DrainEvent) -> object: ...
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -171,10 +124,6 @@ class _Deadline:
         return max(0.0, self._end - time.monotonic())
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class EvictionWebhook:
     def __init__(
         self,
@@ -183,22 +132,19 @@ class EvictionWebhook:
         *,
         config: DecisionConfig,
         metrics: Metrics | None = None,
-        hooks: WebhookHooks | None = None,
+        events: EventSink | None = None,
         clock: Callable[[], datetime] = utc_now,
         budget_seconds: float = DEFAULT_BUDGET_SECONDS,
         call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
-        held_interval_seconds: float = DEFAULT_HELD_INTERVAL_SECONDS,
     ) -> None:
         self.cluster = cluster
         self.patcher = patcher
         self.config = config
         self.metrics = metrics
-        self.hooks = hooks or WebhookHooks()
+        self.events = events
         self._clock = clock
         self._budget = budget_seconds
         self._call_timeout = call_timeout_seconds
-        self._held_limiter = RateLimiter(held_interval_seconds)
-        self._warning_limiter = RateLimiter(held_interval_seconds)
 
     # --- HTTP -----------------------------------------------------------------------------------
 
@@ -227,27 +173,29 @@ class EvictionWebhook:
 
     async def review(self, body: bytes) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
+        outcome = Outcome(_NOT_DECIDED)
         try:
             parsed = parse_review_fast(body)
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
-            outcome = Outcome(_NOT_DECIDED, request=parsed)
-            try:
-                await self._decide(parsed, outcome)
-            except Exception as error:  # row 17
-                outcome.decision = unexpected_error(parsed, error)
-                outcome.error = error
-            return encode_review_response(parsed.uid, outcome.decision), outcome
-        except Exception as error:
-            return _LAST_RESORT, Outcome(unexpected_error(None, error), error=error)
+            outcome.request = parsed
+            await self._decide(parsed, outcome)
+        except Exception as error:  # the one catch-all: any bug allows (`Reason.ERROR`)
+            outcome.decision = unexpected_error(outcome.request, error)
+            outcome.error = error
+        # Without a request, no uid: the API server matches none and applies failurePolicy
+        # (Ignore: it admits too).
+        uid = "" if outcome.request is None else outcome.request.uid
+        return encode_review_response(uid, outcome.decision), outcome
 
     async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
-        early = precheck(request)  # rows 1-2: no lookups, no side effects
+        early = precheck(request)  # no lookups, no side effects
         if early is not None:
             outcome.decision = early
             return
         deadline = _Deadline(self._budget, self._call_timeout)
-        pod_lookup: PodLookup = PodOutOfScope()  # row 3b: never read, it may well be forbidden
+        # NAMESPACE_OUT_OF_SCOPE: the pod is never read, that may well be forbidden
+        pod_lookup: PodLookup = PodOutOfScope()
         if self.config.in_scope(request.namespace):
             pod_lookup = await self.cluster.lookup_pod(
                 request.namespace, request.name, budget=deadline.call_timeout()
@@ -259,7 +207,7 @@ class EvictionWebhook:
             self._clock(),
         )  # fmt: skip
         outcome.attempts = 1
-        while decision.stamp is not None:  # row 16
+        while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
             stamp = decision.stamp
             try:
                 # The whole remaining budget, not the per-call cap: a slow stamp that lands
@@ -300,9 +248,8 @@ class EvictionWebhook:
     def _rollout_requested(self, deployment: ObjectRef, pod: PodInfo | None, value: str) -> None:
         if self.metrics is not None:
             self.metrics.rollouts_started.inc()
-        hook = self.hooks.on_rollout_requested
-        if hook is not None and pod is not None:
-            self._call_hook(hook, RolloutRequested(deployment, pod.ref, pod.node_name, value))
+        if pod is not None:
+            self._emit(RolloutRequested(deployment, pod.ref, pod.node_name, value))
 
     def _observe(self, outcome: Outcome, seconds: float) -> None:
         decision, request, pod = outcome.decision, outcome.request, outcome.pod
@@ -312,32 +259,27 @@ class EvictionWebhook:
             self._log(outcome, seconds)
             if pod is None or decision.deployment is None:
                 return
-            on_held, on_warning = self.hooks.on_held, self.hooks.on_warning
-            held = decision.reason is Reason.ROLLOUT_IN_PROGRESS
-            if held and on_held is not None and self._held_limiter.allow(decision.deployment):
-                event = EvictionHeld(
-                    decision.deployment, pod.ref, pod.node_name, decision.waited, decision.message
+            if decision.reason is Reason.ROLLOUT_IN_PROGRESS:
+                self._emit(
+                    EvictionHeld(decision.deployment, pod.ref, pod.node_name, decision.waited)
                 )
-                self._call_hook(on_held, event)
-            if (
-                decision.warning_event
-                and on_warning is not None
-                and self._warning_limiter.allow((decision.deployment, decision.reason))
-            ):
-                warning = DeploymentWarning(
-                    decision.deployment, pod.ref, decision.reason, decision.message
+            if decision.warning_event:
+                self._emit(
+                    DeploymentWarning(
+                        decision.deployment, pod.ref, decision.reason, decision.message
+                    )
                 )
-                self._call_hook(on_warning, warning)
         except Exception as error:  # observing must never change the answer
             _log.error("observing the decision failed", error=error_detail(error),
                        uid=None if request is None else request.uid)  # fmt: skip
 
-    @staticmethod
-    def _call_hook(hook: Callable[[Any], None], event: object) -> None:
+    def _emit(self, event: DrainEvent) -> None:
+        if self.events is None:
+            return
         try:
-            hook(event)
+            self.events.emit(event)
         except Exception as error:
-            _log.error("webhook hook failed", hook=getattr(hook, "__name__", repr(hook)),
+            _log.error("handing over an event failed", kind=type(event).__name__,
                        error=error_detail(error))  # fmt: skip
 
     @staticmethod

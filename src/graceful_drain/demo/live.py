@@ -12,9 +12,10 @@ import asyncio
 from collections.abc import Callable
 from typing import TextIO
 
+from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
+
 from .timeline import (
     DRAIN_UNFINISHED,
-    HTTP_TOO_MANY_REQUESTS,
     Entry,
     RunRecord,
     format_entries,

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from graceful_drain.kube.meta import HTTP_CREATED
 from kubesim.client import ApiStatusError, KubeClient
 from kubesim.cluster.runtime import Informer
 
@@ -22,7 +23,6 @@ from .timeline import POD_DELETED, POD_TERMINATING, EvictionAttempt, ObservedEve
 Obj = dict[str, Any]
 Clock = Callable[[], float]
 EVICTION_SUFFIX = "/eviction"
-HTTP_CREATED = 201
 
 
 def status_message(error: ApiStatusError) -> str:

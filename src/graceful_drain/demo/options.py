@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from graceful_drain.config import ConfigError
-from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
+from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 CLIENTS = ("kubectl", "karpenter", "cluster-autoscaler")
 DEFAULT_READY_DELAY = timedelta(seconds=3)

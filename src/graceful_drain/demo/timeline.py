@@ -12,8 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-HTTP_NOT_FOUND: Final = 404
-HTTP_TOO_MANY_REQUESTS: Final = 429
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, HTTP_TOO_MANY_REQUESTS
 
 # Entry kinds, stable for tests and tools.
 DRAIN_STARTED: Final = "drain-started"

@@ -12,7 +12,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -21,7 +21,6 @@ from lightkube import AsyncClient
 from lightkube import ConfigError as KubeConfigError
 from lightkube.core.exceptions import ApiError
 
-from graceful_drain.controller.timefmt import parse_go_duration
 from graceful_drain.inspection import gather
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.inspection.render import plan_json, plan_table, status_json, status_table
@@ -38,9 +37,10 @@ from graceful_drain.kube.client import (
     http_status,
     load_config,
 )
+from graceful_drain.kube.meta import HTTP_FORBIDDEN, utc_now
+from graceful_drain.kube.timefmt import parse_go_duration
 
 EXIT_ERROR = 3
-HTTP_FORBIDDEN = 403
 PLAN_HELP = "predict what draining NODE would do to each of its pods, without draining it"
 STATUS_HELP = "show the Deployments graceful-drain holds, recent timeouts and its health"
 
@@ -138,7 +138,7 @@ async def _settings(api: RawApi, args: argparse.Namespace) -> ControllerSettings
 async def _plan(api: RawApi, args: argparse.Namespace) -> int:
     settings = await _settings(api, args)
     state = await gather.node_state(api, args.node, settings.webhook_configuration)
-    plan = plan_node(state, settings.decision, datetime.now(UTC))
+    plan = plan_node(state, settings.decision, utc_now())
     if args.json:
         print(plan_json(plan, settings.source))
     else:
@@ -156,7 +156,7 @@ async def _status(api: RawApi, args: argparse.Namespace) -> int:
         webhook_configuration=settings.webhook_configuration,
         webhook_address=args.webhook_address,
     )
-    status = build_status(state, settings.decision, datetime.now(UTC))
+    status = build_status(state, settings.decision, utc_now())
     if args.json:
         print(status_json(status, settings.source))
     else:

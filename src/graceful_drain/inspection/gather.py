@@ -8,6 +8,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
+from graceful_drain.controller.events import DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all
@@ -15,7 +16,6 @@ from graceful_drain.inspection.settings import DEFAULT_CONTROLLER_DEPLOYMENT
 from graceful_drain.inspection.status import LeaderState, StatusState
 from graceful_drain.inspection.webhook_health import eviction_webhook, webhook_health
 from graceful_drain.kube.client import JsonDict, RawApi
-from graceful_drain.kube.events import DRAIN_TIMEOUT
 
 
 class UnknownNode(LookupError):

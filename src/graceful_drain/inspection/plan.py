@@ -25,10 +25,10 @@ from graceful_drain.controller.decide import (
 )
 from graceful_drain.controller.intstr import ROLLING_UPDATE, scaled_value_from_int_or_percent
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
-from graceful_drain.controller.timefmt import parse_rfc3339
 from graceful_drain.inspection.budgets import check_budget
 from graceful_drain.inspection.kubectl_drain import controller_of, kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
+from graceful_drain.kube.timefmt import parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 PLAN_USERNAME = "graceful-drain plan"

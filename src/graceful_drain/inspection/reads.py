@@ -8,9 +8,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import NamespacedResource, Resource
 
 from graceful_drain.kube.client import RawApi, decode, http_status
+from graceful_drain.kube.meta import HTTP_NOT_FOUND
 
 JsonDict = dict[str, Any]
-HTTP_NOT_FOUND = 404
 PAGE_SIZE = 500
 ALL_NAMESPACES = "*"  # lightkube's spelling; None would mean the kubeconfig's namespace
 

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from graceful_drain.controller.decide import Decision
-from graceful_drain.controller.timefmt import format_go_duration, format_rfc3339
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
 from graceful_drain.inspection.status import HeldDeployment, Status
+from graceful_drain.kube.timefmt import format_go_duration, format_rfc3339
 
 SCHEMA_VERSION = 1
 

@@ -20,9 +20,9 @@ from graceful_drain.controller.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.timefmt import parse_rfc3339
 from graceful_drain.inspection.plan import eviction_request
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube.timefmt import parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 RECENT_TIMEOUTS = 20
@@ -64,7 +64,7 @@ class HeldDeployment:
     name: str
     restarted_at: str
     waited: timedelta
-    time_left: timedelta  # before the escape hatch (row 14) lets evictions through
+    time_left: timedelta  # before the escape hatch (Reason.ROLLOUT_TIMEOUT) lets them through
     replicas: int | None
     updated: int
     ready: int

@@ -1,57 +1,23 @@
-"""The controller's view of the cluster: informers over Pods, ReplicaSets and Deployments.
+"""A resource type's informers across the watched namespaces, read as one cache.
 
-Every object is kept as its slim view (controller/model.py). Pods are indexed by their owning
-ReplicaSet, ReplicaSets by their owning Deployment. With a namespaces filter there is one
-informer per namespace and resource; without, one cluster-wide informer per resource.
-
-A pod missing from the cache is read live (`lookup_pod`): the cache may simply be cold.
-A 404 then means the pod is gone (row 3), any other failure that it is unavailable (row 4).
-
-`list_watch` replaces where the informers read from (the API server through lightkube by
-default): the benchmarks fill a cache of 50,000 pods from memory through the same
-list/transform/index path.
+With a namespaces filter there is one informer per namespace; without, one cluster-wide
+informer. `ListWatchFactory` replaces where the informers read from (the API server through
+lightkube by default): the benchmarks fill a cache of 50,000 pods from memory through the
+same list/transform/index path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
-from lightkube import AsyncClient
 from lightkube.core.resource import Resource
-from lightkube.resources.apps_v1 import Deployment, ReplicaSet
-from lightkube.resources.core_v1 import Pod
 
-from graceful_drain.controller.decide import (
-    DeploymentFound,
-    NoDeployment,
-    OwnerLookup,
-    OwnerUnresolved,
-    PodFound,
-    PodGone,
-    PodLookup,
-    PodUnavailable,
-)
-from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.client import RawApi, error_detail, http_status
-from graceful_drain.kube.informer import (
-    DEFAULT_SILENCE_LIMIT_SECONDS,
-    Change,
-    Indexer,
-    Informer,
-    LightkubeListWatch,
-    ListWatch,
-)
+from graceful_drain.kube.informer import Change, Informer, ListWatch
 
 T = TypeVar("T")
-
-PODS_BY_REPLICASET = "replicaset"
-REPLICASETS_BY_DEPLOYMENT = "deployment"
-HTTP_NOT_FOUND = 404
-STALE_AFTER_FACTOR = 1.2
 
 
 class ResourceCache(Generic[T]):
@@ -118,172 +84,3 @@ class ResourceCache(Generic[T]):
 BackoffFactory = Callable[[], Backoff]
 # (resource type, namespace or None for all) -> the source of one informer
 ListWatchFactory = Callable[[type[Resource], str | None], ListWatch]
-
-
-class ClusterCache:
-    """Pods, ReplicaSets and Deployments; a component of the controller app (start/stop)."""
-
-    name = "cluster-cache"
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        *,
-        namespaces: Iterable[str] | None = None,
-        enabled_annotation: str | None = None,
-        backoff: BackoffFactory = Backoff,
-        page_size: int = 500,
-        list_watch: ListWatchFactory | None = None,
-        silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
-    ) -> None:
-        self.raw = RawApi(client)
-        # Past this, a cache no longer counts as fresh (/readyz): a silent watch was detected
-        # at silence_limit and the re-list that follows has not succeeded either.
-        self.stale_after = silence_limit * STALE_AFTER_FACTOR
-        self.namespaces: tuple[str, ...] | None = None if namespaces is None else tuple(namespaces)
-        scopes: tuple[str | None, ...] = self.namespaces if self.namespaces is not None else (None,)
-
-        def lightkube_source(resource: type[Resource], scope: str | None) -> ListWatch:
-            return LightkubeListWatch(self.raw, resource, scope, page_size)
-
-        source = list_watch or lightkube_source
-
-        def informers(
-            resource: type[Resource],
-            plural: str,
-            transform: Callable[[Mapping[str, Any]], T],
-            indexers: Mapping[str, Indexer[T]],
-        ) -> ResourceCache[T]:
-            return ResourceCache(
-                plural,
-                {
-                    scope: Informer(
-                        plural if scope is None else f"{plural}/{scope}",
-                        source(resource, scope),
-                        transform,
-                        indexers=indexers,
-                        backoff=backoff(),
-                        silence_limit=silence_limit,
-                    )
-                    for scope in scopes
-                },
-            )
-
-        self.pods: ResourceCache[PodInfo] = informers(
-            Pod, "pods", PodInfo.from_object, {PODS_BY_REPLICASET: _owner_replicaset}
-        )
-        self.replicasets: ResourceCache[ReplicaSetInfo] = informers(
-            ReplicaSet,
-            "replicasets",
-            ReplicaSetInfo.from_object,
-            {REPLICASETS_BY_DEPLOYMENT: _owner_deployment},
-        )
-        self.deployments: ResourceCache[DeploymentInfo] = informers(
-            Deployment,
-            "deployments",
-            functools.partial(DeploymentInfo.from_object, enabled_annotation=enabled_annotation),
-            {},
-        )
-        self._enabled_annotation = enabled_annotation
-        self._tasks: list[asyncio.Task[None]] = []
-
-    # --- lifecycle (the app's Component protocol) ----------------------------------------------
-
-    @property
-    def resources(self) -> tuple[ResourceCache[Any], ...]:
-        return (self.pods, self.replicasets, self.deployments)
-
-    async def start(self) -> None:
-        for cache in self.resources:
-            for informer in cache.informers:
-                self._tasks.append(
-                    asyncio.create_task(informer.run(), name=f"informer-{informer.name}")
-                )
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-
-    @property
-    def synced(self) -> bool:
-        return all(cache.synced for cache in self.resources)
-
-    def sync_status(self) -> dict[str, bool]:
-        return {cache.resource: cache.synced for cache in self.resources}
-
-    def staleness_status(self) -> dict[str, float]:
-        return {cache.resource: cache.staleness() for cache in self.resources}
-
-    def silent_watch_counts(self) -> dict[str, int]:
-        return {cache.resource: cache.silent_watches for cache in self.resources}
-
-    def list_counts(self) -> dict[str, int]:
-        return {cache.resource: cache.lists for cache in self.resources}
-
-    def list_watch_error_counts(self) -> dict[str, int]:
-        return {cache.resource: cache.list_watch_errors for cache in self.resources}
-
-    @property
-    def fresh(self) -> bool:
-        """Every informer heard from the API server within `stale_after` seconds."""
-        return all(cache.staleness() <= self.stale_after for cache in self.resources)
-
-    async def wait_synced(self) -> None:
-        await asyncio.gather(*(cache.wait_synced() for cache in self.resources))
-
-    # --- lookups for the webhook ---------------------------------------------------------------
-
-    def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None:
-        return self.replicasets.get(namespace, name)
-
-    def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
-        return self.deployments.get(namespace, name)
-
-    def pods_of_replicaset(self, namespace: str, replicaset: str) -> list[PodInfo]:
-        return self.pods.by_index(PODS_BY_REPLICASET, namespace, replicaset)
-
-    def replicasets_of_deployment(self, namespace: str, deployment: str) -> list[ReplicaSetInfo]:
-        return self.replicasets.by_index(REPLICASETS_BY_DEPLOYMENT, namespace, deployment)
-
-    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
-        """The cached pod, else a live GET: 404 -> PodGone, any other failure -> PodUnavailable."""
-        cached = self.pods.get(namespace, name)
-        if cached is not None:
-            return PodFound(cached)
-        try:
-            async with asyncio.timeout(budget):
-                raw = await self.raw.get(Pod, name, namespace)
-            return PodFound(PodInfo.from_object(raw))
-        except Exception as error:
-            if http_status(error) == HTTP_NOT_FOUND:
-                return PodGone()
-            if isinstance(error, TimeoutError):
-                return PodUnavailable(f"live GET timed out after {budget:.1f}s")
-            return PodUnavailable(f"live GET failed: {error_detail(error)}")
-
-    async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup:
-        """A live GET of the Deployment (after a 409 on the stamp): the freshest view."""
-        try:
-            async with asyncio.timeout(budget):
-                raw = await self.raw.get(Deployment, name, namespace)
-            return DeploymentFound(
-                DeploymentInfo.from_object(raw, enabled_annotation=self._enabled_annotation)
-            )
-        except Exception as error:
-            if http_status(error) == HTTP_NOT_FOUND:
-                return NoDeployment(f"Deployment {namespace}/{name} no longer exists")
-            if isinstance(error, TimeoutError):
-                return OwnerUnresolved(f"live GET of Deployment {namespace}/{name} timed out")
-            return OwnerUnresolved(
-                f"live GET of Deployment {namespace}/{name} failed: {error_detail(error)}"
-            )
-
-
-def _owner_replicaset(pod: PodInfo) -> str | None:
-    return pod.owner_replicaset
-
-
-def _owner_deployment(replicaset: ReplicaSetInfo) -> str | None:
-    return replicaset.owner_deployment

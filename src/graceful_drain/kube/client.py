@@ -24,6 +24,8 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import Resource
 
+from graceful_drain.kube.meta import HTTP_GONE
+
 FIELD_MANAGER = "graceful-drain"
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
@@ -204,7 +206,7 @@ class RawApi:
             self._generic.build_adapter_request(request), stream=True
         )
         try:
-            if response.status_code == 410:
+            if response.status_code == HTTP_GONE:
                 raise WatchGone("410 Gone when starting the watch")
             if response.status_code >= 400:
                 await response.aread()
@@ -215,7 +217,7 @@ class RawApi:
                 event = _decode_event.decode(line)
                 if event.type == "ERROR":
                     status = _decode_status.decode(event.object)
-                    if status.code == 410:
+                    if status.code == HTTP_GONE:
                         raise WatchGone(status.message or "410 Gone")
                     raise WatchFailed(status.code, status.message or status.reason)
                 obj = decode(event.object)

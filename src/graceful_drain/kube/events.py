@@ -1,9 +1,9 @@
-"""Kubernetes Events about Deployments, written best effort (never raises, never blocks).
+"""Kubernetes Events, written best effort (never raises, never blocks).
 
     recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
-    events = DrainEvents(recorder, uid_of=cache_uid_lookup)
-    events.started(deployment_ref, pod=pod_ref, node="node-a", restarted_at="2024-...Z")
-    events.held(deployment_ref, pod=pod_ref, node="node-a", waited=timedelta(seconds=40))
+    recorder.record(InvolvedObject.deployment("shop", "web"), NORMAL, "SomeReason", "text")
+
+What graceful-drain says in them is controller/events.py's business.
 
 Which API: core/v1 Events. `kubectl describe` lists exactly those (kubectl
 pkg/describe/describe.go: searchEvents -> CoreV1().Events(ns) with an involvedObject
@@ -26,10 +26,9 @@ the admission path can call it; when the queue is full the event is dropped and 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, cast
 
 from lightkube import AsyncClient
@@ -38,44 +37,21 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
-from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef
-from graceful_drain.controller.timefmt import format_go_duration, format_rfc3339
 from graceful_drain.kube.client import error_detail, http_status
-from graceful_drain.kube.ratelimit import RateLimiter
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, event_name, utc_now
+from graceful_drain.kube.timefmt import format_rfc3339
 from graceful_drain.logs import get_logger
 
 REPORTING_CONTROLLER: Final = "graceful-drain.stonal.com/controller"
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
 
-# Reasons (CamelCase, as every Kubernetes event reason).
-DRAIN_STARTED: Final = "GracefulDrainStarted"
-DRAIN_WAITING: Final = "GracefulDrainWaiting"
-DRAIN_COMPLETED: Final = "GracefulDrainCompleted"
-DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
-DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
-DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
-DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
-# The Warning each warning decision (decide.WARNING_REASONS) is reported with.
-WARNING_EVENT_REASON: Final = {
-    Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
-    Reason.CANNOT_PROTECT: DRAIN_CANNOT_PROTECT,
-    Reason.ENABLED_ANNOTATION_INVALID: DRAIN_INVALID_ANNOTATION,
-}
-
 SERIES_WINDOW = timedelta(minutes=6)
-HELD_EVENT_INTERVAL_SECONDS = 30.0
 QUEUE_LIMIT = 1024
 MAX_MESSAGE_CHARS = 1024  # events.k8s.io caps `note` at 1 KiB; core events stay within it too
 STOP_FLUSH_SECONDS = 2.0
-HTTP_NOT_FOUND = 404
 
 _log = get_logger("events")
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +66,8 @@ class InvolvedObject:
     uid: str = ""
 
     @classmethod
-    def deployment(cls, ref: ObjectRef, uid: str = "") -> InvolvedObject:
-        return cls("apps/v1", "Deployment", ref.namespace, ref.name, uid)
+    def deployment(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
+        return cls("apps/v1", "Deployment", namespace, name, uid)
 
     def as_reference(self) -> dict[str, str]:
         reference = {
@@ -119,12 +95,6 @@ class EventRecord:
 
 
 # --- pure parts: names, bodies, the series cache --------------------------------------------
-
-
-def event_name(object_name: str, at: datetime) -> str:
-    """`<object>.<unix nanoseconds in hex>`, as client-go names events (tools/record)."""
-    nanos = int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
-    return f"{object_name}.{nanos:x}"
 
 
 def _message(text: str) -> str:
@@ -340,145 +310,3 @@ class EventRecorder:
         await self._client.create(event)
         self._series.remember(key, Series(name, 1, record.at))
         self.stats.created += 1
-
-
-# --- the graceful-drain events --------------------------------------------------------------
-
-
-def started_message(pod: ObjectRef, node: str, restarted_at: str) -> str:
-    return (
-        f"Rollout requested at {restarted_at} so that pod {pod.name} can leave node "
-        f"{node or '(unscheduled)'} with a Ready replacement elsewhere; its eviction is held "
-        "until then"
-    )
-
-
-def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
-    waited_text = "" if waited is None else f" (waited {format_go_duration(waited)})"
-    return (
-        f"Eviction of pod {pod.name} from node {node or '(unscheduled)'} held until the "
-        f"replacement is Ready{waited_text}"
-    )
-
-
-def completed_message(restarted_at: str, duration: timedelta) -> str:
-    return (
-        f"Rollout requested at {restarted_at} completed in {format_go_duration(duration)}; "
-        "evictions proceed"
-    )
-
-
-def timeout_message(
-    restarted_at: str, waited: timedelta, timeout: timedelta, *, from_the_future: bool = False
-) -> str:
-    if from_the_future:
-        return (
-            f"restarted-at {restarted_at} is further in the future than rolloutTimeout "
-            f"{format_go_duration(timeout)}; gave up on the rollout, evictions are no longer held"
-        )
-    return (
-        f"Rollout requested at {restarted_at} did not complete within rolloutTimeout "
-        f"{format_go_duration(timeout)} (waited {format_go_duration(waited)}); evictions are "
-        "no longer held"
-    )
-
-
-def invalid_annotation_message(value: str) -> str:
-    return (
-        f"graceful-drain.stonal.com/restarted-at {value[:64]!r} is not an RFC 3339 timestamp; "
-        "removed it"
-    )
-
-
-def _no_uid(_: ObjectRef) -> str | None:
-    return None
-
-
-class DrainEvents:
-    """The events graceful-drain emits on a Deployment. Every method is synchronous, cheap and
-    never raises: the webhook calls them on the admission path."""
-
-    def __init__(
-        self,
-        recorder: EventRecorder,
-        *,
-        uid_of: Callable[[ObjectRef], str | None] = _no_uid,
-        held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.recorder = recorder
-        self._uid_of = uid_of
-        self._held = RateLimiter(held_interval, clock=monotonic)
-        self._warnings = RateLimiter(held_interval, clock=monotonic)
-
-    def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
-        try:
-            uid = self._uid_of(deployment) or ""
-        except Exception:
-            uid = ""
-        return InvolvedObject.deployment(deployment, uid)
-
-    def started(
-        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, restarted_at: str
-    ) -> None:
-        """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
-        self.recorder.record(
-            self._regarding(deployment), NORMAL, DRAIN_STARTED,
-            started_message(pod, node, restarted_at),
-        )  # fmt: skip
-
-    def held(
-        self, deployment: ObjectRef, *, pod: ObjectRef, node: str, waited: timedelta | None
-    ) -> bool:
-        """An eviction was refused while the rollout runs; at most one event per interval per
-        Deployment. True if an event was queued."""
-        try:
-            if not self._held.allow(deployment):
-                return False
-        except Exception:
-            return False
-        self.recorder.record(
-            self._regarding(deployment), NORMAL, DRAIN_WAITING, held_message(pod, node, waited)
-        )
-        return True
-
-    def warning(self, deployment: ObjectRef, *, reason: Reason, message: str) -> bool:
-        """An eviction let through without protection, for a reason the Deployment's owner can
-        fix (the message names the field): a Warning, rate-limited per Deployment and reason.
-        True if an event was queued."""
-        event_reason = WARNING_EVENT_REASON.get(reason)
-        try:
-            if event_reason is None or not self._warnings.allow((deployment, reason)):
-                return False
-        except Exception:
-            return False
-        self.recorder.record(self._regarding(deployment), WARNING, event_reason, message)
-        return True
-
-    def completed(
-        self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta
-    ) -> None:
-        self.recorder.record(
-            InvolvedObject.deployment(deployment.ref, deployment.uid), NORMAL, DRAIN_COMPLETED,
-            completed_message(restarted_at, duration),
-        )  # fmt: skip
-
-    def timed_out(
-        self,
-        deployment: DeploymentInfo,
-        *,
-        restarted_at: str,
-        waited: timedelta,
-        timeout: timedelta,
-        from_the_future: bool = False,
-    ) -> None:
-        self.recorder.record(
-            InvolvedObject.deployment(deployment.ref, deployment.uid), WARNING, DRAIN_TIMEOUT,
-            timeout_message(restarted_at, waited, timeout, from_the_future=from_the_future),
-        )  # fmt: skip
-
-    def invalid_annotation(self, deployment: DeploymentInfo, *, value: str) -> None:
-        self.recorder.record(
-            InvolvedObject.deployment(deployment.ref, deployment.uid), WARNING,
-            DRAIN_INVALID_ANNOTATION, invalid_annotation_message(value),
-        )  # fmt: skip

@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal, Protocol
 
 from lightkube import AsyncClient
@@ -35,6 +35,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_NOT_FOUND, utc_now
 from graceful_drain.logs import get_logger
 
 LEASE_DURATION_SECONDS = 15.0
@@ -42,8 +43,6 @@ RENEW_DEADLINE_SECONDS = 10.0
 RETRY_PERIOD_SECONDS = 2.0
 JITTER_FACTOR = 1.2  # client-go JitterUntil(..., RetryPeriod, JitterFactor=1.2, ...)
 RELEASED_LEASE_DURATION_SECONDS = 1
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
 
 _log = get_logger("leader-election")
 
@@ -124,10 +123,6 @@ def released(record: LeaseRecord, now: datetime) -> LeaseRecord:
 
 
 # --- the elector ------------------------------------------------------------------------------
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class LeaderElector:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from graceful_drain.termination._raw import as_int, get_path
+from graceful_drain.kube.rawjson import as_int, get_path
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30  # the API server's default terminationGracePeriodSeconds
 # The deadline's grace period while none is known: a 2 s budget, in time for a pod whose

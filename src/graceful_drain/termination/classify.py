@@ -76,7 +76,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from graceful_drain.termination._raw import as_aware
+from graceful_drain.kube.timefmt import as_utc
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable
 from graceful_drain.termination.readings import (
     Finding,
@@ -212,7 +212,7 @@ def _after_restart(evidence: Evidence, now: datetime) -> Verdict:
     reading.items.extend(item for _, item in pairs)
     oom = [(termination, item) for termination, item in pairs if termination.oom_killed]
     if oom:
-        latest = max(oom, key=lambda pair: as_aware(pair[0].finished_at or datetime.min))
+        latest = max(oom, key=lambda pair: as_utc(pair[0].finished_at or datetime.min))
         chosen = Finding(Cause.OOM_KILLED, None, latest[1])
         return _verdict(chosen, Action.REPORT_ONLY, Trigger.AFTER_RESTART, now, reading.items)
     if pod is None:

@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
 from graceful_drain.termination.budget import (
     DEFAULT_DEADLINE_SECONDS,
@@ -37,7 +38,7 @@ from graceful_drain.termination.budget import (
     grace_period_from_environment,
 )
 from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS
-from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory, utc_now
+from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import IdentityError, resolve_identity
 from graceful_drain.termination.verdict import Verdict

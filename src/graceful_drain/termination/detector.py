@@ -22,9 +22,10 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.termination.budget import (
     ASSUMED_GRACE_PERIOD_SECONDS,
     DEFAULT_GRACE_PERIOD_SECONDS,
@@ -67,10 +68,6 @@ class DetectorConfig:
     event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS
     kubeconfig: Path | None = None
     context: str | None = None
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def reads_budget(budget_seconds: float) -> float:

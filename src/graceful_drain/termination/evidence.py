@@ -17,14 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from graceful_drain.termination._raw import (
-    as_int,
-    as_list,
-    as_mapping,
-    as_str,
-    get_path,
-    parse_time,
-)
+from graceful_drain.kube.rawjson import as_int, as_list, as_mapping, as_str, get_path
+from graceful_drain.kube.timefmt import parse_timestamp
 from graceful_drain.termination.kubelet import (
     KUBELET_COMPONENT,
     PRESSURE_CONDITIONS,
@@ -85,7 +79,7 @@ class DisruptionTargetCondition:
             status=as_str(get_path(raw, "status")),
             reason=as_str(get_path(raw, "reason")),
             message=as_str(get_path(raw, "message")),
-            last_transition_time=parse_time(get_path(raw, "lastTransitionTime")),
+            last_transition_time=parse_timestamp(get_path(raw, "lastTransitionTime")),
         )
 
 
@@ -111,7 +105,7 @@ class ContainerTermination:
             container=as_str(get_path(raw, "name")),
             reason=as_str(get_path(terminated, "reason")),
             exit_code=as_int(get_path(terminated, "exitCode")),
-            finished_at=parse_time(get_path(terminated, "finishedAt")),
+            finished_at=parse_timestamp(get_path(terminated, "finishedAt")),
         )
 
 
@@ -148,7 +142,7 @@ class PodSnapshot:
             name=as_str(get_path(metadata, "name")),
             namespace=as_str(get_path(metadata, "namespace")),
             node_name=as_str(get_path(raw, "spec", "nodeName")),
-            deletion_timestamp=parse_time(get_path(metadata, "deletionTimestamp")),
+            deletion_timestamp=parse_timestamp(get_path(metadata, "deletionTimestamp")),
             deletion_grace_period_seconds=as_int(get_path(metadata, "deletionGracePeriodSeconds")),
             disruption_target=(
                 DisruptionTargetCondition.from_object(conditions[-1]) if conditions else None
@@ -229,7 +223,7 @@ class EventRecord:
                 get_path(raw, "lastTimestamp"),
                 get_path(raw, "deprecatedLastTimestamp"),
             ),
-            event_time=parse_time(get_path(raw, "eventTime")),
+            event_time=parse_timestamp(get_path(raw, "eventTime")),
         )
 
 
@@ -302,7 +296,7 @@ class NodeSnapshot:
                 status=as_str(get_path(c, "status")),
                 reason=as_str(get_path(c, "reason")),
                 message=as_str(get_path(c, "message")),
-                last_transition_time=parse_time(get_path(c, "lastTransitionTime")),
+                last_transition_time=parse_timestamp(get_path(c, "lastTransitionTime")),
             )
             for c in as_list(get_path(raw, "status", "conditions"))
             if as_mapping(c)
@@ -312,7 +306,7 @@ class NodeSnapshot:
                 key=as_str(get_path(t, "key")),
                 effect=as_str(get_path(t, "effect")),
                 value=as_str(get_path(t, "value")),
-                time_added=parse_time(get_path(t, "timeAdded")),
+                time_added=parse_timestamp(get_path(t, "timeAdded")),
             )
             for t in as_list(get_path(raw, "spec", "taints"))
             if as_mapping(t)
@@ -349,7 +343,7 @@ class OwnerRollout:
         name = as_str(get_path(raw, "metadata", "name"))
         stamp = as_str(get_path(raw, "metadata", "annotations", RESTARTED_AT_ANNOTATION))
         # A Deployment whose name cannot be read is still a Deployment: "" not None.
-        return cls(name or "", stamp, parse_time(stamp))
+        return cls(name or "", stamp, parse_timestamp(stamp))
 
 
 # --- the bundle -----------------------------------------------------------------------
@@ -388,7 +382,7 @@ def _first_str(*values: object) -> str | None:
 
 def _first_time(*values: object) -> datetime | None:
     for value in values:
-        moment = parse_time(value)
+        moment = parse_timestamp(value)
         if moment is not None:
             return moment
     return None

@@ -27,6 +27,7 @@ from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Event, Node, Pod
 
 from graceful_drain.kube.client import RawApi, create_client, decode, http_status
+from graceful_drain.kube.meta import HTTP_NOT_FOUND
 from graceful_drain.termination.evidence import Unavailable, UnavailableReason
 
 T = TypeVar("T")
@@ -66,7 +67,7 @@ def failure_of(error: BaseException) -> ReadFailure:
         detail = f"HTTP {status}: {_message(error)}"
         if status in (401, 403):
             return ReadFailure(UnavailableReason.FORBIDDEN, detail)
-        if status == 404:
+        if status == HTTP_NOT_FOUND:
             return ReadFailure(UnavailableReason.NOT_FOUND, detail)
         return ReadFailure(UnavailableReason.ERROR, detail)
     if isinstance(error, httpx2.TimeoutException):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from graceful_drain.termination._raw import as_aware, format_time
+from graceful_drain.kube.timefmt import as_utc, format_rfc3339_exact
 from graceful_drain.termination.evidence import (
     ContainerTermination,
     EventRecord,
@@ -87,7 +87,7 @@ def make_item(
     source: Source, fact: Fact, detail: str, /, **values: str | int | datetime | None
 ) -> EvidenceItem:
     rendered = tuple(
-        (key, format_time(value) if isinstance(value, datetime) else str(value))
+        (key, format_rfc3339_exact(value) if isinstance(value, datetime) else str(value))
         for key, value in values.items()
         if value is not None
     )
@@ -292,7 +292,11 @@ def _kubelet_status_finding(
 
 def termination_item(termination: ContainerTermination, *, at_sigterm: bool) -> EvidenceItem:
     name = termination.container or "?"
-    when = format_time(termination.finished_at) if termination.finished_at else "an unknown time"
+    when = (
+        format_rfc3339_exact(termination.finished_at)
+        if termination.finished_at
+        else "an unknown time"
+    )
     if termination.oom_killed:
         detail = f"The previous instance of container {name} was OOM-killed at {when}"
         detail += (
@@ -402,7 +406,7 @@ def _by_time(events: EventsSnapshot) -> list[EventRecord]:
     """Newest first, so the first finding offered is the latest event."""
     dated = [e for e in events.events if e.observed_at is not None]
     undated = [e for e in events.events if e.observed_at is None]
-    dated.sort(key=lambda e: as_aware(e.observed_at or datetime.min), reverse=True)
+    dated.sort(key=lambda e: as_utc(e.observed_at or datetime.min), reverse=True)
     return dated + undated
 
 
@@ -419,14 +423,14 @@ def _event_values(event: EventRecord) -> dict[str, str | None]:
         "source": event.source_component,
         "involved_uid": event.involved_uid,
         "message": event.message,
-        "observed_at": format_time(event.observed_at) if event.observed_at else None,
+        "observed_at": format_rfc3339_exact(event.observed_at) if event.observed_at else None,
     }
 
 
 def _ago(moment: datetime | None, now: datetime) -> str:
     if moment is None:
         return "at an unknown time"
-    seconds = int((as_aware(now) - as_aware(moment)).total_seconds())
+    seconds = int((as_utc(now) - as_utc(moment)).total_seconds())
     return f"{seconds}s before the verdict" if seconds >= 0 else f"{-seconds}s after the verdict"
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from graceful_drain.termination._raw import format_time
+from graceful_drain.kube.meta import event_name
+from graceful_drain.kube.timefmt import format_rfc3339
 from graceful_drain.termination.identity import PodIdentity
 from graceful_drain.termination.verdict import Action, Verdict
 
@@ -35,7 +36,7 @@ def verdict_event(identity: PodIdentity, verdict: Verdict, now: datetime) -> dic
     source: dict[str, object] = {"component": COMPONENT}
     if identity.node_name is not None:
         source["host"] = identity.node_name
-    stamp = format_time(now.replace(microsecond=0))  # metav1.Time has seconds
+    stamp = format_rfc3339(now)  # metav1.Time has seconds
     message = verdict.summary()
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[: MAX_MESSAGE_LENGTH - 3] + "..."
@@ -43,7 +44,7 @@ def verdict_event(identity: PodIdentity, verdict: Verdict, now: datetime) -> dic
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{identity.name}.{int(now.timestamp() * 1e9):x}",
+            "name": event_name(identity.name, now),
             "namespace": identity.namespace,
             "annotations": {
                 CAUSE_ANNOTATION: verdict.cause.value,

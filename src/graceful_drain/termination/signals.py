@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from graceful_drain.termination._raw import as_list, as_str, get_path
+from graceful_drain.kube.rawjson import as_list, as_str, get_path
 from graceful_drain.termination.budget import Deadline, pod_grace_period_seconds
 from graceful_drain.termination.evidence import (
     EventsSnapshot,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from graceful_drain.termination._raw import format_time
+from graceful_drain.kube.timefmt import format_rfc3339_exact
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.kubelet import PressuredResource
 
@@ -153,7 +153,7 @@ class Verdict:
             "resource": self.resource.value if self.resource is not None else None,
             "decided_by": self.decided_by.value,
             "trigger": self.trigger.value,
-            "decided_at": format_time(self.decided_at),
+            "decided_at": format_rfc3339_exact(self.decided_at),
             "evidence": [item.to_dict() for item in self.evidence],
         }
 

@@ -5,16 +5,16 @@
         await cluster.create_web()
         drained = await cluster.kubectl_drain("node-a")
 
-What is real: kubesim with two nodes, the scheduler, the built-in controllers and kubelets;
-`kubectl apply -k deploy/` installs everything the shipped kustomization holds (its RBAC is
-enforced); `kubectl drain` drains. The controller replicas run in this process, each one
-configured the way its Deployment's container would be (command-line arguments, literal
-environment, Downward API fields), with three in-process changes: loopback addresses, port 0,
-and a kubeconfig carrying the ServiceAccount's token instead of the mounted one. kubesim calls
-the webhook through the applied ValidatingWebhookConfiguration's Service, which resolves to
-the replica `route_to` names, over TLS with the CA bundle the controller published itself.
-When the cluster is torn down after a passing test, the audit log is checked: the controller's
-ServiceAccount was never refused (403).
+What is real: kubesim with two nodes, the scheduler, the built-in controllers and kubelets; `kubectl
+apply -k deploy/` installs everything the shipped kustomization holds (its RBAC is enforced);
+`kubectl drain` drains. The controller replicas run in this process (replica.py), each one
+configured the way its Deployment's container would be (command-line arguments, literal environment,
+Downward API fields), with three in-process changes: loopback addresses, port 0, and a kubeconfig
+carrying the ServiceAccount's token instead of the mounted one. kubesim calls the webhook through
+the applied ValidatingWebhookConfiguration's Service, which resolves to the replica `route_to`
+names, over TLS with the CA bundle the controller published itself. When the cluster is torn down
+after a passing test, the audit log is checked: the controller's ServiceAccount was never refused
+(403).
 """
 
 from __future__ import annotations
@@ -32,34 +32,33 @@ from graceful_drain.config import ControllerConfig, parse_controller_config
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.model import (
     RESTARTED_AT_ANNOTATION,
-    TEMPLATE_RESTARTED_AT_ANNOTATION,
 )
-from graceful_drain.kube.backoff import Backoff
 from kubesim.apiserver.audit import AuditRecord
-from kubesim.apiserver.auth import service_account_user
-from kubesim.apiserver.errors import ApiError
-from kubesim.apiserver.server import AdmissionAttributes
 from kubesim.client import KubeClient, resource_path
-from kubesim.cluster.behaviour import NEVER_READY, READY_DELAY
 from kubesim.cluster.cluster import Cluster
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.nodestatus import NodeShape
-from kubesim.cluster.runtime import Informer
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
 from kubesim.sim import KubeSim
 from tests.conftest import run_kubectl
+from tests.e2e.watching import annotations_of, is_ready, watch_until
+
+from .conftest import quick_backoff
+from .drain_workloads import web
+from .installed import (
+    BOUND,
+    CONTROLLER_DEPLOYMENT,
+    CONTROLLER_USER,
+    DEPLOY,
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    WEBHOOK_CONFIGURATION,
+    WORKLOADS,
+)
+from .replica import Replica, container_invocation
 
 Obj = dict[str, Any]
 
-REPO = Path(__file__).resolve().parents[3]
-DEPLOY = REPO / "deploy"
-NAMESPACE = "graceful-drain"  # deploy/base/namespace.yaml
-SERVICE_ACCOUNT = "graceful-drain"
-CONTROLLER_DEPLOYMENT = "graceful-drain"
-WEBHOOK_CONFIGURATION = "graceful-drain"  # deploy/base/webhook.yaml
-CONTROLLER_USER = service_account_user(NAMESPACE, SERVICE_ACCOUNT).username
-WORKLOADS = "default"
-BOUND = 90.0  # a guard against hangs only: nothing is asserted on time
 KUBECTL_DRAIN_TIMEOUT = "45s"  # below BOUND, so a held drain ends with its own output
 
 NODES = {
@@ -70,214 +69,6 @@ NODES = {
 FAST_KUBELET = KubeletConfig(
     eviction_monitoring_interval=0.2, backoff_initial=0.05, backoff_max=0.4, minimum_kill_grace=0.0
 )
-# What the Downward API gives the container (deploy/base/deployment.yaml's fieldRefs).
-FIELD_REFS = ("metadata.name", "metadata.namespace")
-
-
-def quick_backoff() -> Backoff:
-    return Backoff(0.02, 0.2)
-
-
-# --- waiting on what the API shows --------------------------------------------------------------
-
-
-async def watch_until(
-    client: KubeClient, api_version: str, plural: str, kind: str, namespace: str | None,
-    predicate: Callable[[list[Obj]], bool],
-) -> list[Obj]:  # fmt: skip
-    """Return the objects once `predicate(all objects)` holds, re-checked on every watch event."""
-    informer = Informer(client, api_version, plural, kind, namespace=namespace)
-    changed = asyncio.Event()
-    informer.add_handler(lambda *_: changed.set())
-    task = asyncio.get_running_loop().create_task(informer.run())
-    try:
-        async with asyncio.timeout(BOUND):
-            await informer.synced.wait()
-            while not predicate(informer.items()):
-                changed.clear()
-                await changed.wait()
-        return informer.items()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def annotations_of(obj: Obj) -> dict[str, str]:
-    return dict(obj["metadata"].get("annotations") or {})
-
-
-def is_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-# --- workloads -------------------------------------------------------------------------------
-
-
-def web(
-    name: str = "web", *, replicas: int = 1, ready_delay: str = "200ms", never_ready: bool = False
-) -> Obj:
-    """A Deployment that can surge (maxSurge 1, maxUnavailable 0) and prefers node-a."""
-    labels = {"app": name}
-    behaviour = {READY_DELAY: ready_delay}
-    if never_ready:
-        behaviour[NEVER_READY] = "true"
-    prefer_a = {
-        "weight": 100,
-        "preference": {"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
-        ]},
-    }  # fmt: skip
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": WORKLOADS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
-            },
-            "template": {
-                "metadata": {"labels": labels, "annotations": behaviour},
-                "spec": {
-                    "terminationGracePeriodSeconds": 5,
-                    "affinity": {"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a],
-                    }},
-                    "containers": [{
-                        "name": "app", "image": "registry.example/web:1",
-                        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
-                    }],
-                },
-            },
-        },
-    }  # fmt: skip
-
-
-def statefulset(name: str) -> Obj:
-    """A one-replica StatefulSet whose pod (`<name>-0`) prefers node-a."""
-    labels = {"app": name}
-    prefer_a = {
-        "weight": 100,
-        "preference": {"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
-        ]},
-    }  # fmt: skip
-    return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": WORKLOADS},
-        "spec": {
-            "replicas": 1, "serviceName": name, "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "affinity": {"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a],
-                    }},
-                    "containers": [{"name": "db", "image": "registry.example/db:1"}],
-                },
-            },
-        },
-    }  # fmt: skip
-
-
-def pod_on(node: str, name: str, owner: Obj | None = None, ordinal: int = 0) -> Obj:
-    """A pod bound to `node` (its kubelet runs it), controlled by `owner` if given."""
-    metadata: Obj = {"name": name, "namespace": WORKLOADS, "labels": {"app": name}}
-    if owner is not None:
-        metadata["name"] = f"{owner['metadata']['name']}-{ordinal}"
-        metadata["labels"] = dict(owner["spec"]["selector"]["matchLabels"])
-        metadata["ownerReferences"] = [{
-            "apiVersion": owner["apiVersion"], "kind": owner["kind"],
-            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-            "controller": True, "blockOwnerDeletion": True,
-        }]  # fmt: skip
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 5,
-                 "containers": [{"name": "app", "image": "registry.example/app:1"}]},
-    }  # fmt: skip
-
-
-# --- holding the reconciler back ---------------------------------------------------------------
-
-
-class TemplateRestartBlocker:
-    """An admission step inside kubesim refusing (503) the controller's writes of the pod
-    template's restartedAt while `blocking`: the webhook's stamp goes through, the rollout the
-    reconciler would start does not. `attempts` is set once one was refused."""
-
-    def __init__(self, sim: KubeSim) -> None:
-        self.blocking = True
-        self.attempts = asyncio.Event()
-        sim.server.admitters.append(self)
-
-    async def __call__(self, attrs: AdmissionAttributes) -> None:
-        if not self.blocking or attrs.rt.plural != "deployments" or attrs.subresource:
-            return
-        if attrs.operation != "UPDATE" or attrs.user.username != CONTROLLER_USER:
-            return
-        if template_restarted_at(attrs.object) != template_restarted_at(attrs.old_object):
-            self.attempts.set()
-            raise ApiError(503, "held back by the test: the reconciler's rollout")
-
-
-def template_restarted_at(deployment: Obj | None) -> str | None:
-    if deployment is None:
-        return None
-    template = deployment.get("spec", {}).get("template", {})
-    return (template.get("metadata", {}).get("annotations") or {}).get(
-        TEMPLATE_RESTARTED_AT_ANNOTATION
-    )
-
-
-# --- the controller, as its Deployment would run it ------------------------------------------
-
-
-def container_invocation(
-    deployment: Obj, pod_name: str
-) -> tuple[list[str], dict[str, str], dict[str, int]]:
-    """The controller container's arguments (after `graceful-drain controller`), environment
-    (literal values and the Downward API fields) and named ports."""
-    [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["graceful-drain", "controller"], container["command"]
-    fields = {"metadata.name": pod_name, "metadata.namespace": NAMESPACE}
-    env: dict[str, str] = {}
-    for variable in container.get("env") or []:
-        if "value" in variable:
-            env[variable["name"]] = str(variable["value"])
-        else:
-            path = variable["valueFrom"]["fieldRef"]["fieldPath"]
-            assert path in FIELD_REFS, f"{variable['name']}: unexpected source {path}"
-            env[variable["name"]] = fields[path]
-    ports = {port["name"]: int(port["containerPort"]) for port in container.get("ports") or []}
-    return list(container.get("args") or []), env, ports
-
-
-@dataclass
-class Replica:
-    pod_name: str
-    app: ControllerApp
-    running: bool = True
-
-    @property
-    def webhook_port(self) -> int:
-        return self.app.webhook_site.port
-
-    def decisions(self, reason: str, allowed: bool) -> float:
-        value = self.app.metrics.registry.get_sample_value(
-            "graceful_drain_decisions_total",
-            {"allowed": "true" if allowed else "false", "reason": reason},
-        )
-        return value or 0.0
-
-    async def stop(self) -> None:
-        if self.running:
-            self.running = False
-            await self.app.stop()
 
 
 @dataclass(frozen=True, slots=True)

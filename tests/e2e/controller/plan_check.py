@@ -22,9 +22,11 @@ from typing import Any
 from kubesim.client import KubeClient
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
 from tests.conftest import run_kubectl
+from tests.e2e.watching import is_ready, watch_until
 from tests.unit.inspection.documented_schema import problems
 
-from .drain_cluster import BOUND, pod_on, watch_until, web
+from .drain_workloads import pod_on, web
+from .installed import BOUND
 
 Obj = dict[str, Any]
 GRACEFUL_DRAIN = str(Path(sys.executable).parent / "graceful-drain")
@@ -32,7 +34,7 @@ DRAIN_TIMEOUT = "20s"  # the PDB-blocked pod never goes: the drain ends on this 
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget"
 
 # Deployments the table cannot protect: name -> spec.strategy.rollingUpdate, and the
-# decision's reason (docs/decisions.md, row 11).
+# decision's reason (docs/decisions.md, `cannot-surge`).
 UNPROTECTABLE: dict[str, Obj] = {
     "solo-no-surge": {"maxSurge": 0, "maxUnavailable": 1},
     "solo-unavailable": {"maxSurge": 1, "maxUnavailable": 1},
@@ -121,11 +123,6 @@ def workloads(subject: DrainSubject) -> list[Obj]:
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
     return objects
-
-
-def is_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 async def _pods(subject: DrainSubject) -> list[Obj]:

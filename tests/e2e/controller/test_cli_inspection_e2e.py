@@ -15,17 +15,14 @@ from pathlib import Path
 import pytest
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import format_go_duration, parse_go_duration
+from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of
 from tests.unit.inspection.documented_schema import problems
 
-from .drain_cluster import (
-    BOUND,
-    REPO,
-    TemplateRestartBlocker,
-    annotations_of,
-    drain_cluster,
-)
+from .drain_cluster import drain_cluster
+from .drain_workloads import TemplateRestartBlocker
+from .installed import BOUND, REPO
 from .plan_check import Run
 
 pytestmark = pytest.mark.e2e

@@ -15,37 +15,24 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.events import (
+from graceful_drain.controller.events import (
     DRAIN_CANNOT_PROTECT,
     DRAIN_CANNOT_SURGE,
     DRAIN_COMPLETED,
     DRAIN_INVALID_ANNOTATION,
 )
+from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.termination.detector import Detector, DetectorConfig
 from graceful_drain.termination.identity import PodIdentity
 from graceful_drain.termination.verdict import Action, Cause, Fact, Source
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import STRATEGIC_MERGE_PATCH, resource_path
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of, is_ready, watch_until
 
-from .drain_cluster import (
-    BOUND,
-    CONTROLLER_USER,
-    DEPLOY,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    WORKLOADS,
-    DrainCluster,
-    Obj,
-    TemplateRestartBlocker,
-    annotations_of,
-    drain_cluster,
-    is_ready,
-    template_restarted_at,
-    watch_until,
-    web,
-)
+from .drain_cluster import DrainCluster, Obj, drain_cluster
+from .drain_workloads import TemplateRestartBlocker, template_restarted_at, web
+from .installed import BOUND, CONTROLLER_USER, DEPLOY, NAMESPACE, SERVICE_ACCOUNT, WORKLOADS
 
 pytestmark = pytest.mark.e2e
 
@@ -190,7 +177,7 @@ async def test_an_eviction_outside_the_controllers_namespaces_is_allowed_and_cou
     sim: KubeSim, tmp_path: Path
 ) -> None:
     """--namespaces shop with the RBAC narrowed to it, the webhook still asked about every
-    namespace: before v2 the pod's live GET got 403 and row 4 answered 429 on every retry."""
+    namespace: before v2 the pod's live GET got 403 and CACHE_COLD answered 429 on every retry."""
     async with drain_cluster(sim, tmp_path) as cluster:
         await narrow_rbac_to(cluster, "shop")
         replica = await cluster.start_replica(env={"GRACEFUL_DRAIN_NAMESPACES": "shop"})
@@ -268,7 +255,7 @@ async def test_the_scoped_install_sets_the_scope_and_the_webhook_selector_togeth
 async def test_a_deployment_paused_during_our_rollout_keeps_its_ready_pod(
     sim: KubeSim, tmp_path: Path
 ) -> None:
-    """Before v2 row 11 (paused) allowed the next retry at once: the old pod went while the
+    """Before v2 CANNOT_SURGE (paused) allowed the next retry at once: the old pod went while the
     surge pod was seconds from Ready."""
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica()

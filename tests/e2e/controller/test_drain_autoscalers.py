@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.kube.events import DRAIN_COMPLETED
+from graceful_drain.controller.events import DRAIN_COMPLETED
 from kubesim.client import KubeClient
 from kubesim.drain import CLIENTS, DrainClient
 from kubesim.scenario_runner import DRAIN_IDENTITIES
 from kubesim.sim import KubeSim
 
-from .drain_cluster import BOUND, drain_cluster
+from .drain_cluster import drain_cluster
+from .installed import BOUND
 
 pytestmark = pytest.mark.e2e
 

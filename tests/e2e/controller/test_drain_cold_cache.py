@@ -17,8 +17,10 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import ApiStatusError, resource_path
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of
 
-from .drain_cluster import BOUND, CONTROLLER_USER, annotations_of, drain_cluster
+from .drain_cluster import drain_cluster
+from .installed import BOUND, CONTROLLER_USER
 
 pytestmark = pytest.mark.e2e
 

@@ -11,22 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from kubesim.client import STRATEGIC_MERGE_PATCH
 from kubesim.cluster.behaviour import NEVER_READY
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of
 
-from .drain_cluster import (
-    BOUND,
-    NAMESPACE,
-    TemplateRestartBlocker,
-    annotations_of,
-    drain_cluster,
-    pod_on,
-    statefulset,
-    template_restarted_at,
-)
+from .drain_cluster import drain_cluster
+from .drain_workloads import TemplateRestartBlocker, pod_on, statefulset, template_restarted_at
+from .installed import BOUND, NAMESPACE
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +81,8 @@ async def test_with_the_controller_stopped_the_drain_completes_with_the_outage_i
 async def test_pods_a_budget_or_nobody_protects_are_evicted_at_once(
     sim: KubeSim, tmp_path: Path
 ) -> None:
-    """Rows 7 and 10: a replicas=2 Deployment, a StatefulSet pod and a bare pod."""
+    """NO_DEPLOYMENT and REPLICAS_NOT_ONE: a replicas=2 Deployment, a StatefulSet pod and a bare
+    pod."""
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica()
         await cluster.create_web("pair", replicas=2)
@@ -155,8 +150,9 @@ async def test_a_replacement_that_never_becomes_ready_holds_the_eviction_only_un
         assert drained.lines[-1] == "node/node-a drained"
         assert "(will retry after 5s): admission webhook" in drained.stderr
         assert timed_out["type"] == "Warning"
-        # Kept until the rollout completes: the escape hatch (row 14) keeps answering "allow"
-        # rather than a fresh stamp starting another rollout that cannot become Ready either.
+        # Kept until the rollout completes: the escape hatch (ROLLOUT_TIMEOUT) keeps answering
+        # "allow" rather than a fresh stamp starting another rollout that cannot become Ready
+        # either.
         assert RESTARTED_AT_ANNOTATION in annotations_of(await cluster.deployment())
 
 
@@ -232,7 +228,7 @@ async def test_dry_run_evictions_change_nothing(sim: KubeSim, tmp_path: Path) ->
     """`kubectl drain --dry-run=server` puts dryRun: [All] in each Eviction's deleteOptions, not
     in the request: the API server asks the webhook with request.dryRun false, as upstream's
     EvictionREST does (pkg/registry/core/pod/storage/eviction.go, propagateDryRun), and the
-    controller reads the Eviction's own options (row 1) and stamps nothing."""
+    controller reads the Eviction's own options (DRY_RUN) and stamps nothing."""
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica()
         before = await cluster.create_web()

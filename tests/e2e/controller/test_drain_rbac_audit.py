@@ -20,29 +20,20 @@ from typing import Any
 import pytest
 
 from graceful_drain.controller.certs import SelfSignedCertificates
+from graceful_drain.controller.events import DRAIN_STARTED
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.events import DRAIN_STARTED
 from graceful_drain.kube.informer import Informer as ControllerInformer
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient, resource_path
 from kubesim.drain import KubectlDrain
 from kubesim.sim import KubeSim
+from tests.e2e.watching import annotations_of, is_ready, watch_until
 
-from .drain_cluster import (
-    BOUND,
-    CONTROLLER_USER,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    DrainCluster,
-    Replica,
-    annotations_of,
-    drain_cluster,
-    forbidden,
-    is_ready,
-    pod_on,
-    watch_until,
-)
+from .drain_cluster import DrainCluster, drain_cluster, forbidden
+from .drain_workloads import pod_on
+from .installed import BOUND, CONTROLLER_USER, NAMESPACE, SERVICE_ACCOUNT
 from .rbac_usage import describe, granted_to, used_by
+from .replica import Replica
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
 from graceful_drain.controller.model import Enablement
-from graceful_drain.kube.cache import ClusterCache
+from graceful_drain.controller.view import ClusterCache
 from graceful_drain.kube.informer import Informer
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim

@@ -13,12 +13,12 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
 from tests.unit.chart.monitoring import missing_metrics
 
 from .conftest import DEADLINE, WebhookCerts, running_controller
-from .drain_cluster import web
+from .drain_workloads import web
 
 
 def values(exposition: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -12,10 +12,10 @@ import pytest
 from lightkube import AsyncClient
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import format_rfc3339
 from graceful_drain.inspection.gather import node_state
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.kube.client import RawApi
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 
@@ -66,7 +66,7 @@ async def cluster_state(sim: KubeSim, raw: KubeClient) -> None:
                        "resources": ["pods/eviction"]}],
         }],
     })  # fmt: skip
-    await create_workload(sim, raw, "steady", namespace=NS)  # row 16
+    await create_workload(sim, raw, "steady", namespace=NS)  # rollout-requested
     await create_workload(sim, raw, "pair", namespace=NS, replicas=2, ready_replicas=2)  # 10
     await create_workload(sim, raw, "sleepy", namespace=NS, pod_ready=False)  # 12
     await create_workload(sim, raw, "surged", namespace=NS, ready_replicas=2)  # 13

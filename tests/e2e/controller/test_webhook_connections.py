@@ -68,7 +68,7 @@ async def test_slow_readers_are_closed_while_the_api_server_gets_its_answers(
         for _ in range(3):  # AdmissionReviews while the slow clients trickle
             status, review = await post_review(https, app, eviction_review("default", "gone"))
             assert status == 200
-            assert review["response"]["allowed"] is True  # no such pod: row 3
+            assert review["response"]["allowed"] is True  # no such pod: pod-gone
         async with asyncio.timeout(DEADLINE):
             closed = await asyncio.gather(*slow)
         assert all(closed)  # every slow client was cut off before it finished trickling

@@ -12,7 +12,7 @@ import pytest
 
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import parse_rfc3339
+from graceful_drain.kube.timefmt import parse_rfc3339
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
@@ -86,9 +86,9 @@ def decisions(app: ControllerApp, allowed: bool, reason: str) -> float:
 @pytest.mark.parametrize(
     ("options", "reason"),
     [
-        ({"replicas": 2, "ready_replicas": 2}, "replicas-not-one"),  # row 10
-        ({"ready_replicas": 2}, "surge-ready"),  # row 13
-        ({"pod_ready": False}, "pod-not-ready"),  # row 12
+        ({"replicas": 2, "ready_replicas": 2}, "replicas-not-one"),
+        ({"ready_replicas": 2}, "surge-ready"),
+        ({"pod_ready": False}, "pod-not-ready"),
     ],
 )
 async def test_allow_rows_for_deployment_pods(
@@ -120,9 +120,9 @@ async def test_bare_pod_and_dry_run_and_gone_pod_are_allowed(
     async with asyncio.timeout(DEADLINE):
         await pods.wait_for(lambda: controller.cache.pods.get("shop", "bare") is not None)
     for review, reason in [
-        (eviction_review("shop", "bare"), "no-deployment"),  # row 7
-        (eviction_review("shop", "bare", dry_run=True), "dry-run"),  # row 1
-        (eviction_review("shop", "never-existed"), "pod-gone"),  # row 3: live GET says 404
+        (eviction_review("shop", "bare"), "no-deployment"),
+        (eviction_review("shop", "bare", dry_run=True), "dry-run"),
+        (eviction_review("shop", "never-existed"), "pod-gone"),  # the live GET says 404
     ]:
         status, answer = await post_review(https, controller, review)
         assert status == 200
@@ -133,7 +133,7 @@ async def test_bare_pod_and_dry_run_and_gone_pod_are_allowed(
         assert decisions(controller, True, reason) == 1, reason
 
 
-# --- the stamp (row 16) -----------------------------------------------------------------------
+# --- the stamp (ROLLOUT_REQUESTED) ------------------------------------------------------------
 
 
 async def test_singleton_gets_stamped_and_429(
@@ -159,8 +159,8 @@ async def test_singleton_gets_stamped_and_429(
         controller.metrics.registry.get_sample_value("graceful_drain_rollouts_started_total") == 1
     )
 
-    # The retry, whether or not the cache has seen the stamp yet, is held: row 15 (or a 409
-    # on a second stamp, re-read, row 15).
+    # The retry, whether or not the cache has seen the stamp yet, is held: ROLLOUT_IN_PROGRESS
+    # (or a 409 on a second stamp, re-read, ROLLOUT_IN_PROGRESS).
     status, again = await post_review(
         https, controller, eviction_review(workload.namespace, workload.pod_name)
     )
@@ -204,7 +204,7 @@ async def test_stale_cache_stamp_conflicts_then_rereads_and_stamps(
     assert [r.code for r in patches] == [409, 200]
 
 
-# --- cold cache (row 4) and readiness ---------------------------------------------------------
+# --- cold cache (CACHE_COLD) and readiness ----------------------------------------------------
 
 
 async def test_cold_cache_answers_429_while_the_api_fails_then_becomes_ready(
@@ -324,7 +324,7 @@ async def test_a_new_certificate_is_served_after_reload(sim: KubeSim, certs: Web
         assert await _served_common_name(app, certs) == "graceful-drain-2"
 
 
-# --- row 2 v2: the kind is checked, names are validated before any lookup --------------------
+# --- NOT_EVICTION, INVALID_NAME: checked before any lookup ------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -345,8 +345,8 @@ async def test_a_review_of_another_kind_or_an_invalid_name_is_allowed_without_a_
     change: dict[str, Any],
     reason: str,
 ) -> None:
-    """A protected, Ready singleton would be stamped and held (row 16) by a real eviction of
-    its pod; a review of any other kind, or naming no valid pod, is allowed untouched."""
+    """A protected, Ready singleton is stamped and held (ROLLOUT_REQUESTED) by a real
+    eviction of its pod; a review of any other kind, or naming no valid pod, is let through."""
     workload = await create_workload(sim, raw, "web")
     await until_cached(controller, workload)
     review = eviction_review(workload.namespace, workload.pod_name)

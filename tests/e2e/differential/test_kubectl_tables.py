@@ -30,8 +30,8 @@ import yaml
 
 from kubesim.client import KubeClient
 from realcluster.cluster import RealCluster
-from tests.e2e.controller.drain_cluster import watch_until
 from tests.e2e.real_control_plane.harness import kubectl
+from tests.e2e.watching import watch_until
 
 from .servers import Endpoint, kubesim_kubeconfig, kubesim_serve
 

@@ -31,7 +31,9 @@ from typing import Any
 import aiohttp
 
 from kubesim.client import ApiStatusError, KubeClient, resource_path
-from tests.e2e.controller.drain_cluster import WORKLOADS, DrainCluster, Replica
+from tests.e2e.controller.drain_cluster import DrainCluster
+from tests.e2e.controller.installed import WORKLOADS
+from tests.e2e.controller.replica import Replica
 
 RETRY_SECONDS = 0.2  # kubectl drain retries every 5 s; faster here finds more windows
 DRAIN_BOUND = 60.0

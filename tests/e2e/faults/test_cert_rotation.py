@@ -20,7 +20,8 @@ from cryptography import x509
 
 from kubesim.pki import CertificateAuthority, KeyPair
 from kubesim.sim import KubeSim
-from tests.e2e.controller.drain_cluster import DEPLOY, DrainCluster, drain_cluster
+from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
+from tests.e2e.controller.installed import DEPLOY
 from tests.e2e.faults.suite import Context, Fault, run_fault
 
 pytestmark = pytest.mark.e2e

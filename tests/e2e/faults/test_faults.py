@@ -31,17 +31,11 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
-from tests.e2e.controller.conftest import eviction_review
-from tests.e2e.controller.drain_cluster import (
-    CONTROLLER_USER,
-    NAMESPACE,
-    WEBHOOK_CONFIGURATION,
-    DrainCluster,
-    Replica,
-    drain_cluster,
-    quick_backoff,
-    template_restarted_at,
-)
+from tests.e2e.controller.conftest import eviction_review, quick_backoff
+from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
+from tests.e2e.controller.drain_workloads import template_restarted_at
+from tests.e2e.controller.installed import CONTROLLER_USER, NAMESPACE, WEBHOOK_CONFIGURATION
+from tests.e2e.controller.replica import Replica
 from tests.e2e.controller.test_webhook_connections import HEADERS_NEVER_END, trickle
 from tests.e2e.faults.suite import ROWS, Context, Fault, FaultRow, evict, readyz, run_fault
 from tests.unit.deploy.rendered import SELF_SIGNED, objects, one
@@ -100,7 +94,7 @@ async def test_api_5xx_burst(cluster: DrainCluster) -> None:
     row = await run_fault(cluster, Fault(
         "API 5xx burst (every controller request 503, 4 informer retries)",
         inject, lift, recovered, bound=6.0, app_options={"cache_backoff": Backoff},
-        note="real back-off (cap 5 s); a stamp tried during the burst would fail open (row 16)",
+        note="real back-off (cap 5 s); a stamp tried during the burst fails open (STAMP_FAILED)",
     ))  # fmt: skip
     check(row, absorbed=False)
 
@@ -332,7 +326,7 @@ async def test_random_bodies(cluster: DrainCluster) -> None:
 
 async def cold_start_row(cluster: DrainCluster, name: str, env: dict[str, str]) -> FaultRow:
     """Start a replica while every controller request fails; the webhook must answer a pod it
-    cannot look up with 429 (row 4), then become ready once the API answers."""
+    cannot look up with 429 (CACHE_COLD), then become ready once the API answers."""
     config = await cluster.replica_config("graceful-drain-cold", env)
     outage = cluster.sim.faults.add(FaultRule(user=CONTROLLER_USER, error_code=503))
     app = ControllerApp(config, identity="graceful-drain-cold", cache_backoff=quick_backoff)
@@ -354,7 +348,7 @@ async def cold_start_row(cluster: DrainCluster, name: str, env: dict[str, str]) 
     finally:
         cluster.sim.faults.remove(outage)
     row = FaultRow(name, survived, 0 if status == 429 else 1, 0, recovery, 10.0,
-                   "webhook answers 429 (row 4) before the API answers")  # fmt: skip
+                   "webhook answers 429 (cache-cold) before the API answers")  # fmt: skip
     ROWS.append(row)
     return row
 
@@ -443,6 +437,6 @@ async def test_cold_start_tls_files(sim: KubeSim, tmp_path: Path) -> None:
         await app.stop()
     row = FaultRow("cold start, API unreachable (TLS files, cert-manager mode)", ready,
                    0 if held else 1, 0, recovery, 10.0,
-                   "webhook answers 429 (row 4) before the API answers")  # fmt: skip
+                   "webhook answers 429 (cache-cold) before the API answers")  # fmt: skip
     ROWS.append(row)
     check(row, absorbed=True)

@@ -25,13 +25,10 @@ import aiohttp
 import pytest
 
 from kubesim.sim import KubeSim
-from tests.e2e.controller.drain_cluster import (
-    NAMESPACE,
-    DrainCluster,
-    container_invocation,
-    drain_cluster,
-    template_restarted_at,
-)
+from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
+from tests.e2e.controller.drain_workloads import template_restarted_at
+from tests.e2e.controller.installed import NAMESPACE
+from tests.e2e.controller.replica import container_invocation
 from tests.e2e.faults.suite import (
     DRAIN_BOUND,
     READY_DELAY,

@@ -14,12 +14,9 @@ import pytest
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path
 from kubesim.sim import KubeSim
-from tests.e2e.controller.drain_cluster import (
-    CONTROLLER_USER,
-    WEBHOOK_CONFIGURATION,
-    Replica,
-    drain_cluster,
-)
+from tests.e2e.controller.drain_cluster import drain_cluster
+from tests.e2e.controller.installed import CONTROLLER_USER, WEBHOOK_CONFIGURATION
+from tests.e2e.controller.replica import Replica
 from tests.e2e.faults.test_faults import tls_of
 
 pytestmark = pytest.mark.e2e

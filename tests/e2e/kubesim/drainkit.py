@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.cluster.runtime import Informer
+from tests.e2e.watching import watch_until
 
 Obj = dict[str, Any]
 NS = "default"
@@ -103,26 +104,6 @@ def pdb_min_available(count: int = 1) -> Obj:
     }
 
 
-async def watch_until(
-    client: KubeClient, api_version: str, plural: str, kind: str,
-    predicate: Callable[[list[Obj]], bool],
-) -> None:  # fmt: skip
-    """Return once `predicate(all objects)` holds, re-checked on every watch event."""
-    informer = Informer(client, api_version, plural, kind, namespace=NS)
-    changed = asyncio.Event()
-    informer.add_handler(lambda *_: changed.set())
-    task = asyncio.get_running_loop().create_task(informer.run())
-    try:
-        await informer.synced.wait()
-        while not predicate(informer.items()):
-            changed.clear()
-            await changed.wait()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
 async def pdb_computed(client: KubeClient) -> None:
     def done(pdbs: list[Obj]) -> bool:
         return bool(pdbs) and all(
@@ -130,7 +111,7 @@ async def pdb_computed(client: KubeClient) -> None:
             for p in pdbs
         )
 
-    await watch_until(client, "policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", done)
+    await watch_until(client, "policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", NS, done)
 
 
 @dataclass

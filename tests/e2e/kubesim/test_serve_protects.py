@@ -20,7 +20,7 @@ from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import run_kubectl
-from tests.e2e.controller.drain_cluster import container_invocation
+from tests.e2e.controller.replica import container_invocation
 
 pytestmark = pytest.mark.e2e
 

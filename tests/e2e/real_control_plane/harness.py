@@ -31,8 +31,10 @@ from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster, free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
-from tests.e2e.controller import drain_cluster
-from tests.e2e.controller.drain_cluster import KubectlRun, container_invocation, watch_until
+from tests.e2e.controller import drain_workloads
+from tests.e2e.controller.drain_cluster import KubectlRun
+from tests.e2e.controller.replica import container_invocation
+from tests.e2e.watching import watch_until
 
 from .loadbalancer import LoadBalancer
 
@@ -320,15 +322,8 @@ def web(
     """kubesim's drain test Deployment (maxSurge 1, maxUnavailable 0, a readiness probe,
     preferring node-a), in `namespace`, Ready `ready_delay` after it starts (kwok.yaml reads
     the same annotations as kubesim's kubelet)."""
-    manifest = drain_cluster.web(
+    manifest = drain_workloads.web(
         name, replicas=replicas, ready_delay=ready_delay, never_ready=never_ready
     )
     manifest["metadata"]["namespace"] = namespace
     return manifest
-
-
-is_ready = drain_cluster.is_ready
-
-
-def annotations_of(obj: Obj) -> dict[str, str]:
-    return dict(obj["metadata"].get("annotations") or {})

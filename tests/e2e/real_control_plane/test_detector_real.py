@@ -20,8 +20,9 @@ import pytest
 
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
+from tests.e2e.watching import is_ready
 
-from .harness import BOUND, REPO, is_ready, kubectl, refused, requests_of, watch_objects, web
+from .harness import BOUND, REPO, kubectl, refused, requests_of, watch_objects, web
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 

@@ -14,20 +14,19 @@ from collections.abc import Callable
 
 import pytest
 
+from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from tests.e2e.controller.drain_cluster import KubectlRun
+from tests.e2e.watching import annotations_of, is_ready
 
 from .harness import (
     BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
     admin_client,
-    annotations_of,
-    is_ready,
     kubectl,
     kubectl_json,
     pinned_kubectl,

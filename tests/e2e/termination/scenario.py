@@ -16,7 +16,6 @@ start their pods through the API themselves.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,6 +37,7 @@ from kubesim.cluster.nodestatus import NodeShape
 from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
 from kubesim.watchlog import WatchLog
+from tests.e2e.watching import watch_until
 
 Obj = dict[str, Any]
 NS = "shop"
@@ -393,21 +393,16 @@ def restarted_after_oom(pod: Obj) -> bool:
     return bool(last) and last.get("reason") == "OOMKilled"
 
 
-async def watch_until(
-    client: KubeClient, path: str, predicate: Callable[[Obj], bool], what: str
-) -> Obj:
-    """List, then watch ``path`` until an object satisfies ``predicate``; returns it."""
-    async with asyncio.timeout(WAIT_SECONDS):
-        listed = await client.get(path)
-        items: list[Obj] = listed.get("items", [])
-        for item in items:
-            if predicate(item):
-                return item
-        async for event in client.watch(path, listed["metadata"]["resourceVersion"]):
-            obj: Obj = event.get("object") or {}
-            if event.get("type") in ("ADDED", "MODIFIED") and predicate(obj):
-                return obj
-    raise AssertionError(f"the watch ended before {what}")
+async def pod_until(client: KubeClient, predicate: Callable[[Obj], bool], what: str) -> Obj:
+    """The first pod of the namespace that satisfies ``predicate``, once one does."""
+    try:
+        pods = await watch_until(
+            client, "v1", "pods", "Pod", NS, lambda items: any(predicate(p) for p in items),
+            bound=WAIT_SECONDS,
+        )  # fmt: skip
+    except TimeoutError:
+        raise AssertionError(f"{what}: not seen within {WAIT_SECONDS:.0f}s") from None
+    return next(p for p in pods if predicate(p))
 
 
 @contextlib.asynccontextmanager

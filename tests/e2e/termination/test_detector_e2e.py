@@ -31,10 +31,10 @@ from tests.e2e.termination.scenario import (
     memory_eviction,
     named,
     oom_kill,
+    pod_until,
     pods_log,
     preemption,
     real_nodes,
-    watch_until,
 )
 
 pytestmark = pytest.mark.e2e
@@ -99,9 +99,8 @@ async def test_kubectl_drain_eviction_is_voluntary(
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     try:
-        evicted = await watch_until(
+        evicted = await pod_until(
             admin,
-            resource_path("v1", "pods", NS),
             lambda p: bool(p["metadata"].get("deletionTimestamp")),
             "kubectl drain evicts the pod",
         )
@@ -233,9 +232,8 @@ async def test_a_preempted_pod_evicted_again_through_the_api_stays_preempted(
                 {"apiVersion": "policy/v1", "kind": "Eviction",
                  "metadata": {"name": name, "namespace": NS}},
             )  # fmt: skip
-            pod = await watch_until(
+            pod = await pod_until(
                 workload.admin,
-                resource_path("v1", "pods", NS),
                 lambda p: (
                     p["metadata"]["name"] == name
                     and (condition(p, "DisruptionTarget") or {}).get("reason")

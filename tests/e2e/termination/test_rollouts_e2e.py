@@ -30,13 +30,12 @@ from tests.e2e.termination.scenario import (
     condition,
     deployment_manifest,
     now,
-    watch_until,
+    pod_until,
 )
 
 pytestmark = pytest.mark.e2e
 
 RESTARTED_AT = "graceful-drain.stonal.com/restarted-at"
-PODS = resource_path("v1", "pods", NS)
 
 
 class PodPlayer:
@@ -107,7 +106,7 @@ def facts(verdict: Verdict) -> dict[Fact, dict[str, str]]:
 async def test_a_graceful_drain_rollout_is_voluntary(workload: Workload) -> None:
     admin: KubeClient = workload.admin
     await admin.create(resource_path("apps/v1", "deployments", NS), deployment_manifest())
-    old = await watch_until(admin, PODS, running, "the first pod runs")
+    old = await pod_until(admin, running, "the first pod runs")
 
     # graceful-drain's webhook stamps the marker; its reconciler copies it to the template.
     stamp = rfc3339(now())
@@ -122,9 +121,8 @@ async def test_a_graceful_drain_rollout_is_voluntary(workload: Workload) -> None
             },
         },
     )
-    await watch_until(
+    await pod_until(
         admin,
-        PODS,
         lambda p: (
             p["metadata"]["uid"] == old["metadata"]["uid"]
             and bool(p["metadata"].get("deletionTimestamp"))
@@ -156,11 +154,10 @@ async def test_a_scale_down_is_voluntary(workload: Workload) -> None:
             running_names.add(pod["metadata"]["name"])
         return len(running_names) == 2
 
-    await watch_until(admin, PODS, two_running, "two pods run")
+    await pod_until(admin, two_running, "two pods run")
     await admin.patch(resource_path("apps/v1", "deployments", NS, "web"), {"spec": {"replicas": 1}})
-    removed = await watch_until(
+    removed = await pod_until(
         admin,
-        PODS,
         lambda p: bool(p["metadata"].get("deletionTimestamp")),
         "the scale-down terminates a pod",
     )

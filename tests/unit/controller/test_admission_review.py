@@ -507,7 +507,7 @@ def test_dry_run_always_allows_without_a_stamp(
 
 
 @given(well_formed_reviews(), POD_LOOKUPS, OWNER_LOOKUPS, CONFIGS)
-def test_only_row_16_stamps(
+def test_only_rollout_requested_stamps(
     body: dict[str, Any], pod: PodLookup, owner: OwnerLookup, config: DecisionConfig
 ) -> None:
     decision, _ = answer(body, pod, owner, config)

@@ -35,7 +35,7 @@ from graceful_drain.controller.rollout import (
     next_step,
     removal_patch,
 )
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.apiserver.patch import Json, PatchInvalid, apply_json_patch
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -189,7 +189,8 @@ CASES = [
         now=STAMPED_AT + timedelta(minutes=30),
     ),
     Case(
-        # Reported, but restarted-at stays so the webhook keeps allowing (row 14).
+        # Reported, but restarted-at stays so the webhook keeps allowing
+        # (Reason.ROLLOUT_TIMEOUT).
         "deadline reached while rolling",
         info(**ROLLING),
         Expired(STAMP, TIMEOUT),

@@ -6,7 +6,7 @@ import asyncio
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +26,15 @@ from graceful_drain.controller.decide import (
     PodUnavailable,
     Reason,
 )
+from graceful_drain.controller.events import (
+    DRAIN_STARTED,
+    DRAIN_WAITING,
+    WARNING_EVENT_REASON,
+    DrainEvent,
+    DrainEvents,
+    held_message,
+    started_message,
+)
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.model import (
     RESTARTED_AT_ANNOTATION,
@@ -33,13 +42,8 @@ from graceful_drain.controller.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.webhook import (
-    DeploymentWarning,
-    EvictionHeld,
-    EvictionWebhook,
-    RolloutRequested,
-    WebhookHooks,
-)
+from graceful_drain.controller.webhook import EvictionWebhook
+from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -134,24 +138,47 @@ def review(**request_changes: Any) -> bytes:
     return json.dumps(document).encode()
 
 
+@dataclass(frozen=True)
+class Recorded:
+    regarding: InvolvedObject
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass
+class ListRecorder:
+    """The EventRecorder's `record`, kept in a list: what reaches the API server's queue."""
+
+    events: list[Recorded] = field(default_factory=list)
+
+    def record(self, regarding: InvolvedObject, type_: str, reason: str, message: str) -> None:
+        self.events.append(Recorded(regarding, type_, reason, message))
+
+
 @dataclass
 class Rig:
     cluster: FakeCluster
     patcher: ScriptedPatcher
     webhook: EvictionWebhook
     metrics: Metrics
-    events: list[object]
+    events: list[Recorded]
 
 
 @pytest.fixture
 def rig() -> Rig:
-    cluster, patcher, metrics = FakeCluster(), ScriptedPatcher(), Metrics()
-    events: list[object] = []
-    hooks = WebhookHooks(events.append, events.append, events.append)
-    webhook = EvictionWebhook(
-        cluster, patcher, config=DecisionConfig(), metrics=metrics, hooks=hooks, clock=lambda: NOW
+    """The webhook with the event path the controller runs: DrainEvents over a recorder."""
+    cluster, patcher, metrics, recorder = (
+        FakeCluster(),
+        ScriptedPatcher(),
+        Metrics(),
+        ListRecorder(),
     )
-    return Rig(cluster, patcher, webhook, metrics, events)
+    webhook = EvictionWebhook(
+        cluster, patcher, config=DecisionConfig(), metrics=metrics,
+        events=DrainEvents(recorder), clock=lambda: NOW,
+    )  # fmt: skip
+    return Rig(cluster, patcher, webhook, metrics, recorder.events)
 
 
 async def answer(rig: Rig, body: bytes | None = None) -> dict[str, Any]:
@@ -181,8 +208,11 @@ async def test_stamp_then_429_naming_the_deployment(rig: Rig) -> None:
     )
     assert patch[-1]["value"] == "2024-05-01T12:00:00.000000Z"
     assert rig.events == [
-        RolloutRequested(deployment().ref, POD.ref, "node-a", "2024-05-01T12:00:00.000000Z")
-    ]
+        Recorded(
+            InvolvedObject.deployment("default", "web"), NORMAL, DRAIN_STARTED,
+            started_message(POD.ref, "node-a", "2024-05-01T12:00:00.000000Z"),
+        )
+    ]  # fmt: skip
     assert rig.metrics.rollouts_started._value.get() == 1
 
 
@@ -208,7 +238,7 @@ async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_allows(rig:
     )  # fmt: skip
     rig.patcher.latency = 5.0  # cancelled at the budget: the test ends long before this
     response = await answer(rig)
-    assert response["allowed"] is True  # row 16's "any other failure"
+    assert response["allowed"] is True  # STAMP_FAILED: "any other failure"
 
 
 async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
@@ -221,7 +251,7 @@ async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
     assert response["allowed"] is False
     assert "rollout requested 5s ago" in response["status"]["message"]
     assert rig.cluster.rereads == 1
-    assert len(rig.patcher.patches) == 1  # row 15 now: nothing more to stamp
+    assert len(rig.patcher.patches) == 1  # ROLLOUT_IN_PROGRESS now: nothing more to stamp
 
 
 async def test_409_twice_allows(rig: Rig) -> None:
@@ -286,6 +316,16 @@ async def test_owner_unresolved_allows(rig: Rig) -> None:
     assert "ReplicaSet default/web-5d9 not found" in reason_of(response)
 
 
+async def test_a_bug_in_the_table_allows_with_reason_error(rig: Rig) -> None:
+    rig.cluster.deployments = {"web": cast(DeploymentInfo, object())}  # a bug upstream
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert response["uid"] == UID
+    assert "AttributeError" in reason_of(response)
+    assert rig.metrics.decisions.labels(allowed="true", reason="error")._value.get() == 1
+    assert rig.patcher.patches == []
+
+
 async def test_a_bug_in_a_lookup_allows_with_reason_error(rig: Rig) -> None:
     rig.cluster.pod = RuntimeError("cache bug")  # type: ignore[assignment]
     response = await answer(rig)
@@ -301,10 +341,10 @@ async def test_held_events_are_rate_limited_per_deployment(rig: Rig) -> None:
     for _ in range(3):
         response = await answer(rig)
         assert response["allowed"] is False
-    held = [event for event in rig.events if isinstance(event, EvictionHeld)]
-    assert len(held) == 1
-    assert held[0].waited == timedelta(seconds=30)
-    assert held[0].node == "node-a"
+    held = [event for event in rig.events if event.reason == DRAIN_WAITING]
+    assert [event.message for event in held] == [
+        held_message(POD.ref, "node-a", timedelta(seconds=30))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -322,13 +362,12 @@ async def test_a_warning_is_raised_once_per_interval(
     for _ in range(2):
         assert (await answer(rig))["allowed"] is True
     [warning] = rig.events
-    assert isinstance(warning, DeploymentWarning)
-    assert warning.reason is reason
+    assert (warning.type, warning.reason) == (WARNING, WARNING_EVENT_REASON[reason])
     assert rig.patcher.patches == []
 
 
 async def test_409_then_a_failed_reread_holds_and_is_counted(rig: Rig) -> None:
-    """Row 16 v2: the 409 means someone is writing this Deployment right now."""
+    """REREAD_FAILED: the 409 means someone is writing this Deployment right now."""
     rig.patcher.failures = [conflict()]
     rig.cluster.reread = [OwnerUnresolved("live GET of Deployment default/web timed out")]
     response = await answer(rig)
@@ -359,7 +398,8 @@ async def test_a_non_eviction_kind_or_invalid_name_is_allowed_without_lookup(
 
 
 async def test_a_namespace_out_of_scope_is_allowed_without_lookup_and_counted(rig: Rig) -> None:
-    """Row 3b: the live GET would be refused (403) and answer 429 forever (row 4)."""
+    """NAMESPACE_OUT_OF_SCOPE: the live GET would be refused (403) and answer 429 forever
+    (CACHE_COLD)."""
     rig.webhook.config = DecisionConfig(namespaces=frozenset({"shop"}))
     rig.cluster.pod = PodUnavailable("403 Forbidden")
     response = await answer(rig)
@@ -369,11 +409,12 @@ async def test_a_namespace_out_of_scope_is_allowed_without_lookup_and_counted(ri
     assert value._value.get() == 1
 
 
-async def test_a_failing_hook_does_not_change_the_answer(rig: Rig) -> None:
-    def broken(event: RolloutRequested) -> None:
-        raise RuntimeError("event writer bug")
+async def test_a_failing_event_sink_does_not_change_the_answer(rig: Rig) -> None:
+    class Broken:
+        def emit(self, event: DrainEvent) -> None:
+            raise RuntimeError("event writer bug")
 
-    rig.webhook.hooks.on_rollout_requested = broken
+    rig.webhook.events = Broken()
     response = await answer(rig)
     assert response["allowed"] is False
     assert response["status"]["code"] == 429

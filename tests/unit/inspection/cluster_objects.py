@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.timefmt import format_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339
 
 Obj = dict[str, Any]
 NODE = "node-a"

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.timefmt import format_rfc3339
 from graceful_drain.inspection.render import status_json, status_table
 from graceful_drain.inspection.status import LeaderState, StatusState, build_status
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube.timefmt import format_rfc3339
 
 from . import cluster_objects as k
 from .documented_schema import problems

@@ -1,14 +1,12 @@
-"""Event bodies, names, aggregation state, rate limiting and messages (no API server)."""
+"""Event bodies, names and aggregation state (no API server)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.model import ObjectRef
 from graceful_drain.kube.events import (
     MAX_MESSAGE_CHARS,
     REPORTING_CONTROLLER,
@@ -16,18 +14,13 @@ from graceful_drain.kube.events import (
     InvolvedObject,
     Series,
     SeriesCache,
-    completed_message,
     event_body,
-    event_name,
-    held_message,
     repeat_patch,
-    started_message,
-    timeout_message,
 )
+from graceful_drain.kube.meta import event_name
 
 AT = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
-WEB = InvolvedObject.deployment(ObjectRef("shop", "web"), "dep-uid")
-POD = ObjectRef("shop", "web-5d9-abcde")
+WEB = InvolvedObject.deployment("shop", "web", "dep-uid")
 
 
 def record(message: str = "held", reason: str = "GracefulDrainWaiting") -> EventRecord:
@@ -61,7 +54,7 @@ def test_event_body_is_a_core_v1_event_kubectl_describe_finds() -> None:
 
 
 def test_an_unknown_uid_is_left_out_of_the_reference() -> None:
-    regarding = InvolvedObject.deployment(ObjectRef("shop", "web"))
+    regarding = InvolvedObject.deployment("shop", "web")
 
     assert "uid" not in regarding.as_reference()
 
@@ -119,38 +112,3 @@ def test_series_cache_is_bounded_and_drops_the_least_recent() -> None:
     assert cache.find("b", AT) is None
     assert cache.find("a", AT) == Series("a", 2, AT)
     assert cache.find("c", AT) is not None
-
-
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        (
-            started_message(POD, "node-a", "2024-05-01T12:00:00Z"),
-            "Rollout requested at 2024-05-01T12:00:00Z so that pod web-5d9-abcde can leave node "
-            "node-a with a Ready replacement elsewhere; its eviction is held until then",
-        ),
-        (
-            held_message(POD, "node-a", timedelta(seconds=95)),
-            "Eviction of pod web-5d9-abcde from node node-a held until the replacement is Ready "
-            "(waited 1m35s)",
-        ),
-        (
-            held_message(POD, "", None),
-            "Eviction of pod web-5d9-abcde from node (unscheduled) held until the replacement "
-            "is Ready",
-        ),
-        (
-            completed_message("2024-05-01T12:00:00Z", timedelta(seconds=42)),
-            "Rollout requested at 2024-05-01T12:00:00Z completed in 42s; evictions proceed",
-        ),
-        (
-            timeout_message(
-                "2024-05-01T12:00:00Z", timedelta(minutes=10, seconds=3), timedelta(minutes=10)
-            ),
-            "Rollout requested at 2024-05-01T12:00:00Z did not complete within rolloutTimeout "
-            "10m0s (waited 10m3s); evictions are no longer held",
-        ),
-    ],
-)
-def test_messages(message: str, expected: str) -> None:
-    assert message == expected

@@ -34,7 +34,7 @@ def test_the_event_names_the_pod_and_carries_the_summary() -> None:
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{POD_NAME}.{int(NOW.timestamp() * 1e9):x}",
+            "name": f"{POD_NAME}.{1794398401_250000000:x}",  # Unix nanoseconds, in hex
             "namespace": NAMESPACE,
             "annotations": {CAUSE_ANNOTATION: "voluntary", ACTION_ANNOTATION: "drain_gracefully"},
         },

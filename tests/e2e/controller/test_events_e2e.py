@@ -9,19 +9,19 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
-from graceful_drain.controller.model import ObjectRef
-from graceful_drain.kube.events import (
+from graceful_drain.controller.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,
-    NORMAL,
     DrainEvents,
-    EventRecorder,
-    InvolvedObject,
+    EvictionHeld,
+    RolloutRequested,
 )
+from graceful_drain.controller.model import ObjectRef
+from graceful_drain.kube.events import NORMAL, EventRecorder, InvolvedObject
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim
 
-from .conftest import NAME, NS, deployment_manifest, events_about, kubectl
+from .deployments import NAME, NS, deployment_manifest, events_about, kubectl
 
 pytestmark = pytest.mark.e2e
 
@@ -43,9 +43,9 @@ async def test_started_and_held_events_show_in_kubectl_describe(
     sim.create(deployment_manifest())
     # uid_of knows nothing (a cold cache): the recorder looks the uid up itself.
     events = DrainEvents(recorder, held_interval=0.0)
-    events.started(WEB, pod=POD, node="node-a", restarted_at="2024-05-01T12:00:00Z")
+    assert events.emit(RolloutRequested(WEB, POD, "node-a", "2024-05-01T12:00:00Z"))
     for waited in (5, 10, 15):
-        assert events.held(WEB, pod=POD, node="node-a", waited=timedelta(seconds=waited))
+        assert events.emit(EvictionHeld(WEB, POD, "node-a", timedelta(seconds=waited)))
     await recorder.flush()
 
     describe = await kubectl(sim.kubeconfig_path, "describe", "deployment", NAME)
@@ -70,9 +70,9 @@ async def test_held_events_are_rate_limited_per_deployment(
     sim.create(deployment_manifest("api"))
     events = DrainEvents(recorder)  # 30 s per Deployment
 
-    assert events.held(WEB, pod=POD, node="node-a", waited=None)
-    assert not events.held(WEB, pod=POD, node="node-a", waited=None)
-    assert events.held(ObjectRef(NS, "api"), pod=POD, node="node-a", waited=None)
+    assert events.emit(EvictionHeld(WEB, POD, "node-a", None))
+    assert not events.emit(EvictionHeld(WEB, POD, "node-a", None))
+    assert events.emit(EvictionHeld(ObjectRef(NS, "api"), POD, "node-a", None))
     await recorder.flush()
 
     assert [e["count"] for e in await events_about(lk)] == [1]
@@ -83,7 +83,7 @@ async def test_a_deleted_event_starts_a_new_series(
     sim: KubeSim, lk: AsyncClient, recorder: EventRecorder
 ) -> None:
     sim.create(deployment_manifest())
-    web = InvolvedObject.deployment(WEB)
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name)
     recorder.record(web, NORMAL, DRAIN_WAITING, "first")
     await recorder.flush()
     (first,) = await events_about(lk)
@@ -102,7 +102,7 @@ async def test_refused_writes_are_counted_never_raised(
 ) -> None:
     sim.create(deployment_manifest())
     sim.faults.add(FaultRule(verb="create", resource="events", error_code=500))
-    web = InvolvedObject.deployment(WEB, "some-uid")
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name, "some-uid")
 
     recorder.record(web, NORMAL, DRAIN_WAITING, "lost")
     await recorder.flush()
@@ -113,7 +113,7 @@ async def test_refused_writes_are_counted_never_raised(
 
 async def test_a_full_queue_drops_instead_of_blocking(lk: AsyncClient) -> None:
     writer = EventRecorder(lk, instance="x", queue_limit=2)  # not started: nothing drains it
-    web = InvolvedObject.deployment(WEB, "uid")
+    web = InvolvedObject.deployment(WEB.namespace, WEB.name, "uid")
     for index in range(5):
         writer.record(web, NORMAL, DRAIN_WAITING, f"held {index}")
 

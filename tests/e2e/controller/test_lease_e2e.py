@@ -14,7 +14,8 @@ from lightkube.resources.coordination_v1 import Lease
 from graceful_drain.kube.lease import LeaderElector
 from kubesim.sim import KubeSim
 
-from .conftest import DEADLINE, NS, lightkube_client
+from .conftest import DEADLINE
+from .deployments import NS, lightkube_client
 
 pytestmark = pytest.mark.e2e
 

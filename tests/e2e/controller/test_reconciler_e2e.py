@@ -18,28 +18,24 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_TIMEOUT, DrainEvents
 from graceful_drain.controller.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.controller.reconciler import Reconciler, utc_now
+from graceful_drain.controller.patcher import DeploymentPatcher, LightkubeDeploymentPatcher
+from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.rollout import Completed, CopyToTemplate, JsonPatch
-from graceful_drain.controller.timefmt import format_rfc3339, parse_rfc3339
-from graceful_drain.controller.webhook import DeploymentPatcher, LightkubeDeploymentPatcher
-from graceful_drain.kube.events import (
-    DRAIN_COMPLETED,
-    DRAIN_TIMEOUT,
-    REPORTING_CONTROLLER,
-    DrainEvents,
-    EventRecorder,
-)
+from graceful_drain.kube.events import REPORTING_CONTROLLER, EventRecorder
 from graceful_drain.kube.lease import LeaderElector
+from graceful_drain.kube.meta import utc_now
+from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 from kubesim.sim import KubeSim
 
-from .conftest import (
-    DEADLINE,
+from .conftest import DEADLINE
+from .deployments import (
     NAME,
     NS,
     WatchedDeployments,

@@ -1,4 +1,5 @@
-"""Time helpers: the RFC 3339 form of the restarted-at annotation, and Go-style durations."""
+"""Time as the API server writes it: RFC 3339 timestamps (metav1.Time, MicroTime, the
+restarted-at annotation) and Go-style durations. The one home for both, in the product."""
 
 from __future__ import annotations
 
@@ -14,14 +15,21 @@ _RFC3339 = re.compile(
 
 
 def as_utc(moment: datetime) -> datetime:
-    """The same instant in UTC; a naive datetime is taken to already be UTC."""
-    if moment.tzinfo is None:
+    """The same instant in UTC; a naive datetime is taken to already be UTC. Never raises: an
+    instant UTC cannot hold (year 1 at +14:00) keeps its own offset, still comparable."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
         return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        return moment
 
 
-def parse_rfc3339(text: str) -> datetime | None:
-    """An aware UTC datetime, or None when `text` is not a strict RFC 3339 timestamp."""
+def parse_rfc3339(text: object) -> datetime | None:
+    """An aware UTC datetime, or None when `text` is not a strict RFC 3339 timestamp (nor a
+    string at all: raw JSON may hold anything)."""
+    if not isinstance(text, str):
+        return None
     match = _RFC3339.fullmatch(text)
     if match is None:
         return None
@@ -44,6 +52,19 @@ def parse_rfc3339(text: str) -> datetime | None:
         return None
 
 
+def parse_timestamp(value: object) -> datetime | None:
+    """Tolerant: a strict RFC 3339 timestamp, else any ISO 8601 form Python reads (a naive one
+    is taken as UTC), as an aware UTC datetime; None for anything else. For evidence read from
+    wherever it comes (the detector), where a readable time beats a strict refusal."""
+    strict = parse_rfc3339(value)
+    if strict is not None or not isinstance(value, str) or not value:
+        return strict
+    try:
+        return as_utc(datetime.fromisoformat(value))
+    except (ValueError, OverflowError):
+        return None
+
+
 def format_rfc3339(moment: datetime) -> str:
     """`moment` in UTC, to the second, e.g. 2024-05-01T12:00:00Z (what metav1.Time writes)."""
     utc = as_utc(moment)
@@ -58,6 +79,15 @@ def format_rfc3339_micro(moment: datetime) -> str:
     layout). `parse_rfc3339` reads it, and still reads whole-second stamps."""
     utc = as_utc(moment)
     return format_rfc3339(utc)[:-1] + f".{utc.microsecond:06d}Z"
+
+
+def format_rfc3339_exact(moment: datetime) -> str:
+    """`moment` in UTC, to the second, with microseconds only when it has any: as exact as
+    the instant, as short as it can be (the detector's verdicts and readings)."""
+    utc = as_utc(moment)
+    if utc.utcoffset():  # beyond what UTC can hold: the instant as it was given
+        return utc.isoformat()
+    return format_rfc3339_micro(utc) if utc.microsecond else format_rfc3339(utc)
 
 
 def format_go_duration(duration: timedelta) -> str:

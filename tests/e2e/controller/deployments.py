@@ -1,4 +1,6 @@
-"""Reconciler, events, Lease and certificates against kubesim: shared fixtures and helpers."""
+"""Deployments played by hand (no Deployment controller runs): manifests, status writes, the
+webhook's stamp, the controller's informer cache of them, and the Events written about them.
+For the reconciler, events, Lease and certificate tests."""
 
 from __future__ import annotations
 
@@ -18,14 +20,15 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
-from graceful_drain.controller.timefmt import format_rfc3339
-from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.cache import ClusterCache, ResourceCache
+from graceful_drain.controller.view import ClusterCache
+from graceful_drain.kube.cache import ResourceCache
+from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
+
+from .conftest import DEADLINE, quick_backoff
 
 NS = "default"
 NAME = "web"
-DEADLINE = 15.0  # bound on every wait for a controller to catch up
 KUBECTL_TIMEOUT = 60.0
 
 Obj = dict[str, Any]
@@ -36,7 +39,7 @@ def lightkube_client(sim: KubeSim) -> AsyncClient:
 
 
 class WatchedDeployments:
-    """The controller's informer cache (kube/cache.py) of one namespace, with a way to wait
+    """The controller's informer cache (controller/view.py) of one namespace, with a way to wait
     for what it shows."""
 
     def __init__(self, client: AsyncClient, namespace: str = NS) -> None:
@@ -54,10 +57,6 @@ class WatchedDeployments:
         (informer,) = self.cache.deployments.informers
         async with asyncio.timeout(within):
             await informer.wait_for(predicate)
-
-
-def quick_backoff() -> Backoff:
-    return Backoff(0.02, 0.2)
 
 
 @asynccontextmanager

@@ -1,8 +1,13 @@
-"""Tolerant, typed reads from raw Kubernetes JSON.
+"""Tolerant reads from raw Kubernetes JSON: whatever the API server (or a proxy, or a fault)
+returned, decoded as is. JSON null counts as absent, as it does for the API server; a value of
+the wrong type never raises.
 
-Every read takes a parent mapping (or None) and a key. JSON null counts as absent, as it does
-for the API server. A value of the wrong type is replaced by the default and its path is
-recorded in `malformed`, so a caller can keep the object and still log what was wrong.
+Two ways to read, for two needs:
+- `FieldReader` (the controller's slim views): typed reads with defaults that record the path
+  of every value of the wrong type in `malformed`, so a caller keeps the object and still logs
+  what was wrong;
+- `as_mapping`, `as_list`, `as_str`, `as_int`, `get_path` (the detector's evidence): a value
+  of the wrong shape simply reads as absent.
 """
 
 from __future__ import annotations
@@ -13,6 +18,38 @@ from typing import Any
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 JsonObject = Mapping[str, Any]
+_EMPTY: Mapping[str, object] = {}
+
+
+def as_mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def as_list(value: object) -> Sequence[object]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+def as_str(value: object) -> str | None:
+    """A non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def as_int(value: object) -> int | None:
+    """An int64 (booleans, numbers with a fraction, strings and out-of-range numbers: None)."""
+    if isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    return None
+
+
+def get_path(value: object, *keys: str) -> object:
+    """Walk nested mappings; any missing or non-mapping step yields None."""
+    current = value
+    for key in keys:
+        mapping = as_mapping(current)
+        if key not in mapping:
+            return None
+        current = mapping[key]
+    return current
 
 
 class FieldReader:
@@ -62,13 +99,10 @@ class FieldReader:
         value = None if parent is None else parent.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int):
+        integer = as_int(value)
+        if integer is None:
             self._wrong(path)
-            return None
-        if _INT64_MIN <= value <= _INT64_MAX:
-            return value
-        self._wrong(path)
-        return None
+        return integer
 
     def integer(self, parent: JsonObject | None, key: str, path: str, default: int = 0) -> int:
         value = self.optional_integer(parent, key, path)

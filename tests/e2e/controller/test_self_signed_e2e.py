@@ -25,7 +25,8 @@ from graceful_drain.kube.backoff import Backoff
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim
 
-from .conftest import DEADLINE, lightkube_client
+from .conftest import DEADLINE
+from .deployments import lightkube_client
 
 pytestmark = pytest.mark.e2e
 

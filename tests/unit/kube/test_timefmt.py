@@ -1,4 +1,5 @@
-"""RFC 3339 timestamps of the restarted-at annotation and Go-style durations in messages."""
+"""RFC 3339 timestamps (the restarted-at annotation, metav1 times, the detector's evidence) and
+Go-style durations in messages: kube/timefmt.py, the product's one home for both."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.timefmt import (
+from graceful_drain.kube.timefmt import (
     as_utc,
     format_go_duration,
     format_rfc3339,
+    format_rfc3339_exact,
     format_rfc3339_micro,
     parse_rfc3339,
+    parse_timestamp,
 )
 
 
@@ -94,3 +97,50 @@ def test_restarted_at_keeps_sub_second_precision_and_old_stamps_still_parse() ->
     assert format_rfc3339_micro(moment) == "2024-05-01T12:00:00.515000Z"
     assert parse_rfc3339(format_rfc3339_micro(moment)) == moment
     assert parse_rfc3339("2024-05-01T12:00:00Z") == moment.replace(microsecond=0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-11-11T11:59:50Z", datetime(2026, 11, 11, 11, 59, 50, tzinfo=UTC)),
+        ("2026-11-11T12:59:50+01:00", datetime(2026, 11, 11, 11, 59, 50, tzinfo=UTC)),
+        ("2026-11-11T11:59:50", datetime(2026, 11, 11, 11, 59, 50, tzinfo=UTC)),  # naive: UTC
+        ("2026-11-11 11:59:50Z", datetime(2026, 11, 11, 11, 59, 50, tzinfo=UTC)),  # not strict
+        ("11:59", None),
+        ("", None),
+        (None, None),
+        (1_700_000_000, None),
+    ],
+)
+def test_parse_timestamp_is_tolerant_where_parse_rfc3339_is_strict(
+    value: object, expected: datetime | None
+) -> None:
+    assert parse_timestamp(value) == expected
+    if parse_rfc3339(value) is not None:
+        assert parse_rfc3339(value) == expected
+
+
+@given(st.text(max_size=40) | st.none() | st.integers())
+def test_parse_timestamp_never_raises(value: object) -> None:
+    parsed = parse_timestamp(value)
+    assert parsed is None or parsed.tzinfo is not None
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2024, 5, 1, 12, tzinfo=UTC), "2024-05-01T12:00:00Z"),
+        (datetime(2024, 5, 1, 12, 0, 0, 515000, tzinfo=UTC), "2024-05-01T12:00:00.515000Z"),
+        (datetime(2024, 5, 1, 14, tzinfo=timezone(timedelta(hours=2))), "2024-05-01T12:00:00Z"),
+    ],
+)
+def test_format_rfc3339_exact_shows_microseconds_only_when_there_are_any(
+    moment: datetime, text: str
+) -> None:
+    assert format_rfc3339_exact(moment) == text
+
+
+def test_as_utc_never_raises_on_an_instant_utc_cannot_hold() -> None:
+    year_one_east = datetime(1, 1, 1, 0, 0, tzinfo=timezone(timedelta(hours=14)))
+    assert as_utc(year_one_east) == year_one_east  # still comparable, offset kept
+    assert format_rfc3339_exact(year_one_east) == "0001-01-01T00:00:00+14:00"

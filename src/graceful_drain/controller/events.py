@@ -1,0 +1,221 @@
+"""The Events graceful-drain writes on a Deployment, and what they say.
+
+recorder = EventRecorder(client, instance=pod_name)      # kube/events.py, a component
+events = DrainEvents(recorder, uid_of=cache_uid_lookup)
+events.started(deployment_ref, pod=pod_ref, node="node-a", restarted_at="2024-...Z")
+events.held(deployment_ref, pod=pod_ref, node="node-a", waited=timedelta(seconds=40))
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Final, Protocol
+
+from graceful_drain.controller.decide import Reason
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef
+from graceful_drain.kube.client import error_detail
+from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
+from graceful_drain.kube.ratelimit import RateLimiter
+from graceful_drain.kube.timefmt import format_go_duration
+from graceful_drain.logs import get_logger
+
+HELD_EVENT_INTERVAL_SECONDS = 30.0
+
+_log = get_logger("events")
+
+# Reasons (CamelCase, as every Kubernetes event reason).
+DRAIN_STARTED: Final = "GracefulDrainStarted"
+DRAIN_WAITING: Final = "GracefulDrainWaiting"
+DRAIN_COMPLETED: Final = "GracefulDrainCompleted"
+DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
+DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
+DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
+DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
+# The Warning each warning decision (decide.WARNING_REASONS) is reported with.
+WARNING_EVENT_REASON: Final = {
+    Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
+    Reason.CANNOT_PROTECT: DRAIN_CANNOT_PROTECT,
+    Reason.ENABLED_ANNOTATION_INVALID: DRAIN_INVALID_ANNOTATION,
+}
+
+
+def started_message(pod: ObjectRef, node: str, restarted_at: str) -> str:
+    return (
+        f"Rollout requested at {restarted_at} so that pod {pod.name} can leave node "
+        f"{node or '(unscheduled)'} with a Ready replacement elsewhere; its eviction is held "
+        "until then"
+    )
+
+
+def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
+    waited_text = "" if waited is None else f" (waited {format_go_duration(waited)})"
+    return (
+        f"Eviction of pod {pod.name} from node {node or '(unscheduled)'} held until the "
+        f"replacement is Ready{waited_text}"
+    )
+
+
+def completed_message(restarted_at: str, duration: timedelta) -> str:
+    return (
+        f"Rollout requested at {restarted_at} completed in {format_go_duration(duration)}; "
+        "evictions proceed"
+    )
+
+
+def timeout_message(
+    restarted_at: str, waited: timedelta, timeout: timedelta, *, from_the_future: bool = False
+) -> str:
+    if from_the_future:
+        return (
+            f"restarted-at {restarted_at} is further in the future than rolloutTimeout "
+            f"{format_go_duration(timeout)}; gave up on the rollout, evictions are no longer held"
+        )
+    return (
+        f"Rollout requested at {restarted_at} did not complete within rolloutTimeout "
+        f"{format_go_duration(timeout)} (waited {format_go_duration(waited)}); evictions are "
+        "no longer held"
+    )
+
+
+def invalid_annotation_message(value: str) -> str:
+    return (
+        f"graceful-drain.stonal.com/restarted-at {value[:64]!r} is not an RFC 3339 timestamp; "
+        "removed it"
+    )
+
+
+def _involved(deployment: DeploymentInfo) -> InvolvedObject:
+    return InvolvedObject.deployment(deployment.namespace, deployment.name, deployment.uid)
+
+
+def _no_uid(_: ObjectRef) -> str | None:
+    return None
+
+
+# --- what the webhook hands over: one value per event, fire and forget ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRequested:
+    """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    restarted_at: str  # the annotation value just stamped
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionHeld:
+    """An eviction refused while the requested rollout runs (`Reason.ROLLOUT_IN_PROGRESS`)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    node: str
+    waited: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentWarning:
+    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    reason: Reason
+    message: str
+
+
+DrainEvent = RolloutRequested | EvictionHeld | DeploymentWarning
+
+
+class Recorder(Protocol):
+    """Where events go (kube/events.py's EventRecorder): queued, never raising."""
+
+    def record(self, regarding: InvolvedObject, type_: str, reason: str, message: str) -> None: ...
+
+
+class DrainEvents:
+    """The one place graceful-drain's events are rate-limited and handed to the recorder (which
+    folds repeats into a series). Every method is synchronous, cheap and never raises: the
+    webhook calls `emit` on the admission path."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        uid_of: Callable[[ObjectRef], str | None] = _no_uid,
+        held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.recorder = recorder
+        self._uid_of = uid_of
+        self._held = RateLimiter(held_interval, clock=monotonic)
+        self._warnings = RateLimiter(held_interval, clock=monotonic)
+
+    def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
+        try:
+            uid = self._uid_of(deployment) or ""
+        except Exception:
+            uid = ""
+        return InvolvedObject.deployment(deployment.namespace, deployment.name, uid)
+
+    def emit(self, event: DrainEvent) -> bool:
+        """Queue the Event for `event` unless its rate limit says no: a held eviction at most
+        once per interval per Deployment, a Warning once per interval per Deployment and
+        reason. True if an event was queued; never raises."""
+        try:
+            if isinstance(event, RolloutRequested):
+                message = started_message(event.pod, event.node, event.restarted_at)
+                self._record(event.deployment, NORMAL, DRAIN_STARTED, message)
+                return True
+            if isinstance(event, EvictionHeld):
+                if not self._held.allow(event.deployment):
+                    return False
+                message = held_message(event.pod, event.node, event.waited)
+                self._record(event.deployment, NORMAL, DRAIN_WAITING, message)
+                return True
+            event_reason = WARNING_EVENT_REASON.get(event.reason)
+            if event_reason is None or not self._warnings.allow((event.deployment, event.reason)):
+                return False
+            self._record(event.deployment, WARNING, event_reason, event.message)
+            return True
+        except Exception as error:  # an event is never worth an exception on the admission path
+            _log.warning("drain event dropped", kind=type(event).__name__,
+                         error=error_detail(error))  # fmt: skip
+            return False
+
+    def _record(self, deployment: ObjectRef, type_: str, reason: str, message: str) -> None:
+        self.recorder.record(self._regarding(deployment), type_, reason, message)
+
+    # --- the reconciler's events (one per step it took, no rate limit) ------------------------
+
+    def completed(
+        self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta
+    ) -> None:
+        self.recorder.record(
+            _involved(deployment), NORMAL, DRAIN_COMPLETED,
+            completed_message(restarted_at, duration),
+        )  # fmt: skip
+
+    def timed_out(
+        self,
+        deployment: DeploymentInfo,
+        *,
+        restarted_at: str,
+        waited: timedelta,
+        timeout: timedelta,
+        from_the_future: bool = False,
+    ) -> None:
+        self.recorder.record(
+            _involved(deployment), WARNING, DRAIN_TIMEOUT,
+            timeout_message(restarted_at, waited, timeout, from_the_future=from_the_future),
+        )  # fmt: skip
+
+    def invalid_annotation(self, deployment: DeploymentInfo, *, value: str) -> None:
+        self.recorder.record(
+            _involved(deployment), WARNING,
+            DRAIN_INVALID_ANNOTATION, invalid_annotation_message(value),
+        )  # fmt: skip

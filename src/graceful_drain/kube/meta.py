@@ -1,0 +1,31 @@
+"""Small facts of the Kubernetes API that the controller, the CLI and the detector share:
+the HTTP statuses they act on, the clock, JSON pointer tokens and Event names."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
+
+HTTP_CREATED: Final = 201
+HTTP_FORBIDDEN: Final = 403
+HTTP_NOT_FOUND: Final = 404
+HTTP_CONFLICT: Final = 409  # a create of an existing object, a stale resourceVersion
+HTTP_GONE: Final = 410  # a watch's resourceVersion is too old
+HTTP_UNPROCESSABLE: Final = 422  # e.g. a JSON patch whose `test` failed
+HTTP_TOO_MANY_REQUESTS: Final = 429  # how the webhook holds an eviction
+
+
+def utc_now() -> datetime:
+    """The wall clock, aware and in UTC (every timestamp the API server reads or writes)."""
+    return datetime.now(UTC)
+
+
+def json_pointer_token(key: str) -> str:
+    """RFC 6901 escaping of one JSON pointer token (an annotation key holds a `/`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def event_name(object_name: str, at: datetime) -> str:
+    """`<object>.<unix nanoseconds in hex>`, as client-go names events (tools/record)."""
+    nanos = int(at.timestamp()) * 1_000_000_000 + at.microsecond * 1000
+    return f"{object_name}.{nanos:x}"
