@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 
 from graceful_drain.config import (
     EXIT_CONFIG_ERROR,
@@ -25,6 +26,7 @@ from graceful_drain.config import (
 from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
+DISTRIBUTION = "graceful-drain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +113,20 @@ SUBCOMMANDS: list[Subcommand] = [
 ]
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's, once installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Keep single-replica Deployments available while nodes are drained.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {installed_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
         sub = commands.add_parser(subcommand.name, help=subcommand.help)
