@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+import shutil
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from imagebuild.build import ensure_built
+from imagebuild.rootfs import ImageUnavailable
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
-from tests.conftest import run_kubectl
+from tests.conftest import REQUIRE_REAL_CLUSTER, run_kubectl
 
 from .harness import Installation, admin_client, kubectl, overlay
+from .image import ImageRoot, unpack
 from .loadbalancer import LoadBalancer
 
 
@@ -56,3 +61,22 @@ async def recorder(
     async with AvailabilityRecorder(client, namespace=namespace) as running:
         yield running
     await client.close()
+
+
+@pytest.fixture(scope="session")
+def controller_image(tmp_path_factory: pytest.TempPathFactory) -> ImageRoot:
+    """The controller image (./scripts/build-image, built or reused), unpacked by umoci.
+
+    Skipped with the reason when this machine cannot build or run it (not root, no
+    mmdebstrap or umoci); under REQUIRE_REAL_CLUSTER=1 (CI) that fails instead."""
+    try:
+        if os.geteuid() != 0:
+            raise ImageUnavailable("running the image with chroot needs root")
+        if shutil.which("umoci") is None:
+            raise ImageUnavailable("umoci is not installed (./scripts/build-image installs it)")
+        image = ensure_built()
+    except ImageUnavailable as error:
+        if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
+            pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: the controller image: {error}")
+        pytest.skip(f"the controller image is not tested here: {error}")
+    return ImageRoot(image, unpack(image, tmp_path_factory.mktemp("image") / "bundle"))

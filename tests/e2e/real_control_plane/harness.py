@@ -20,11 +20,11 @@ import shutil
 import sys
 import textwrap
 import urllib.request
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubesim.client import KubeClient
 from kubesim.kubeconfig import write_kubeconfig
@@ -202,9 +202,11 @@ class Installation:
         )  # fmt: skip
 
     async def start_controller(
-        self, name: str = "graceful-drain-0", env: Mapping[str, str] | None = None
-    ) -> ControllerProcess:
-        """One controller replica as its own process, routed once its /readyz is 200."""
+        self, name: str = "graceful-drain-0", env: Mapping[str, str] | None = None,
+        launcher: Launcher | None = None,
+    ) -> ControllerProcess:  # fmt: skip
+        """One controller replica as its own process (from this checkout's sources unless
+        `launcher` says otherwise), routed once its /readyz is 200."""
         args, container_env, _ports = container_invocation(await self.controller_deployment(), name)
         replica = ControllerProcess(
             name=name,
@@ -213,9 +215,36 @@ class Installation:
             kubeconfig=await self.service_account_kubeconfig(name),
             log_path=self.workdir / f"{name}.log",
             service=self.service,
+            launcher=launcher or SourceTree(),
         )
         await asyncio.to_thread(replica.start)
         return replica
+
+
+class Launcher(Protocol):
+    """How a `graceful-drain` command line becomes a process: its argv and environment."""
+
+    def argv(self, args: Sequence[str], kubeconfig: Path | None = None) -> list[str]:
+        """`graceful-drain ARGS`, with `--kubeconfig` naming `kubeconfig` where it can read it."""
+        ...
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The process's environment, `env` (the container's) included."""
+        ...
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """graceful-drain from this checkout's src/, run by the test's own interpreter."""
+
+    def argv(self, args: Sequence[str], kubeconfig: Path | None = None) -> list[str]:
+        path = [] if kubeconfig is None else ["--kubeconfig", str(kubeconfig)]
+        return [sys.executable, "-m", "graceful_drain.cli", *args, *path]
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        merged = {**os.environ, "PYTHONPATH": str(REPO / "src"), **env}
+        merged.pop("KUBECONFIG", None)
+        return merged
 
 
 @dataclass
@@ -226,6 +255,7 @@ class ControllerProcess:
     kubeconfig: Path
     log_path: Path
     service: LoadBalancer
+    launcher: Launcher = field(default_factory=SourceTree)
     webhook_port: int = 0
     metrics_port: int = 0
     child: Child | None = None
@@ -237,15 +267,12 @@ class ControllerProcess:
             "--webhook-port", str(self.webhook_port),
             "--metrics-port", str(self.metrics_port),
             "--self-signed-hosts", "127.0.0.1",
-            "--kubeconfig", str(self.kubeconfig),
         ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **self.env}
-        env.pop("KUBECONFIG", None)
         self.child = Child(
             self.name,
-            [sys.executable, "-m", "graceful_drain.cli", "controller", *self.args, *loopback],
+            self.launcher.argv(["controller", *self.args, *loopback], self.kubeconfig),
             self.log_path,
-            env=env,
+            env=self.launcher.environment(self.env),
         )
         wait_until(f"{self.name} /readyz", self._ready, READY_TIMEOUT, self.child)
         self.service.add(self.webhook_port)

@@ -26,6 +26,7 @@ from .harness import (
     BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
+    Launcher,
     admin_client,
     kubectl,
     kubectl_json,
@@ -101,16 +102,17 @@ async def until_events(
             await asyncio.sleep(0.5)
 
 
-@pytest.mark.parametrize("release", ["dispatcher", "1.33"])
-async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
+async def assert_drain_is_protected(
     installation: Installation, real_cluster: RealCluster, namespace: str,
-    recorder: AvailabilityRecorder, release: str,
+    recorder: AvailabilityRecorder, binary: str = "kubectl", launcher: Launcher | None = None,
 ) -> None:  # fmt: skip
-    binary = "kubectl" if release == "dispatcher" else pinned_kubectl(release)
+    """`kubectl drain` of node-a under one controller replica (started by `launcher`): the
+    eviction answered 429 and retried, exactly one new ReplicaSet, never a second without a
+    Ready pod, the replacement Ready on node-b, and the controller's events."""
     await create_ready_web(real_cluster, recorder, namespace)
     [old] = await pods(real_cluster, namespace)
     assert old["spec"]["nodeName"] == "node-a"  # type: ignore[index]
-    replica = await installation.start_controller()
+    replica = await installation.start_controller(launcher=launcher)
     try:
         drained = await drain(real_cluster, recorder, "node-a", binary)
         window = await settle(recorder, namespace, "node-a")
@@ -126,6 +128,11 @@ async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
     assert f"graceful-drain: waiting for a replacement of Deployment {namespace}/web" in (
         drained.stderr
     )
+    await until_audited(real_cluster, lambda r: (
+        (r.get("objectRef") or {}).get("namespace") == namespace
+        and (r.get("objectRef") or {}).get("subresource") == "eviction"
+        and (r.get("responseStatus") or {}).get("code") == 429
+    ))  # fmt: skip
     timeline = recorder.timeline("web", namespace)
     assert timeline.zero_ready_seconds(*window) == 0
     assert len(timeline.rollouts(*window)) == 1  # exactly one new ReplicaSet
@@ -135,6 +142,15 @@ async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
     [started] = await events(real_cluster, namespace, DRAIN_STARTED)
     assert old["metadata"]["name"] in started["message"]  # type: ignore[index,operator]
     assert completed[0]["involvedObject"]["name"] == "web"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("release", ["dispatcher", "1.33"])
+async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
+    installation: Installation, real_cluster: RealCluster, namespace: str,
+    recorder: AvailabilityRecorder, release: str,
+) -> None:  # fmt: skip
+    binary = "kubectl" if release == "dispatcher" else pinned_kubectl(release)
+    await assert_drain_is_protected(installation, real_cluster, namespace, recorder, binary)
 
 
 async def test_the_same_drain_without_the_controller_has_an_outage(

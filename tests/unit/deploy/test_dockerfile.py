@@ -1,11 +1,16 @@
-"""deploy/Dockerfile, read as text (no Docker engine on these machines to build it)."""
+"""deploy/Dockerfile, read as text (no Docker engine on these machines to build it), and kept
+equivalent to the image ./scripts/build-image makes: both declare what imagebuild/spec.py
+holds (tests/e2e/real_control_plane/test_image_real.py reads the built image back against it)
+and both install with deploy/image/install-venv from deploy/image/requirements.lock."""
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
 from dataclasses import dataclass, field
 
+from imagebuild import spec
 from tests.unit.deploy.rendered import DEPLOY, REPO, SELF_SIGNED, objects, one
 
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -54,42 +59,70 @@ def test_parse_stages_reads_a_two_stage_file() -> None:
     assert stages[0].instructions == [("RUN", "a   b")]
 
 
-def test_multi_stage_on_python_3_11_slim() -> None:
+def test_multi_stage_on_the_python_minor_of_the_debian_image() -> None:
     args, stages = parse_stages(DOCKERFILE.read_text())
     assert len(stages) == 2
-    assert [_resolve(stage.base, args) for stage in stages] == ["python:3.11-slim"] * 2
+    assert [_resolve(stage.base, args) for stage in stages] == [
+        f"python:{spec.PYTHON_MINOR}-slim"
+    ] * 2
+    assert (
+        tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+        == f">={spec.PYTHON_MINOR}"
+    )
     build = stages[0]
     assert build.name == "build"
     runs = " ".join(rest for keyword, rest in build.instructions if keyword == "RUN")
-    assert "pip wheel --no-deps" in runs
-    assert "pip install --only-binary=:all: /wheels/" in runs
+    assert "pip wheel --no-deps --wheel-dir /wheels ." in runs
+    # The same install as scripts/build-image's, from the same lock, into the same place.
+    assert (
+        f"sh deploy/image/install-venv python {spec.VENV} deploy/image/requirements.lock "
+        "/wheels/*.whl"
+    ) in runs
 
 
-def test_final_stage_is_non_root_and_carries_no_build_tools() -> None:
+def test_final_stage_declares_what_the_image_build_declares() -> None:
     _, stages = parse_stages(DOCKERFILE.read_text())
     final = stages[-1]
     keywords = [keyword for keyword, _ in final.instructions]
     assert "RUN" not in keywords  # nothing installed or compiled in the final stage
     copies = [rest for keyword, rest in final.instructions if keyword == "COPY"]
-    assert copies == ["--from=build /opt/graceful-drain /opt/graceful-drain"]
+    assert copies == [f"--from=build {spec.VENV} {spec.VENV}"]
     for keyword, rest in final.instructions:
         if keyword != "ENV":
             assert not BUILD_TOOLS.search(rest), (keyword, rest)
-    users = [rest for keyword, rest in final.instructions if keyword == "USER"]
-    assert users == ["65532:65532"]
+
+    def declared(keyword: str) -> list[str]:
+        return [rest for key, rest in final.instructions if key == keyword]
+
+    assert declared("USER") == [spec.USER]
     context = one(objects(SELF_SIGNED), "Deployment")["spec"]["template"]["spec"]["securityContext"]
-    assert users[0] == f"{context['runAsUser']}:{context['runAsGroup']}"
-    entrypoint = [
-        json.loads(rest) for keyword, rest in final.instructions if keyword == "ENTRYPOINT"
-    ]
-    assert entrypoint == [["graceful-drain"]]  # the console script pyproject.toml declares
+    assert f"{context['runAsUser']}:{context['runAsGroup']}" == spec.USER
+    assert [json.loads(rest) for rest in declared("ENTRYPOINT")] == [list(spec.ENTRYPOINT)]
+    assert [json.loads(rest) for rest in declared("CMD")] == [list(spec.CMD)]
+    # the console script pyproject.toml declares
     assert 'graceful-drain = "graceful_drain.cli:main"' in (REPO / "pyproject.toml").read_text()
+    assert [int(port) for rest in declared("EXPOSE") for port in rest.split()] == list(
+        spec.EXPOSED_PORTS
+    )
+    # ENV: the same variables; PATH is the virtualenv's bin before the base image's PATH.
+    [env_line] = declared("ENV")
+    docker_env = dict(item.split("=", 1) for item in env_line.split())
+    image_env = dict(item.split("=", 1) for item in spec.ENV)
+    assert docker_env.keys() == image_env.keys()
+    assert docker_env.pop("PATH") == f"{spec.VENV}/bin:$PATH"
+    assert image_env.pop("PATH").startswith(f"{spec.VENV}/bin:")
+    assert docker_env == image_env
 
 
-def test_build_context_is_limited_to_what_the_wheel_needs() -> None:
+def test_build_context_is_what_the_image_build_uses() -> None:
+    """The wheel's sources (the controller's package, not kubesim) and the install script and
+    lock, as imagebuild/spec.py lists them."""
     lines = [line for line in DOCKERIGNORE.read_text().splitlines() if not line.startswith("#")]
     assert lines[0] == "*"
-    assert {"!pyproject.toml", "!README.md", "!src/"} <= set(lines)
+    allowed = {line.removeprefix("!").rstrip("/") for line in lines if line.startswith("!")}
+    image_files = {str(path.relative_to(REPO)) for path in (spec.LOCK, spec.INSTALL_VENV)}
+    assert allowed == set(spec.WHEEL_SOURCES) | image_files
     _, stages = parse_stages(DOCKERFILE.read_text())
-    copied = [rest for keyword, rest in stages[0].instructions if keyword == "COPY"]
-    assert copied == ["pyproject.toml README.md ./", "src ./src"]
+    copied = [rest.split() for keyword, rest in stages[0].instructions if keyword == "COPY"]
+    sources = {source for words in copied for source in words[:-1]}
+    assert sources == set(spec.WHEEL_SOURCES) | image_files
