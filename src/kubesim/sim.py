@@ -19,18 +19,19 @@ from typing import cast
 
 from aiohttp import web
 
-from .apiserver.admission import ServiceResolver, ValidatingWebhookDispatcher
+from kubesim.apiserver.admission.webhooks import ServiceResolver, ValidatingWebhookDispatcher
+from kubesim.apiserver.openapi.v3 import OpenApi
+
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
 from .apiserver.authz import StoreAuthorizer
 from .apiserver.eviction import EvictionHandler
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
-from .apiserver.openapi import OpenApi
 from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
-from .apiserver.store import Obj, Store
+from .apiserver.store import Obj, ObjectStore
 from .bootstrap import SYSTEM_NAMESPACES, namespace, rbac_objects
 from .kubeconfig import write_kubeconfig
 from .pki import CertificateAuthority
@@ -54,7 +55,7 @@ class KubeSim:
         self.host = host
         self.port = port
         self.resources = ResourceRegistry()
-        self.store = Store(history_limit=history_limit)
+        self.store = ObjectStore(history_limit=history_limit)
         self.registry = Registry(self.store, self.resources, seed=seed)
         self.authenticator = TokenAuthenticator()
         self.audit = AuditLog()

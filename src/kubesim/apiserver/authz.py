@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .rbac import Decision, RBACAuthorizer, RequestAttributes
-from .store import Change, StorageKey, Store
+from .rbac import AuthorizationDecision, RBACAuthorizer, RequestAttributes
+from .store import Change, ObjectStore, StorageKey
 
 RBAC_KEYS: tuple[StorageKey, ...] = tuple(
     ("rbac.authorization.k8s.io", plural)
@@ -12,7 +12,7 @@ RBAC_KEYS: tuple[StorageKey, ...] = tuple(
 
 
 class StoreAuthorizer:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ObjectStore) -> None:
         self._store = store
         self._rbac = RBACAuthorizer()
         self._stale = True
@@ -22,7 +22,7 @@ class StoreAuthorizer:
         if key in RBAC_KEYS:
             self._stale = True
 
-    def authorize(self, attrs: RequestAttributes) -> Decision:
+    def authorize(self, attrs: RequestAttributes) -> AuthorizationDecision:
         if self._stale:
             self._rbac.update(obj for key in RBAC_KEYS for obj in self._store.iter_all(key))
             self._stale = False

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kubesim.apiserver.selectors.labels import SelectorError, label_selector_from_object
+
 from .humanduration import parse_timestamp, translate_timestamp_since
-from .label_selectors import SelectorError, label_selector_from_object
 
 Obj = dict[str, Any]
 

@@ -88,7 +88,7 @@ def non_resource_request(user: UserInfo, verb: str, path: str) -> RequestAttribu
 
 
 @dataclass(frozen=True)
-class Decision:
+class AuthorizationDecision:
     """The authorizer's answer. ``reason`` is upstream's (often empty) reason text."""
 
     allowed: bool
@@ -358,10 +358,10 @@ class RBACAuthorizer:
         self._cluster = cluster
         self._namespaced = namespaced
 
-    def authorize(self, attrs: RequestAttributes) -> Decision:
+    def authorize(self, attrs: RequestAttributes) -> AuthorizationDecision:
         """Allow, with upstream's reason, or deny with ``""`` or ``"RBAC: <errors>"``."""
         if not self._privileged_groups.isdisjoint(attrs.user.groups):
-            return Decision(True, "")
+            return AuthorizationDecision(True, "")
         errors: list[str] = []
         indexes = [self._cluster]
         if attrs.namespace:
@@ -375,8 +375,10 @@ class RBACAuthorizer:
                     errors.append(binding.error)
                     continue
                 if any(rule.allows(attrs) for rule in binding.rules):
-                    return Decision(True, f"RBAC: allowed by {binding.describe(subject)}")
-        return Decision(False, f"RBAC: {go_aggregate(errors)}" if errors else "")
+                    return AuthorizationDecision(
+                        True, f"RBAC: allowed by {binding.describe(subject)}"
+                    )
+        return AuthorizationDecision(False, f"RBAC: {go_aggregate(errors)}" if errors else "")
 
 
 # --- 403 Forbidden (responsewriters.Forbidden, apierrors.NewForbidden) ---
@@ -405,7 +407,7 @@ def forbidden_message(attrs: RequestAttributes, reason: str = "") -> str:
 
     E.g. ``pods "web-1" is forbidden: User "system:serviceaccount:gd:ctl" cannot
     create resource "pods/eviction" in API group "" in the namespace "default"``;
-    a non-empty ``reason`` (the :class:`Decision`'s) is appended after ``": "``.
+    a non-empty ``reason`` (the :class:`AuthorizationDecision`'s) is appended after ``": "``.
     """
     detail = _forbidden_detail(attrs).translate(_HTML_SANITIZER)
     if reason:

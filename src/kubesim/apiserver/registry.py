@@ -28,7 +28,7 @@ from .errors import (
 )
 from .meta import generate_name, rfc3339
 from .resources import ResourceRegistry, ResourceType
-from .store import Obj, Store
+from .store import Obj, ObjectStore
 
 Clock = Callable[[], dt.datetime]
 
@@ -61,7 +61,7 @@ CONDITIONAL_UPDATE_ONLY_KINDS = frozenset({
 class Registry:
     def __init__(
         self,
-        store: Store,
+        store: ObjectStore,
         resources: ResourceRegistry,
         clock: Clock | None = None,
         seed: int | None = None,

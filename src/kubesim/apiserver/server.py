@@ -19,6 +19,10 @@ from typing import Any
 
 from aiohttp import web
 
+from kubesim.apiserver.event_versions import to_core_event, to_events_v1
+from kubesim.apiserver.openapi.v3 import RawResponse
+from kubesim.apiserver.protobuf.decode import decode_body
+
 from .. import jsoncodec
 from . import discovery, tables
 from .audit import AuditLog, AuditRecord, now_stamp
@@ -31,12 +35,9 @@ from .errors import (
     path_not_found,
     unauthorized,
 )
-from .events import to_core_event, to_events_v1
 from .faults import FaultInjector
-from .openapi import RawResponse
-from .protobuf import decode_body
 from .query import match_everything
-from .rbac import Decision, RequestAttributes, forbidden_message, non_resource_request
+from .rbac import AuthorizationDecision, RequestAttributes, forbidden_message, non_resource_request
 from .registry import Registry
 from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
@@ -47,7 +48,7 @@ WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write
 log = logging.getLogger(__name__)
 
 
-Authorizer = Callable[[RequestAttributes], Decision]
+Authorizer = Callable[[RequestAttributes], AuthorizationDecision]
 
 
 @dataclass(frozen=True, slots=True)
@@ -592,7 +593,7 @@ class ApiServer:
         return await self._write_create(ctx, stored, body)
 
     async def _patch(self, ctx: RequestContext) -> web.Response:
-        from .patch_request import patched_object
+        from kubesim.apiserver.patching.request import patched_object
 
         raw = await ctx.request.read()
         content_type = ctx.request.headers.get("Content-Type", "")
@@ -656,7 +657,7 @@ class ApiServer:
         obj = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
         if ctx.info.verb in ("update", "patch"):
             if ctx.info.verb == "patch":
-                from .patch_request import patched_object
+                from kubesim.apiserver.patching.request import patched_object
 
                 raw = await ctx.request.read()
                 body = patched_object(

@@ -115,7 +115,7 @@ class _Bucket:
         self.ordered: Ordered | None = None  # built on demand, dropped by the next write
 
 
-class Store:
+class ObjectStore:
     def __init__(self, history_limit: int = 10_000, watcher_queue_limit: int = 100_000) -> None:
         self._revision = 0
         self._buckets: dict[StorageKey, _Bucket] = {}

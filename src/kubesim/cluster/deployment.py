@@ -19,11 +19,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import deployment_status as ds
 from . import deployment_util as du
 from . import ownership
-from .events import EventRecorder
 from .labels import labels_of, selector_matches, selects_everything
 from .rollout_plan import (
     ScaleStep,

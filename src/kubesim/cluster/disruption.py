@@ -19,10 +19,11 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..apiserver.meta import parse_time, rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import pdb_status as ps
-from .events import EventRecorder
 from .ownership import controller_of, ref_group
 from .podutil import condition
 from .runtime import Controller, Key, WorkQueue, key_of

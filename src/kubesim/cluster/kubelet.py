@@ -27,12 +27,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..apiserver.meta import rfc3339, rfc3339_micro
-from ..client import ApiStatusError, KubeClient, resource_path
-from .behaviour import memory_usage_by_container
-from .containerruntime import IpPool
-from .events import EventRecorder
-from .eviction import (
+from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.cluster.pressure_eviction import (
     IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS,
     MEMORY,
     REASON,
@@ -47,6 +43,11 @@ from .eviction import (
     signal_for,
     threshold_met,
 )
+
+from ..apiserver.meta import rfc3339, rfc3339_micro
+from ..client import ApiStatusError, KubeClient, resource_path
+from .behaviour import memory_usage_by_container
+from .containerruntime import IpPool
 from .kubeletconfig import KubeletConfig
 from .nodestatus import NodeShape, node_object, node_status_event, update_conditions
 from .podworker import Eviction, PodWorker

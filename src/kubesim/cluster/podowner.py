@@ -8,9 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import ownership
-from .events import EventRecorder
 from .labels import labels_of, selector_matches
 from .runtime import Controller, Informer, Key, key_of
 

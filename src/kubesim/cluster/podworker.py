@@ -22,11 +22,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 from .behaviour import PodBehaviour
 from .containerruntime import Backoff, container_id, go_duration, image_id, normalize_image
-from .events import EventRecorder
 from .kubeletconfig import KubeletConfig
 from .podstatus import TERMINAL_PHASES, ContainerRecord, PodRecord, render_status
 

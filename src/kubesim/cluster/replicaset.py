@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import ownership
 from .deployment_util import replicas, template_of
-from .events import EventRecorder
 from .labels import labels_of, selector_matches
 from .podutil import is_pod_active, pods_to_delete
 from .replicaset_status import calculate_status, next_availability_check, status_is_current

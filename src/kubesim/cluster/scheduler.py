@@ -25,9 +25,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
-from .events import EventRecorder
 from .preemption import PREEMPTION_BY_SCHEDULER, Candidate, find_candidate
 from .runtime import Informer
 from .scheduling import (

@@ -28,8 +28,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..client import ApiStatusError, KubeClient
-from ..cluster.events import EventRecorder
 from . import api
 from .api import Obj, pod_key, status_message, typed
 from .autoscaler_rules import (

@@ -34,9 +34,10 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
+from kubesim.cluster.event_recorder import EventRecorder
+
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient
-from ..cluster.events import EventRecorder
 from . import api
 from .api import Obj, pod_key, status_message, typed
 from .karpenter_rules import (

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kubesim.apiserver.protobuf import PROTOBUF_MEDIA_TYPE, decode_body
+from kubesim.apiserver.protobuf.decode import PROTOBUF_MEDIA_TYPE, decode_body
 from kubesim.sim import KubeSim
 
 pytestmark = pytest.mark.e2e

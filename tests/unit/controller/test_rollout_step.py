@@ -36,7 +36,7 @@ from graceful_drain.controller.rollout import (
     removal_patch,
 )
 from graceful_drain.kube.timefmt import format_rfc3339
-from kubesim.apiserver.patch import Json, PatchInvalid, apply_json_patch
+from kubesim.apiserver.patching.apply import Json, PatchInvalid, apply_json_patch
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 TIMEOUT = timedelta(minutes=10)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.config import parse_controller_config
-from kubesim.apiserver.label_selectors import LabelSelector, label_selector_from_object
+from kubesim.apiserver.selectors.labels import LabelSelector, label_selector_from_object
 from tests.unit.deploy.rendered import (
     CERT_MANAGER,
     NAMESPACE,

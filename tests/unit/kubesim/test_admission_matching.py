@@ -14,19 +14,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.apiserver.admission import kind_for, request_attributes
-from kubesim.apiserver.admission_rules import (
+from kubesim.apiserver.admission.rules import (
+    AdmissionRequestAttributes,
     Equivalent,
     GroupVersionKind,
     GroupVersionResource,
     Invocation,
-    RequestAttributes,
     is_exempt,
     namespace_selector_matches,
     object_selector_matches,
     rule_matches,
     should_call,
 )
+from kubesim.apiserver.admission.webhooks import kind_for, request_attributes
 from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.resources import ResourceRegistry
@@ -112,7 +112,7 @@ def test_rule_matches(
     assert rule_matches(the_rule, resource, subresource, operation, namespace) is expected, case
 
 
-def eviction_request(namespace: str = "team-a", **changes: Any) -> RequestAttributes:
+def eviction_request(namespace: str = "team-a", **changes: Any) -> AdmissionRequestAttributes:
     base: dict[str, Any] = {
         "resource": PODS,
         "subresource": "eviction",
@@ -125,7 +125,7 @@ def eviction_request(namespace: str = "team-a", **changes: Any) -> RequestAttrib
         "old_object": None,
     }  # fmt: skip
     base.update(changes)
-    return RequestAttributes(**base)
+    return AdmissionRequestAttributes(**base)
 
 
 def webhook(**fields: Any) -> dict[str, Any]:
@@ -171,7 +171,7 @@ OPT_OUT = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator
     ],
 )  # fmt: skip
 def test_namespace_selector(
-    case: str, selector: Any, request_attrs: RequestAttributes, expected: bool
+    case: str, selector: Any, request_attrs: AdmissionRequestAttributes, expected: bool
 ) -> None:
     hook = webhook(namespaceSelector=selector)
     matches, error = namespace_selector_matches(hook, request_attrs, labels_of)
@@ -236,9 +236,11 @@ EVENT_EQUIVALENTS: list[Equivalent] = [
 ]
 
 
-def core_event_request() -> RequestAttributes:
-    return RequestAttributes(CORE_EVENTS, "", GroupVersionKind("", "v1", "Event"), "CREATE",
-                             "team-a", "e1", {"metadata": {"name": "e1"}}, None)  # fmt: skip
+def core_event_request() -> AdmissionRequestAttributes:
+    return AdmissionRequestAttributes(
+        CORE_EVENTS, "", GroupVersionKind("", "v1", "Event"), "CREATE",
+        "team-a", "e1", {"metadata": {"name": "e1"}}, None,
+    )  # fmt: skip
 
 
 def test_equivalent_policy_calls_through_an_equivalent_resource() -> None:

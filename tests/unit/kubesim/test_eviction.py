@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.cluster.eviction import (
+from kubesim.cluster.pressure_eviction import (
     DISK,
     MEMORY,
     PIDS,

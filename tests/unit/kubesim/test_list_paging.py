@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kubesim.apiserver.query import match_everything
 from kubesim.apiserver.server import list_page
-from kubesim.apiserver.store import Obj, Store, storage_order_key
+from kubesim.apiserver.store import Obj, ObjectStore, storage_order_key
 
 PODS = ("", "pods")
 
@@ -19,8 +19,8 @@ def pod(namespace: str, name: str, app: str = "web") -> Obj:
                          "resourceVersion": "1"}}  # fmt: skip
 
 
-def store_of(objects: list[Obj]) -> Store:
-    store = Store()
+def store_of(objects: list[Obj]) -> ObjectStore:
+    store = ObjectStore()
     for obj in objects:
         store.put(PODS, obj)
     return store
@@ -34,7 +34,9 @@ def is_db(obj: Obj) -> bool:
     return bool(obj["metadata"]["labels"]["app"] == "db")
 
 
-def all_pages(store: Store, namespace: str | None, limit: int, predicate: object) -> list[Obj]:
+def all_pages(
+    store: ObjectStore, namespace: str | None, limit: int, predicate: object
+) -> list[Obj]:
     collected: list[Obj] = []
     after = None
     for _ in range(1000):

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.apiserver.openapi import OpenApi, RawResponse
-from kubesim.apiserver.openapi_v2 import (
+from kubesim.apiserver.openapi.v2 import (
     JSON_MEDIA_TYPE,
     PROTOBUF_DEPRECATED_MEDIA_TYPE,
     PROTOBUF_MEDIA_TYPE,
     negotiate,
     swagger_document,
 )
-from kubesim.apiserver.openapi_v2_protobuf import encode_document
-from kubesim.apiserver.protobuf_wire import iter_fields
+from kubesim.apiserver.openapi.v2_protobuf import encode_document
+from kubesim.apiserver.openapi.v3 import OpenApi, RawResponse
+from kubesim.apiserver.protobuf.wire import iter_fields
 from kubesim.apiserver.resources import ResourceRegistry, ResourceType
 
 Obj = dict[str, Any]

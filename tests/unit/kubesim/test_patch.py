@@ -1,4 +1,4 @@
-"""Tests for kubesim.apiserver.patch: JSON patch, JSON merge patch, strategic merge patch.
+"""Tests for kubesim.apiserver.patching: JSON patch, JSON merge patch, strategic merge patch.
 
 Expected behaviour comes from upstream: evanphx/json-patch v4 (what the API server links),
 k8s.io/apimachinery/pkg/util/strategicpatch (patch.go and its patch_test.go fixtures) and
@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesim.apiserver.patch import (
+from kubesim.apiserver.patching.apply import (
     GENERIC_422_MESSAGE,
     PATCH_STRATEGIES,
     Json,
@@ -38,7 +38,7 @@ from kubesim.apiserver.patch import (
     strategic_merge,
     supports_strategic_merge,
 )
-from kubesim.apiserver.patching.gofmt import go_sprint
+from kubesim.apiserver.patching.gofmt_values import go_sprint
 from kubesim.apiserver.patching.schema import (
     EMPTY_SCHEMA,
     PatchSchema,

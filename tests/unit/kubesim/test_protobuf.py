@@ -1,4 +1,4 @@
-"""kubesim.apiserver.protobuf: Kubernetes protobuf request bodies into their JSON form.
+"""kubesim.apiserver.protobuf.decode: Kubernetes protobuf request bodies into their JSON form.
 
 Fixtures are hand-built on the wire with field numbers written out from the upstream
 generated.proto files (kubernetes/kubernetes staging/src/k8s.io/...), independently of the
@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubesim.apiserver.errors import ApiError
-from kubesim.apiserver.protobuf import decode_body, decode_message, decode_protobuf
-from kubesim.apiserver.protobuf_schema import KINDS, MESSAGES, Field, Message, message_for
-from kubesim.apiserver.protobuf_wire import WireError, iter_fields, read_varint
+from kubesim.apiserver.protobuf.decode import decode_body, decode_message, decode_protobuf
+from kubesim.apiserver.protobuf.schema import KINDS, MESSAGES, Field, Message, message_for
+from kubesim.apiserver.protobuf.wire import WireError, iter_fields, read_varint
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 

@@ -1,4 +1,4 @@
-"""kubesim.apiserver.protobuf_encode: what it writes reads back through protobuf_wire.
+"""kubesim.apiserver.protobuf.encode: what it writes reads back through protobuf.wire.
 
 Fixed cases are the worked examples of the protocol-buffers encoding guide
 (protobuf.dev/programming-guides/encoding): field 1 = 150 is `08 96 01`, and so on.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.apiserver.protobuf_encode import (
+from kubesim.apiserver.protobuf.encode import (
     bytes_field,
     encode_tag,
     encode_varint,
@@ -18,7 +18,7 @@ from kubesim.apiserver.protobuf_encode import (
     string_field,
     varint_field,
 )
-from kubesim.apiserver.protobuf_wire import (
+from kubesim.apiserver.protobuf.wire import (
     LENGTH_DELIMITED,
     MAX_FIELD_NUMBER,
     VARINT,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.rbac import (
-    Decision,
+    AuthorizationDecision,
     RBACAuthorizer,
     RequestAttributes,
     forbidden_message,
@@ -425,7 +425,7 @@ def test_subjects_and_allow_reasons(
     attrs = resource_request(
         requester, "create", "pods", namespace="default", subresource="eviction", name="web-1"
     )
-    assert authorizer.authorize(attrs) == Decision(allowed, reason)
+    assert authorizer.authorize(attrs) == AuthorizationDecision(allowed, reason)
 
 
 def test_service_account_user_carries_the_authenticator_groups() -> None:
@@ -439,7 +439,7 @@ def test_system_masters_is_allowed_everything_with_no_reason() -> None:
     authorizer = RBACAuthorizer()
     assert authorizer.authorize(
         non_resource_request(user("root", "system:masters"), "delete", "/x")
-    ) == Decision(True, "")
+    ) == AuthorizationDecision(True, "")
     assert authorizer.authorize(
         resource_request(user("root", "system:masters"), "escalate", "roles")
     ).allowed
@@ -456,7 +456,7 @@ def test_role_bindings_use_roles_of_their_own_namespace_only() -> None:
         ]
     )
     attrs = resource_request(user("alice"), "get", "pods", namespace="ns2")
-    assert authorizer.authorize(attrs) == Decision(
+    assert authorizer.authorize(attrs) == AuthorizationDecision(
         False, 'RBAC: role.rbac.authorization.k8s.io "reader" not found'
     )
 
@@ -485,7 +485,7 @@ def test_denial_reason_aggregates_resolution_errors_of_applicable_bindings() -> 
         ]
     )
     attrs = resource_request(user("alice", "devs"), "get", "pods", namespace="ns1")
-    assert authorizer.authorize(attrs) == Decision(
+    assert authorizer.authorize(attrs) == AuthorizationDecision(
         False,
         'RBAC: [clusterrole.rbac.authorization.k8s.io "gone" not found, '
         'clusterrole.rbac.authorization.k8s.io "also-gone" not found, '
@@ -502,7 +502,7 @@ def test_an_allow_wins_over_resolution_errors() -> None:
         ]
     )
     decision = authorizer.authorize(resource_request(user("alice"), "get", "pods"))
-    assert decision == Decision(
+    assert decision == AuthorizationDecision(
         True, 'RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "reader" to User "alice"'
     )
 
@@ -518,7 +518,7 @@ def test_update_replaces_every_object() -> None:
     authorizer.update(objects[:1])
     assert not authorizer.authorize(attrs).allowed
     authorizer.update(objects[1:])
-    assert authorizer.authorize(attrs) == Decision(
+    assert authorizer.authorize(attrs) == AuthorizationDecision(
         False, 'RBAC: clusterrole.rbac.authorization.k8s.io "reader" not found'
     )
 
@@ -713,10 +713,10 @@ def _applies(subject: Mapping[str, Any], requester: UserInfo, namespace: str) ->
     )
 
 
-def reference_authorize(objects: Sequence[Obj], attrs: RequestAttributes) -> Decision:
+def reference_authorize(objects: Sequence[Obj], attrs: RequestAttributes) -> AuthorizationDecision:
     """A direct port of the privileged-group check and VisitRulesFor over raw dicts."""
     if "system:masters" in attrs.user.groups:
-        return Decision(True, "")
+        return AuthorizationDecision(True, "")
 
     def meta(obj: Obj) -> tuple[str, str]:
         return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
@@ -754,15 +754,15 @@ def reference_authorize(objects: Sequence[Obj], attrs: RequestAttributes) -> Dec
                     sa_namespace = subject.get("namespace") or namespace
                     who = f'ServiceAccount "{subject["name"]}/{sa_namespace}"'
                 shown = f"{meta(binding)[1]}/{namespace}" if namespace else meta(binding)[1]
-                return Decision(
+                return AuthorizationDecision(
                     True,
                     f'RBAC: allowed by {binding["kind"]} "{shown}" '
                     f'of {ref["kind"]} "{ref["name"]}" to {who}',
                 )
     unique = list(dict.fromkeys(errors))
     if not unique:
-        return Decision(False, "")
-    return Decision(
+        return AuthorizationDecision(False, "")
+    return AuthorizationDecision(
         False, "RBAC: " + (unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
     )
 

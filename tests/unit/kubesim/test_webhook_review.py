@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.apiserver.admission_review import (
+from kubesim.apiserver.admission.review import (
     InvalidResponse,
     build_review,
     denial,
@@ -17,11 +17,11 @@ from kubesim.apiserver.admission_review import (
     review_version,
     verify_response,
 )
-from kubesim.apiserver.admission_rules import (
+from kubesim.apiserver.admission.rules import (
+    AdmissionRequestAttributes,
     GroupVersionKind,
     GroupVersionResource,
     Invocation,
-    RequestAttributes,
 )
 from kubesim.apiserver.auth import UserInfo
 
@@ -140,7 +140,9 @@ def test_operation_options(
 def test_build_review_update_of_a_status_subresource() -> None:
     old = {"metadata": {"name": "web"}, "status": {}}
     new = {"metadata": {"name": "web"}, "status": {"replicas": 1}}
-    attrs = RequestAttributes(DEPLOYMENTS, "status", DEPLOYMENT, "UPDATE", "shop", "web", new, old)
+    attrs = AdmissionRequestAttributes(
+        DEPLOYMENTS, "status", DEPLOYMENT, "UPDATE", "shop", "web", new, old
+    )
     invocation = Invocation({"name": "w"}, DEPLOYMENTS, "status", DEPLOYMENT)
     user = UserInfo("system:serviceaccount:kube-system:deployment-controller",
                     ("system:serviceaccounts", "system:authenticated"), "uid-1")  # fmt: skip

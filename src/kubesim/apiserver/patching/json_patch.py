@@ -27,7 +27,7 @@ from kubesim.apiserver.patching.errors import (
     PatchInvalid,
     PatchRequestEntityTooLarge,
 )
-from kubesim.apiserver.patching.gofmt import go_json_kind
+from kubesim.apiserver.patching.gofmt_values import go_json_kind
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 
 MAX_JSON_PATCH_OPERATIONS = 10000

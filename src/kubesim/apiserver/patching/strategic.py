@@ -20,7 +20,12 @@ from kubesim.apiserver.patching.errors import (
     PatchInternalError,
     PatchInvalid,
 )
-from kubesim.apiserver.patching.gofmt import go_json_kind, go_sprint, go_sprint_s, go_type_name
+from kubesim.apiserver.patching.gofmt_values import (
+    go_json_kind,
+    go_sprint,
+    go_sprint_s,
+    go_type_name,
+)
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 from kubesim.apiserver.patching.schema import PatchSchema
 

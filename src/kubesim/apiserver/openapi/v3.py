@@ -9,7 +9,7 @@ strategic merge patches from its built-in types, exactly as it does against a
 server whose OpenAPI it cannot use for patching (kubectl's apply/patcher.go).
 
 kubectl 1.27 and 1.28 also need `/openapi/v2`, one document for the whole API, in
-protobuf: see `openapi_v2`.
+protobuf: see `openapi.v2`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import openapi_v2
-from .openapi_paths import QUERY_PARAMS, gv_path, operation_paths
-from .openapi_v2_protobuf import encode_document
-from .resources import ResourceRegistry, ResourceType
+from kubesim.apiserver.openapi import v2
+from kubesim.apiserver.openapi.paths import QUERY_PARAMS, gv_path, operation_paths
+from kubesim.apiserver.openapi.v2_protobuf import encode_document
+from kubesim.apiserver.resources import ResourceRegistry, ResourceType
 
 Obj = dict[str, Any]
 
@@ -73,7 +73,7 @@ class OpenApi:
             path: hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:64].upper()
             for path, doc in self._docs.items()
         }
-        self._v2 = openapi_v2.swagger_document(resources)
+        self._v2 = v2.swagger_document(resources)
         self._v2_protobuf = encode_document(self._v2)
 
     def __call__(self, url: str, accept: str = "") -> Obj | RawResponse | None:
@@ -94,9 +94,9 @@ class OpenApi:
         return None
 
     def _v2_answer(self, accept: str) -> Obj | RawResponse:
-        media_type = openapi_v2.negotiate(accept)
-        if media_type == openapi_v2.PROTOBUF_MEDIA_TYPE:
+        media_type = v2.negotiate(accept)
+        if media_type == v2.PROTOBUF_MEDIA_TYPE:
             return RawResponse(200, self._v2_protobuf, media_type)
-        if media_type == openapi_v2.JSON_MEDIA_TYPE:
+        if media_type == v2.JSON_MEDIA_TYPE:
             return self._v2
         return RawResponse(406)  # kube-openapi answers an unacceptable Accept with no body

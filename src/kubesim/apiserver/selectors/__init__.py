@@ -1,13 +1,13 @@
 """Label and field selectors as kube-apiserver parses and matches them.
 
-The public face of :mod:`~kubesim.apiserver.label_selectors`,
-:mod:`~kubesim.apiserver.label_parser` and
-:mod:`~kubesim.apiserver.field_selectors`. Any parse or conversion failure
+The public face of :mod:`~kubesim.apiserver.selectors.labels`,
+:mod:`~kubesim.apiserver.selectors.label_parser` and
+:mod:`~kubesim.apiserver.selectors.fields`. Any parse or conversion failure
 raises :class:`SelectorError`; answer it with 400 BadRequest and ``str(error)``
 as the Status message, as kube-apiserver does.
 """
 
-from kubesim.apiserver.field_selectors import (
+from kubesim.apiserver.selectors.fields import (
     FieldRequirement,
     FieldSelector,
     compile_field_selector,
@@ -19,8 +19,8 @@ from kubesim.apiserver.field_selectors import (
     supported_field_labels,
     unescape_field_value,
 )
-from kubesim.apiserver.label_parser import parse_label_selector
-from kubesim.apiserver.label_selectors import (
+from kubesim.apiserver.selectors.label_parser import parse_label_selector
+from kubesim.apiserver.selectors.labels import (
     EVERYTHING,
     NOTHING,
     LabelSelector,

@@ -1,6 +1,6 @@
 """Protocol-buffers wire format, the writing side: fields into bytes.
 
-Schema-free, pure and dependency-free; the reading side is `protobuf_wire`. Only the
+Schema-free, pure and dependency-free; the reading side is `protobuf.wire`. Only the
 wire types kubesim writes: varint (bool, int32, int64, enum) and length-delimited
 (string, bytes, nested message). A message is the concatenation of its fields, so a
 caller builds one with `b"".join(...)` and nests it with `message_field`.
@@ -8,7 +8,7 @@ caller builds one with `b"".join(...)` and nests it with `message_field`.
 
 from __future__ import annotations
 
-from .protobuf_wire import LENGTH_DELIMITED, MAX_FIELD_NUMBER, VARINT
+from kubesim.apiserver.protobuf.wire import LENGTH_DELIMITED, MAX_FIELD_NUMBER, VARINT
 
 _UINT64 = (1 << 64) - 1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.apiserver.gofmt import go_quote
-from kubesim.apiserver.label_selectors import Operator, SelectorError
+from kubesim.apiserver.selectors.labels import Operator, SelectorError
 
 
 def escape_field_value(value: str) -> str:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ApiError, not_found
-from .selectors import SelectorError, label_selector_from_object
+from kubesim.apiserver.errors import ApiError, not_found
+from kubesim.apiserver.selectors import SelectorError, label_selector_from_object
 
 Obj = dict[str, Any]
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]  # None: no such namespace
@@ -46,7 +46,7 @@ class GroupVersionKind:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestAttributes:
+class AdmissionRequestAttributes:
     """admission.Attributes: what one write asks of the webhooks."""
 
     resource: GroupVersionResource
@@ -149,7 +149,7 @@ def _selector(webhook: Mapping[str, Any], field: str) -> Any:
 
 
 def namespace_selector_matches(
-    webhook: Mapping[str, Any], attrs: RequestAttributes, namespace_labels: NamespaceLabels
+    webhook: Mapping[str, Any], attrs: AdmissionRequestAttributes, namespace_labels: NamespaceLabels
 ) -> tuple[bool, ApiError | None]:
     """namespace.Matcher.MatchNamespaceSelector."""
     if not attrs.namespace and attrs.resource.resource != "namespaces":
@@ -177,7 +177,7 @@ def namespace_selector_matches(
 
 
 def object_selector_matches(
-    webhook: Mapping[str, Any], attrs: RequestAttributes
+    webhook: Mapping[str, Any], attrs: AdmissionRequestAttributes
 ) -> tuple[bool, ApiError | None]:
     """object.Matcher.MatchObjectSelector: the new or the old object's labels."""
     try:
@@ -197,7 +197,7 @@ def object_selector_matches(
 
 def should_call(
     webhook: Obj,
-    attrs: RequestAttributes,
+    attrs: AdmissionRequestAttributes,
     equivalents: Sequence[Equivalent],
     namespace_labels: NamespaceLabels,
 ) -> Invocation | None:
@@ -230,7 +230,7 @@ def should_call(
 def _equivalent_invocation(
     webhook: Obj,
     rules: Sequence[Mapping[str, Any]],
-    attrs: RequestAttributes,
+    attrs: AdmissionRequestAttributes,
     equivalents: Sequence[Equivalent],
 ) -> Invocation | None:
     # Earlier rules win; within a rule, equivalents in the mapper's order.

@@ -25,7 +25,7 @@ from kubesim.apiserver.patching.errors import (
     PatchRequestEntityTooLarge,
     PatchUnsupportedMediaType,
 )
-from kubesim.apiserver.patching.gofmt import go_json_kind
+from kubesim.apiserver.patching.gofmt_values import go_json_kind
 from kubesim.apiserver.patching.json_patch import MAX_JSON_PATCH_OPERATIONS, apply_json_patch
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 from kubesim.apiserver.patching.merge_patch import apply_merge_patch

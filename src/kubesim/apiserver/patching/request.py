@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from .errors import ApiError
-from .patch import PatchError, apply_patch, content_type_to_patch_kind, decode_patch_body
-from .resources import ResourceType
-from .store import Obj
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.patching.apply import (
+    PatchError,
+    apply_patch,
+    content_type_to_patch_kind,
+    decode_patch_body,
+)
+from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.store import Obj
 
 
 def patched_object(

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .podstatus import go_list
-from .quantity import Format, Quantity, parse_or_zero
-from .scheduling import pod_priority, pod_requests, tolerations_tolerate
+from kubesim.cluster.podstatus import go_list
+from kubesim.cluster.quantity import Format, Quantity, parse_or_zero
+from kubesim.cluster.scheduling import pod_priority, pod_requests, tolerations_tolerate
 
 Obj = dict[str, Any]
 

@@ -3,7 +3,7 @@
 Ports k8s.io/apimachinery/pkg/labels/selector.go (``Requirement``,
 ``NewRequirement``, ``internalSelector``) and ``metav1.LabelSelectorAsSelector``
 (staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go). The string
-parser lives in :mod:`kubesim.apiserver.label_parser`.
+parser lives in :mod:`kubesim.apiserver.selectors.label_parser`.
 """
 
 import re
@@ -13,7 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from kubesim.apiserver.gofmt import go_aggregate, go_quote, go_string_slice
-from kubesim.apiserver.label_validation import field_invalid, label_key_errors, label_value_errors
+from kubesim.apiserver.selectors.label_validation import (
+    field_invalid,
+    label_key_errors,
+    label_value_errors,
+)
 
 
 class SelectorError(ValueError):

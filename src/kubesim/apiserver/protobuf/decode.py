@@ -5,7 +5,7 @@ token/pdb/role/rolebinding, auth can-i, auth whoami, drain --disable-eviction's 
 with DeleteOptions) send `Content-Type: application/vnd.kubernetes.protobuf`, as do
 client-go programs configured for it: the 4-byte magic `k8s\\x00`, then a
 `runtime.Unknown` envelope (k8s.io/apimachinery/pkg/runtime/serializer/protobuf/protobuf.go)
-whose `raw` is the object, decoded here with the schemas of `protobuf_schema`.
+whose `raw` is the object, decoded here with the schemas of `protobuf.schema`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import base64
 import json
 from typing import Any
 
-from .errors import ApiError, bad_request
-from .protobuf_schema import MESSAGES, Field, message_for
-from .protobuf_wire import (
+from kubesim.apiserver.errors import ApiError, bad_request
+from kubesim.apiserver.protobuf.schema import MESSAGES, Field, message_for
+from kubesim.apiserver.protobuf.wire import (
     LENGTH_DELIMITED,
     VARINT,
     WireError,

@@ -3,8 +3,8 @@
 `ValidatingWebhookDispatcher` is an `ApiServer` admitter: for every CREATE,
 UPDATE, DELETE or CONNECT (subresources included) it reads the
 ValidatingWebhookConfigurations from the store, picks the webhooks whose rules
-and selectors match (`admission_rules`), and calls them concurrently over HTTPS
-with an `admission.k8s.io` AdmissionReview (`admission_review`), verifying the
+and selectors match (`admission.rules`), and calls them concurrently over HTTPS
+with an `admission.k8s.io` AdmissionReview (`admission.review`), verifying the
 server certificate against `clientConfig.caBundle`. After
 staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go.
 
@@ -30,9 +30,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from .. import jsoncodec
-from . import events
-from .admission_review import (
+from kubesim import jsoncodec
+from kubesim.apiserver import event_versions
+from kubesim.apiserver.admission.review import (
     InvalidResponse,
     StatusError,
     build_review,
@@ -45,21 +45,21 @@ from .admission_review import (
     review_version,
     verify_response,
 )
-from .admission_rules import (
+from kubesim.apiserver.admission.rules import (
     NAMESPACES,
+    AdmissionRequestAttributes,
     Equivalent,
     GroupVersionKind,
     GroupVersionResource,
     Invocation,
-    RequestAttributes,
     is_exempt,
     should_call,
 )
-from .errors import ApiError
-from .registry import Registry
-from .resources import ResourceType
-from .server import AdmissionAttributes
-from .store import Obj
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.registry import Registry
+from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.server import AdmissionAttributes
+from kubesim.apiserver.store import Obj
 
 _log = logging.getLogger("kubesim.admission")
 WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
@@ -198,7 +198,7 @@ class ValidatingWebhookDispatcher:
         self,
         config_name: str,
         invocation: Invocation,
-        request: RequestAttributes,
+        request: AdmissionRequestAttributes,
         attrs: AdmissionAttributes,
     ) -> ApiError | None:
         hook = invocation.webhook
@@ -240,7 +240,7 @@ class ValidatingWebhookDispatcher:
         self,
         hook: Mapping[str, Any],
         invocation: Invocation,
-        request: RequestAttributes,
+        request: AdmissionRequestAttributes,
         attrs: AdmissionAttributes,
         record: WebhookCall,
     ) -> Any:
@@ -373,7 +373,7 @@ class ValidatingWebhookDispatcher:
         if obj is None:
             return None
         if attrs.kind is None and invocation.kind.group == "events.k8s.io":
-            return events.to_events_v1(obj)
+            return event_versions.to_events_v1(obj)
         return obj
 
 
@@ -390,7 +390,7 @@ def kind_for(rt: ResourceType, subresource: str) -> GroupVersionKind | None:
     return GroupVersionKind(group, sub.version or rt.version, sub.kind)
 
 
-def request_attributes(attrs: AdmissionAttributes) -> RequestAttributes:
+def request_attributes(attrs: AdmissionAttributes) -> AdmissionRequestAttributes:
     rt = attrs.requested or attrs.rt
     resource = GroupVersionResource(rt.group, rt.version, rt.plural)
     if attrs.kind is not None:
@@ -401,7 +401,7 @@ def request_attributes(attrs: AdmissionAttributes) -> RequestAttributes:
     if resource == NAMESPACES and attrs.operation != "CREATE":
         # RequestInfo puts a Namespace's own name in the namespace of requests about it.
         namespace = attrs.name
-    return RequestAttributes(resource, attrs.subresource, kind, attrs.operation, namespace,
+    return AdmissionRequestAttributes(resource, attrs.subresource, kind, attrs.operation, namespace,
                              attrs.name, attrs.object, attrs.old_object)  # fmt: skip
 
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .admission_rules import Invocation, RequestAttributes
-from .auth import UserInfo
-from .errors import ApiError
+from kubesim.apiserver.admission.rules import AdmissionRequestAttributes, Invocation
+from kubesim.apiserver.auth import UserInfo
+from kubesim.apiserver.errors import ApiError
 
 Obj = dict[str, Any]
 
@@ -98,7 +98,7 @@ def build_review(
     uid: str,
     version: str,
     invocation: Invocation,
-    attrs: RequestAttributes,
+    attrs: AdmissionRequestAttributes,
     user: UserInfo,
     dry_run: bool,
     options: Obj | None,

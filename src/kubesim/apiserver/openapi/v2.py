@@ -1,7 +1,7 @@
 """A minimal OpenAPI v2 (Swagger 2.0) document: what kubectl 1.27 and 1.28 need, no schemas.
 
 Before validating a manifest, kubectl 1.27/1.28 parse `/openapi/v2` (the gnostic protobuf
-form, see `openapi_v2_protobuf`) into models (kubectl's pkg/util/openapi NewOpenAPIData),
+form, see `openapi.v2_protobuf`) into models (kubectl's pkg/util/openapi NewOpenAPIData),
 and fail on a 404. What they then read from it:
 
 - the field-validation verifier (cli-runtime pkg/resource/query_param_verifier.go,
@@ -12,16 +12,16 @@ and fail on a 404. What they then read from it:
   Kind's model. No model is published (`definitions` is empty, so nothing has to resolve),
   so apply computes strategic merge patches from its built-in types, as it does with v3.
 
-The same paths and query parameters as the v3 documents (`openapi_paths`).
+The same paths and query parameters as the v3 documents (`openapi.paths`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .openapi_paths import QUERY_PARAMS, operation_paths
-from .patch import accepted_patch_content_types
-from .resources import ResourceRegistry, ResourceType
+from kubesim.apiserver.openapi.paths import QUERY_PARAMS, operation_paths
+from kubesim.apiserver.patching.apply import accepted_patch_content_types
+from kubesim.apiserver.resources import ResourceRegistry, ResourceType
 
 Obj = dict[str, Any]
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .protobuf_encode import message_field, string_field, varint_field
+from kubesim.apiserver.protobuf.encode import message_field, string_field, varint_field
 
 Obj = dict[str, Any]
 Field = tuple[int, bytes]  # (field number, the encoded field)

@@ -11,8 +11,8 @@ import datetime as dt
 import logging
 from typing import Any
 
-from ..apiserver.meta import rfc3339
-from ..client import ApiStatusError, KubeClient, resource_path
+from kubesim.apiserver.meta import rfc3339
+from kubesim.client import ApiStatusError, KubeClient, resource_path
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ kube-apiserver returns them with 400 BadRequest for a bad ``labelSelector``.
 from enum import Enum
 
 from kubesim.apiserver.gofmt import go_quote
-from kubesim.apiserver.label_selectors import (
+from kubesim.apiserver.selectors.label_validation import field_invalid, label_key_errors
+from kubesim.apiserver.selectors.labels import (
     EXISTENCE_OPERATORS,
     SET_OPERATORS,
     LabelSelector,
@@ -17,7 +18,6 @@ from kubesim.apiserver.label_selectors import (
     new_requirement,
     sorted_by_key,
 )
-from kubesim.apiserver.label_validation import field_invalid, label_key_errors
 
 
 class _Token(Enum):

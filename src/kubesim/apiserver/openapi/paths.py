@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .resources import ResourceType
+from kubesim.apiserver.resources import ResourceType
 
 QUERY_PARAMS = ("fieldValidation", "fieldManager", "dryRun", "force", "pretty")
 
