@@ -10,6 +10,7 @@ and exits 2, like argparse's own usage errors.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -51,7 +52,14 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add_demo_arguments(parser)
 
 
+DEMO_NEEDS_KUBESIM = (
+    "the demo runs on kubesim, which is not installed: pip install 'graceful-drain[demo]'"
+)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("kubesim") is None:
+        raise ConfigError(DEMO_NEEDS_KUBESIM)
     from graceful_drain.demo.run import run  # loads kubesim and the controller
 
     return run(args)
