@@ -29,7 +29,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
-from kubesim.apiserver.eviction import Backoff
+from kubesim.apiserver.eviction import EvictionRetry
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
@@ -552,7 +552,7 @@ async def test_budget_status_writes_are_optimistic_and_admitted_as_the_apiserver
 ) -> None:
     # Both evictions judge the same budget, then wait in the webhook on its status write:
     # the second write conflicts, is retried on a fresh read, and finds nothing left.
-    sim.eviction.backoff = Backoff(steps=20, duration=0.01)
+    sim.eviction.retry = EvictionRetry(steps=20, duration=0.01)
     status_rule = [{"operations": ["UPDATE"], "apiGroups": ["policy"], "apiVersions": ["v1"],
                     "resources": ["poddisruptionbudgets/status"]}]  # fmt: skip
     register_webhook(sim, hooks, "/gate", rules=status_rule)

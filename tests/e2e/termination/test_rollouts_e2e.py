@@ -46,12 +46,11 @@ class PodPlayer:
         self.informer = Informer(workload.admin, "v1", "pods", "Pod", namespace=NS)
         self.informer.add_handler(lambda _t, pod, _old: self._queue.put_nowait(key_of(pod)))
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._worker: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> PodPlayer:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self.informer.run()), loop.create_task(self._work())]
-        await self.informer.synced.wait()
+        await self.informer.start()
+        self._worker = asyncio.get_running_loop().create_task(self._work())
         return self
 
     async def __aexit__(
@@ -60,11 +59,11 @@ class PodPlayer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        if self._worker is not None:
+            self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._worker
+        await self.informer.stop()
 
     async def _work(self) -> None:
         while True:

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from kubesim.apiserver.query import match_everything
 from kubesim.apiserver.server import list_page
-from kubesim.apiserver.store import Obj, ObjectStore, storage_order_key
+from kubesim.apiserver.store import ObjectStore, storage_order_key
+from kubesim.types import Obj
 
 PODS = ("", "pods")
 

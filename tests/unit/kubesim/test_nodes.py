@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.cluster.containerruntime import Backoff, IpPool, go_duration, normalize_image
+from kubesim.cluster.containerruntime import CrashBackoff, IpPool, go_duration, normalize_image
 from kubesim.cluster.node_lifecycle import reconciled_taints
 from kubesim.cluster.nodestatus import NodeShape, node_object, update_conditions
 
@@ -134,7 +134,7 @@ def test_go_duration(seconds: float, text: str) -> None:
 
 
 def test_crash_backoff_sequence_like_the_kubelet() -> None:
-    backoff = Backoff(10, 300)
+    backoff = CrashBackoff(10, 300)
     delays = []
     now = 0.0
     for _ in range(8):

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
-Key = tuple[str, str]  # (namespace, name)
+from kubesim.types import Key, Obj
+
 Sample = tuple[float, int]  # (time, ready pods from then on)
 
 

@@ -6,9 +6,7 @@ for the roles clients rely on (cluster-admin, discovery, basic-user, public-info
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 

@@ -13,8 +13,7 @@ from typing import Any
 import aiohttp
 
 from kubesim import jsoncodec
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -7,92 +7,52 @@
         web = recorder.timeline("web")
         web.zero_ready_seconds(*recorder.drain_window("node-a"))
 
-It watches pods, ReplicaSets and Deployments through the API (list, then
-watch, like any informer) and feeds an `AvailabilityLedger` stamped with an
-injected monotonic clock. `wait_until` lets tests wait for what the recorder
-has seen without sleeping.
+It follows pods, ReplicaSets and Deployments with a `WatchLog` (kubesim's one
+watch-to-timeline helper: informers, events stamped with an injected monotonic
+clock) and feeds an `AvailabilityLedger` from it. `wait_until` lets tests wait
+for what the recorder has seen without sleeping.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
-from types import TracebackType
 
-from .availability import AvailabilityLedger, DeploymentTimeline, Mark, Obj
-from .client import KubeClient
-from .cluster.runtime import Informer
+from kubesim.lifecycle import Lifecycle
+
+from .availability import AvailabilityLedger, DeploymentTimeline, Mark
+from .client import KubeClient, resource_path
 from .drain.result import Clock, DrainResult
+from .types import Obj
+from .watchlog import WatchLog
 
 DRAIN_STARTED = "drain-started"
 DRAIN_FINISHED = "drain-finished"
 
 
-class AvailabilityRecorder:
+class AvailabilityRecorder(Lifecycle):
     def __init__(
         self, client: KubeClient, *, namespace: str | None = None, clock: Clock = time.monotonic
     ) -> None:
         self.client = client
         self.clock = clock
         self.ledger = AvailabilityLedger()
-        self._informers = [
-            self._informer("v1", "pods", "Pod", namespace, self.ledger.pod_event),
-            self._informer("apps/v1", "replicasets", "ReplicaSet", namespace,
-                           self.ledger.replicaset_event),
-            self._informer("apps/v1", "deployments", "Deployment", namespace,
-                           self.ledger.deployment_event),
-        ]  # fmt: skip
-        self._tasks: list[asyncio.Task[None]] = []
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def _informer(
-        self, api_version: str, plural: str, kind: str, namespace: str | None,
-        feed: Callable[[float, str, Obj], None],
-    ) -> Informer:  # fmt: skip
-        informer = Informer(self.client, api_version, plural, kind, namespace=namespace)
-
-        def handle(type_: str, obj: Obj, _old: Obj | None) -> None:
-            feed(self.clock(), type_, obj)
-            self._notify()
-
-        informer.add_handler(handle)
-        return informer
-
-    def _notify(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        feeds: dict[str, Callable[[float, str, Obj], None]] = {
+            resource_path("v1", "pods", namespace): self.ledger.pod_event,
+            resource_path("apps/v1", "replicasets", namespace): self.ledger.replicaset_event,
+            resource_path("apps/v1", "deployments", namespace): self.ledger.deployment_event,
+        }
+        self.log = WatchLog(client, list(feeds), clock=clock)
+        self.log.add_listener(lambda path, type_, obj, at: feeds[path](at, type_, obj))
 
     # lifecycle
 
     async def start(self) -> AvailabilityRecorder:
-        loop = asyncio.get_running_loop()
-        for informer in self._informers:
-            self._tasks.append(loop.create_task(informer.run(), name=f"recorder-{informer.kind}"))
-        await asyncio.gather(*(informer.synced.wait() for informer in self._informers))
+        await self.log.start()
         return self
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
-
-    async def __aenter__(self) -> AvailabilityRecorder:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+        await self.log.stop()
 
     # reading
 
@@ -110,16 +70,13 @@ class AvailabilityRecorder:
 
         Bound it with `asyncio.timeout` where it might never hold.
         """
-        while not predicate():
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+        await self.log.wait_until(predicate)
 
     # marks
 
     def mark(self, label: str, **detail: str) -> Mark:
         mark = self.ledger.mark(self.clock(), label, **detail)
-        self._notify()
+        self.log.notify()
         return mark
 
     def mark_drain_started(self, node: str, client: str) -> Mark:

@@ -37,11 +37,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from kubesim.types import Obj
+
 from .apiserver.resources import ResourceRegistry
 from .cluster.behaviour import parse_duration
 from .drain import CLIENTS
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 
 CAPACITY_KEYS = ("cpu", "memory", "pods", "ephemeral-storage")

@@ -17,8 +17,10 @@ import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
+
+from kubesim.lifecycle import Lifecycle
+from kubesim.types import Obj
 
 from .availability import DeploymentTimeline
 from .client import ApiStatusError, KubeClient, resource_path
@@ -30,8 +32,6 @@ from .drain.result import Clock
 from .recorder import AvailabilityRecorder
 from .scenario import DrainSpec, NodeSpec, Scenario
 from .sim import KubeSim
-
-Obj = dict[str, Any]
 
 # Who each drain client acts as, and the User-Agent it sends.
 DRAIN_IDENTITIES: dict[str, tuple[str, tuple[str, ...], str]] = {
@@ -88,7 +88,7 @@ class DrainOutcome:
         return self.timelines[deployment].rollouts(self.started, self.settled)
 
 
-class ScenarioRun:
+class ScenarioRun(Lifecycle):
     def __init__(
         self,
         sim: KubeSim,
@@ -133,17 +133,6 @@ class ScenarioRun:
         await self.recorder.stop()
         for client in self._clients:
             await client.close()
-
-    async def __aenter__(self) -> ScenarioRun:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def apply(self, obj: Obj) -> Obj:
         """Create one manifest through the API (its namespace too, if it is missing)."""

@@ -14,13 +14,14 @@ import asyncio
 import ssl
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import cast
 
 from aiohttp import web
 
 from kubesim.apiserver.admission.webhooks import ServiceResolver, ValidatingWebhookDispatcher
 from kubesim.apiserver.openapi.v3 import OpenApi
+from kubesim.lifecycle import Lifecycle
+from kubesim.types import Obj
 
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
@@ -31,7 +32,7 @@ from .apiserver.garbage_collector import GarbageCollector
 from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
-from .apiserver.store import Obj, ObjectStore
+from .apiserver.store import ObjectStore
 from .bootstrap import SYSTEM_NAMESPACES, namespace, rbac_objects
 from .kubeconfig import write_kubeconfig
 from .pki import CertificateAuthority
@@ -39,7 +40,7 @@ from .pki import CertificateAuthority
 ADMIN = UserInfo("kubernetes-admin", ("system:masters", "kubeadm:cluster-admins"))
 
 
-class KubeSim:
+class KubeSim(Lifecycle):
     def __init__(
         self,
         *,
@@ -113,17 +114,6 @@ class KubeSim:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-    async def __aenter__(self) -> KubeSim:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # access
 

@@ -1,76 +1,113 @@
-"""WatchLog: everything a collection went through, in order, from the moment you start looking.
+"""WatchLog: everything some collections went through, in order, from the moment you start looking.
 
-It lists, then watches from the list's resourceVersion, and keeps each event
-(the initial items as ADDED). `until` awaits the first event matching a
-predicate, so callers wait for what happened instead of sleeping; the log
-keeps the sequence for asserting on order afterwards.
+kubesim's one watch-to-timeline helper. Each collection is followed by an `Informer` (list,
+then watch with resume, re-list on 410, back-off), and every change it reports is kept in
+`events` (the initial items as ADDED), stamped with the injected clock in `times`.
+Listeners get each change as it is kept (the availability recorder feeds its ledger from
+them). `wait_until` awaits a condition, re-checked after every change and every `notify`;
+`until` awaits the first event matching a predicate, so callers wait for what happened
+instead of sleeping, and the log keeps the sequence for asserting on order afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
 
-from .client import KubeClient
+from kubesim.client import KubeClient
+from kubesim.cluster.runtime import Informer
+from kubesim.lifecycle import Lifecycle
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
 Predicate = Callable[[str, Obj], bool]
+# (collection path, event type, object, clock reading)
+Listener = Callable[[str, str, Obj, float], None]
 
 
-class WatchLog:
-    def __init__(self, client: KubeClient, path: str) -> None:
+class WatchLog(Lifecycle):
+    def __init__(
+        self,
+        client: KubeClient,
+        paths: str | Sequence[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
-        self.path = path
+        self.paths = [paths] if isinstance(paths, str) else list(paths)
+        self.clock = clock
         self.events: list[tuple[str, Obj]] = []
+        self.times: list[float] = []
+        self.listeners: list[Listener] = []
         self._changed = asyncio.Event()
-        self._listed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._informers = [self._follow(path) for path in self.paths]
 
-    async def start(self) -> WatchLog:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        listed = asyncio.get_running_loop().create_task(self._listed.wait())
-        await asyncio.wait({self._task, listed}, return_when=asyncio.FIRST_COMPLETED)
-        listed.cancel()
-        if self._task.done():
-            self._task.result()  # the list failed: raise its error
+    def _follow(self, path: str) -> Informer:
+        informer = Informer.at_path(self.client, path)
+
+        def keep(type_: str, obj: Obj, _old: Obj | None) -> None:
+            at = self.clock()
+            self.events.append((type_, obj))
+            self.times.append(at)
+            for listener in self.listeners:
+                listener(path, type_, obj, at)
+            self.notify()
+
+        informer.add_handler(keep)
+        return informer
+
+    @property
+    def path(self) -> str:
+        return self.paths[0]
+
+    def add_listener(self, listener: Listener) -> None:
+        self.listeners.append(listener)
+
+    # lifecycle
+
+    async def start(self, within: float = 30.0) -> WatchLog:
+        """Return once every collection is listed; `within` bounds that (seconds)."""
+        try:
+            async with asyncio.timeout(within):
+                await asyncio.gather(*(informer.start() for informer in self._informers))
+        except BaseException:
+            await self.stop()
+            raise
         return self
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await asyncio.gather(*(informer.stop() for informer in self._informers))
 
-    async def _run(self) -> None:
-        listed = await self.client.get(self.path)
-        for item in listed.get("items", []):
-            self._add("ADDED", item)
-        self._listed.set()
-        version = listed["metadata"]["resourceVersion"]
-        async for event in self.client.watch(self.path, version):
-            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                self._add(event["type"], event["object"])
+    # waiting
 
-    def _add(self, type_: str, obj: Obj) -> None:
-        self.events.append((type_, obj))
+    def notify(self) -> None:
+        """Wake the waiters to re-check their conditions (something they read changed)."""
         self._changed.set()
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Return once `condition()` holds. Bound it with `asyncio.timeout` if it may never."""
+        while not condition():
+            self._changed.clear()
+            await self._changed.wait()
 
     async def until(self, predicate: Predicate, since: int = 0, within: float = 15.0) -> int:
         """The index of the first event from `since` on that satisfies `predicate`.
 
         `within` bounds the wait (seconds) so a broken expectation fails instead of hanging.
         """
+        index = since
+
+        def seen() -> bool:
+            nonlocal index
+            while index < len(self.events):
+                if predicate(*self.events[index]):
+                    return True
+                index += 1
+            return False
+
         async with asyncio.timeout(within):
-            index = since
-            while True:
-                while index < len(self.events):
-                    if predicate(*self.events[index]):
-                        return index
-                    index += 1
-                self._changed.clear()
-                await self._changed.wait()
+            await self.wait_until(seen)
+        return index
 
     async def until_obj(self, predicate: Predicate, since: int = 0, within: float = 15.0) -> Obj:
         return self.events[await self.until(predicate, since, within)][1]

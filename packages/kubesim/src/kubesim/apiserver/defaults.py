@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
                    "failureThreshold": 3}  # fmt: skip

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from kubesim.types import Obj
 
 from .resources import ResourceRegistry, ResourceType
-
-Obj = dict[str, Any]
 
 
 def version_info(minor: int) -> Obj:

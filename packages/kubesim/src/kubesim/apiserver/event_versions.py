@@ -7,9 +7,8 @@ pkg/apis/events/v1/conversion.go upstream.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 # (core/v1 field, events.k8s.io/v1 field) for fields that are plain renames.
 _RENAMES = (

@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
+
+from kubesim.backoff import Backoff
+from kubesim.types import Obj
 
 from .auth import UserInfo
 from .errors import ApiError, bad_request, conflict, method_not_allowed
@@ -39,7 +41,6 @@ from .meta import rfc3339
 from .resources import ResourceType
 from .selectors import SelectorError, label_selector_from_object
 from .server import AdmissionAttributes, ApiServer, RequestContext, json_response
-from .store import Obj
 
 T = TypeVar("T")
 
@@ -56,15 +57,18 @@ APISERVER_USER = UserInfo("system:apiserver", ("system:authenticated", "system:m
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
-    """wait.Backoff with Factor 1: `steps` attempts, `duration` (+ jitter) apart."""
+class EvictionRetry:
+    """wait.Backoff with Factor 1: `steps` attempts, `duration` (+ up to `jitter` of it) apart."""
 
     steps: int = 20
     duration: float = 0.5
     jitter: float = 0.1
 
+    def delays(self) -> Backoff:
+        return Backoff(self.duration, factor=1.0, jitter=self.jitter)
 
-EVICTIONS_RETRY = Backoff()  # eviction.go EvictionsRetry
+
+EVICTIONS_RETRY = EvictionRetry()  # eviction.go EvictionsRetry
 
 
 # pure policy
@@ -227,10 +231,10 @@ def success_status() -> Obj:
 
 
 class EvictionHandler:
-    def __init__(self, server: ApiServer, backoff: Backoff = EVICTIONS_RETRY) -> None:
+    def __init__(self, server: ApiServer, retry: EvictionRetry = EVICTIONS_RETRY) -> None:
         self.server = server
         self.registry = server.registry
-        self.backoff = backoff
+        self.retry = retry
         pods = server.resources.by_kind("", "Pod")
         pdbs = server.resources.by_kind("policy", "PodDisruptionBudget")
         assert pods is not None and pdbs is not None
@@ -367,15 +371,15 @@ class EvictionHandler:
         self, attempt: Callable[[], Awaitable[T]], retriable: Callable[[ApiError], bool]
     ) -> T:
         """retry.OnError: on exhaustion, the last retriable error."""
-        for step in range(self.backoff.steps):
+        delays = self.retry.delays()
+        for step in range(self.retry.steps):
             try:
                 return await attempt()
             except ApiError as err:
-                if not retriable(err) or step == self.backoff.steps - 1:
+                if not retriable(err) or step == self.retry.steps - 1:
                     raise
-            delay = self.backoff.duration * (1 + random.random() * self.backoff.jitter)
-            await asyncio.sleep(delay)
-        raise AssertionError("Backoff.steps must be at least 1")
+            await asyncio.sleep(delays.next_delay())
+        raise AssertionError("EvictionRetry.steps must be at least 1")
 
 
 def _check_latest_pod(pod: Obj, options: Obj) -> None:
@@ -452,8 +456,8 @@ def _propagate_dry_run(eviction: Obj, request_dry_run: bool) -> Obj:
 
 __all__ = [
     "EVICTIONS_RETRY",
-    "Backoff",
     "EvictionHandler",
+    "EvictionRetry",
     "check_and_decrement",
     "matching_pdbs",
     "with_disruption_target",

@@ -12,10 +12,12 @@ import contextlib
 import copy
 import logging
 
+from kubesim.types import Obj
+
 from .errors import ApiError
 from .registry import Registry
 from .resources import ResourceType
-from .store import Change, Obj, StorageKey
+from .store import Change, StorageKey
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import random
 import string
-from typing import Any
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 _GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apiserver/pkg/storage/names
 

@@ -11,10 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from kubesim.apiserver.selectors.labels import SelectorError, label_selector_from_object
+from kubesim.types import Obj
 
 from .humanduration import parse_timestamp, translate_timestamp_since
-
-Obj = dict[str, Any]
 
 NODE_UNREACHABLE_POD_REASON = "NodeLost"  # pkg/util/node
 LABEL_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from kubesim.types import Obj
+
 from .errors import bad_request
 from .resources import ResourceType
 from .selectors import SelectorError, compile_field_selector, parse_label_selector
-from .store import Obj, Predicate
+from .store import Predicate
 
 
 def build_predicate(

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kubesim.types import Obj
+
 from .. import jsoncodec
 from . import defaults, validation
 from .errors import (
@@ -28,7 +30,7 @@ from .errors import (
 )
 from .meta import generate_name, rfc3339
 from .resources import ResourceRegistry, ResourceType
-from .store import Obj, ObjectStore
+from .store import ObjectStore
 
 Clock = Callable[[], dt.datetime]
 

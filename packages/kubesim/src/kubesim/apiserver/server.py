@@ -22,6 +22,7 @@ from aiohttp import web
 from kubesim.apiserver.event_versions import to_core_event, to_events_v1
 from kubesim.apiserver.openapi.v3 import RawResponse
 from kubesim.apiserver.protobuf.decode import decode_body
+from kubesim.types import Obj
 
 from .. import jsoncodec
 from . import discovery, tables
@@ -41,7 +42,7 @@ from .rbac import AuthorizationDecision, RequestAttributes, forbidden_message, n
 from .registry import Registry
 from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
-from .store import Obj, Ordered, Predicate, WatchEvent, storage_order_key
+from .store import Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
 WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write

@@ -13,11 +13,12 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from kubesim.types import Obj
 
 from .errors import gone
 
-Obj = dict[str, Any]
 StorageKey = tuple[str, str]  # (group, plural)
 ObjectKey = tuple[str, str]  # (namespace, name); namespace "" when cluster-scoped
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]

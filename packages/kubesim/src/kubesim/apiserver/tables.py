@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from aiohttp import web
+
+from kubesim.types import Obj
 
 from . import printer_columns, printers
 from .resources import ResourceType
 
-Obj = dict[str, Any]
 Printer = Callable[[Obj, datetime], printers.Row]
 
 PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ...], Printer]] = {

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim.types import Obj
+
 from .errors import ApiError, invalid
 from .meta import is_dns1123_subdomain
 from .resources import ResourceType
-
-Obj = dict[str, Any]
 
 DNS1123_SUBDOMAIN_MESSAGE = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
+
+from kubesim.lifecycle import Lifecycle
 
 from ..client import KubeClient
 from .daemonset import DaemonSetController
@@ -98,7 +99,7 @@ COMPONENTS: dict[str, ComponentSpec] = {
 }
 
 
-class Cluster:
+class Cluster(Lifecycle):
     """Starts the selected components (all registered ones by default) and stops them."""
 
     def __init__(
@@ -159,14 +160,3 @@ class Cluster:
         for ctx in self._contexts:
             await ctx.close()
         self._contexts.clear()
-
-    async def __aenter__(self) -> Cluster:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
+from kubesim.backoff import Backoff
+
 
 def normalize_image(image: str) -> tuple[str, str]:
     """containerd's normalised reference and repository: nginx is docker.io/library/nginx:latest."""
@@ -67,27 +69,27 @@ def _fraction(value: int, unit: int) -> str:
     return f"{whole}.{digits}"
 
 
-class Backoff:
-    """One container's crash back-off (client-go flowcontrol.Backoff without jitter).
+class CrashBackoff:
+    """One container's crash back-off (the kubelet's flowcontrol.Backoff, no jitter).
 
-    The first exit restarts at once; each later exit waits the current delay,
-    which then doubles up to the cap. A quiet spell of twice the cap resets it.
+    The first exit restarts at once; each later exit waits the current delay, which then
+    doubles up to the cap. A quiet spell of twice the cap starts it afresh.
     """
 
     def __init__(self, initial: float, maximum: float) -> None:
-        self.initial = initial
         self.maximum = maximum
-        self.current: float | None = None
+        self._delays = Backoff(initial, maximum)
+        self._crashed = False
         self.last_update = 0.0
 
     def next_delay(self, now: float) -> float:
         """The wait before restarting a container that exited at `now`."""
-        if self.current is None or now - self.last_update > 2 * self.maximum:
-            self.current = self.initial
+        if not self._crashed or now - self.last_update > 2 * self.maximum:
+            self._crashed = True
+            self._delays.reset()
             self.last_update = now
             return 0.0
-        delay = self.current
-        self.current = min(self.current * 2, self.maximum)
+        delay = self._delays.next_delay()
         self.last_update = now + delay
         return delay
 

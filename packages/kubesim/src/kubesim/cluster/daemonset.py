@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any
+
+from kubesim.types import Key, Obj
 
 from ..client import KubeClient
 from .podowner import PodOwnerController
 from .podutil import is_pod_available, is_pod_ready
 from .replicaset import pod_from_template
-from .runtime import Key
 from .scheduling import first_untolerated_taint, pod_matches_node_affinity
-
-Obj = dict[str, Any]
 
 POD_TEMPLATE_GENERATION_LABEL = "pod-template-generation"
 # util.AddOrUpdateDaemonPodTolerations

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Key, Obj
 
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import deployment_status as ds
@@ -36,9 +37,8 @@ from .rollout_plan import (
     proportional_scale,
     recreate_scale_down,
 )
-from .runtime import Controller, Key, key_of
+from .runtime import Controller, key_of
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 

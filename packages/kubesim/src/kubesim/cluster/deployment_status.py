@@ -11,12 +11,11 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+
+from kubesim.types import Obj
 
 from ..apiserver.meta import parse_time, rfc3339
 from .deployment_util import max_unavailable, progress_deadline, replicas, status_int
-
-Obj = dict[str, Any]
 
 # Progressing reasons
 REPLICA_SET_UPDATED = "ReplicaSetUpdated"

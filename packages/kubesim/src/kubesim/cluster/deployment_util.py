@@ -12,11 +12,11 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kubesim.types import Obj
+
 from .rollout_math import IntOrString
 from .rollout_math import max_surge as _max_surge
 from .rollout_math import max_unavailable as _max_unavailable
-
-Obj = dict[str, Any]
 
 POD_TEMPLATE_HASH = "pod-template-hash"  # apps.DefaultDeploymentUniqueLabelKey
 REVISION = "deployment.kubernetes.io/revision"

@@ -17,18 +17,17 @@ import copy
 import datetime as dt
 import logging
 from collections.abc import Awaitable
-from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Key, Obj
 
 from ..apiserver.meta import parse_time, rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import pdb_status as ps
 from .ownership import controller_of, ref_group
 from .podutil import condition
-from .runtime import Controller, Key, WorkQueue, key_of
+from .runtime import Controller, WorkQueue, key_of
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 STALE_POD_DISRUPTION_TIMEOUT = 120.0
@@ -70,14 +69,9 @@ class DisruptionController(Controller):
         self._background: set[asyncio.Task[None]] = set()
         self.pdbs.add_handler(lambda _t, pdb, _old: self.queue.add(key_of(pdb)))
         self.pods.add_handler(self._on_pod)
-
-    async def start(self) -> None:
-        await super().start()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._stale_worker(), name=f"{self.name}-stale"))
+        self.add_loop("stale DisruptionTarget", self.stale_queue, self._reset_stale_condition)
 
     async def stop(self) -> None:
-        self.stale_queue.close()
         for task in list(self._background):
             task.cancel()
         for task in list(self._background):
@@ -303,17 +297,6 @@ class DisruptionController(Controller):
         except ValueError:
             return 0.0
         return max(self.stale_timeout - (_now() - since).total_seconds(), 0.0)
-
-    async def _stale_worker(self) -> None:
-        while True:
-            key = await self.stale_queue.get()
-            try:
-                await self._reset_stale_condition(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:
-                log.debug("%s: stale DisruptionTarget on %s: %s", self.name, key, err)
-                self.stale_queue.add_after(key, 1.0)
 
     async def _reset_stale_condition(self, key: Key) -> None:
         pod = self.pods.get(*key)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 from kubesim.apiserver.meta import rfc3339
 from kubesim.client import ApiStatusError, KubeClient, resource_path
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 

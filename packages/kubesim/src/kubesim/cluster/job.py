@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any
+
+from kubesim.types import Key, Obj
 
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 from .podowner import PodOwnerController
 from .podutil import is_pod_ready
 from .replicaset import pod_from_template
-from .runtime import Key
-
-Obj = dict[str, Any]
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 

@@ -43,6 +43,7 @@ from kubesim.cluster.pressure_eviction import (
     signal_for,
     threshold_met,
 )
+from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339, rfc3339_micro
 from ..client import ApiStatusError, KubeClient, resource_path
@@ -54,7 +55,6 @@ from .podworker import Eviction, PodWorker
 from .quantity import Quantity, parse_or_zero
 from .runtime import Informer
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-node-lease"
@@ -114,9 +114,9 @@ class Kubelet:
         await self._sync_node_status()
         await self._renew_lease()
         self._running = True
-        loop = asyncio.get_running_loop()
         if not self._shared_pods:
-            self._tasks.append(loop.create_task(self.pods.run(), name=f"kubelet-{self.node_name}"))
+            await self.pods.start()
+        loop = asyncio.get_running_loop()
         for name, coro in (
             ("lease", self._lease_loop()),
             ("status", self._status_loop()),
@@ -135,6 +135,8 @@ class Kubelet:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if not self._shared_pods:
+            await self.pods.stop()
         for worker in list(self.workers.values()):
             await worker.cancel()
         self.workers.clear()

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from typing import Any
+
+from kubesim.types import Key, Obj
 
 from ..apiserver.meta import rfc3339
 from ..client import KubeClient, resource_path
-from .runtime import Controller, Key
-
-Obj = dict[str, Any]
+from .runtime import Controller
 
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 # nodeConditionToTaintKeyStatusMap

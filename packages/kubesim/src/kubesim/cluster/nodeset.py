@@ -13,7 +13,6 @@ like a kind cluster. The kubelets share one pod watch (made with `client`);
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 
@@ -41,7 +40,6 @@ class NodeSet:
             own = replace(base, pod_cidr=f"10.244.{i + 1}.0/24", host_ip=f"172.18.0.{i + 2}")
             own_client = client_for(name) if client_for is not None else client
             self.kubelets[name] = Kubelet(own_client, name, own, shape, pods=self.pods)
-        self._watch: asyncio.Task[None] | None = None
 
     def __getitem__(self, name: str) -> Kubelet:
         return self.kubelets[name]
@@ -50,13 +48,9 @@ class NodeSet:
         return iter(self.kubelets)
 
     async def start(self) -> None:
-        self._watch = asyncio.get_running_loop().create_task(self.pods.run(), name="nodeset-pods")
+        await self.pods.start()
         await asyncio.gather(*(k.start() for k in self.kubelets.values()))
 
     async def stop(self) -> None:
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
+        await self.pods.stop()

@@ -7,9 +7,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 KUBELET_VERSION = "v1.32.0"
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.22"

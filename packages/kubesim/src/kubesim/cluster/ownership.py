@@ -12,11 +12,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from kubesim.types import Obj
 
 from ..client import ApiStatusError, KubeClient, resource_path
-
-Obj = dict[str, Any]
 
 
 def new_controller_ref(owner: Obj) -> Obj:

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.types import Obj
+
 from ..apiserver.meta import parse_time, rfc3339
 from .labels import labels_of, selector_matches
 from .podutil import is_pod_ready
 from .rollout_math import scaled_value
-
-Obj = dict[str, Any]
 
 DELETION_TIMEOUT = 120.0  # DeletionTimeout: 2 minutes for an evicted pod to get deleted
 DISRUPTION_ALLOWED = "DisruptionAllowed"

@@ -6,16 +6,14 @@ events, and status writes through the status subresource."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Key, Obj
 
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import ownership
 from .labels import labels_of, selector_matches
-from .runtime import Controller, Informer, Key, key_of
-
-Obj = dict[str, Any]
+from .runtime import Controller, Informer, key_of
 
 
 def _message(err: BaseException) -> str:

@@ -8,9 +8,10 @@ Pure functions after pkg/kubelet/kubelet_pods.go (`generateAPIPodStatus`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
+
 ContainerState = Literal["waiting", "running", "terminated"]
 
 KUBELET_CONDITIONS = (

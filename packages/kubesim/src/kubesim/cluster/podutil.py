@@ -10,9 +10,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..apiserver.meta import parse_time
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
+from ..apiserver.meta import parse_time
 
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 _PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}

@@ -20,18 +20,18 @@ import contextlib
 import datetime as dt
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
 from .behaviour import PodBehaviour
-from .containerruntime import Backoff, container_id, go_duration, image_id, normalize_image
+from .containerruntime import CrashBackoff, container_id, go_duration, image_id, normalize_image
 from .kubeletconfig import KubeletConfig
 from .podstatus import TERMINAL_PHASES, ContainerRecord, PodRecord, render_status
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 UNKNOWN_CONTAINER_MESSAGE = "The container could not be located when the pod was terminated"
@@ -103,7 +103,7 @@ class PodWorker:
             ],
         )
         # Containers of a simulated pod share one timeline, hence one back-off.
-        self._backoff = Backoff(host.config.backoff_initial, host.config.backoff_max)
+        self._backoff = CrashBackoff(host.config.backoff_initial, host.config.backoff_max)
         self._kill = asyncio.Event()
         self._kill_grace = 0.0
         self._grace_changed = asyncio.Event()

@@ -10,15 +10,10 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kubesim.types import Obj
+
 from ..apiserver.meta import parse_time
-from .scheduling import (
-    UNSCHEDULABLE,
-    FilterFailure,
-    Obj,
-    filter_node,
-    fit_error_message,
-    pod_priority,
-)
+from .scheduling import UNSCHEDULABLE, FilterFailure, filter_node, fit_error_message, pod_priority
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"

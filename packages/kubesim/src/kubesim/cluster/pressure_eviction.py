@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kubesim.cluster.podstatus import go_list
 from kubesim.cluster.quantity import Format, Quantity, parse_or_zero
 from kubesim.cluster.scheduling import pod_priority, pod_requests, tolerations_tolerate
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 REASON = "Evicted"
 NODE_LOW_FMT = "The node was low on resource: {}. "

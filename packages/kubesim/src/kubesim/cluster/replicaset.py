@@ -15,9 +15,9 @@ import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Key, Obj
 
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import ownership
@@ -25,9 +25,8 @@ from .deployment_util import replicas, template_of
 from .labels import labels_of, selector_matches
 from .podutil import is_pod_active, pods_to_delete
 from .replicaset_status import calculate_status, next_availability_check, status_is_current
-from .runtime import Controller, Key, key_of
+from .runtime import Controller, key_of
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 BURST_REPLICAS = 500

@@ -8,14 +8,13 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+
+from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
 from .deployment_util import min_ready_seconds, replicas, template_of
 from .labels import labels_of
 from .podutil import is_pod_available, is_pod_ready, seconds_until_available
-
-Obj = dict[str, Any]
 
 REPLICA_FAILURE = "ReplicaFailure"
 _COUNTS = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas")

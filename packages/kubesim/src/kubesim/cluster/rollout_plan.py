@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from kubesim.types import Obj
 
 from . import deployment_util as du
 from .rollout_math import new_rs_new_replicas, proportion, replica_set_fraction
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
-"""The controller runtime kubesim's built-in controllers share: informers and work queues.
+"""The controller runtime kubesim's components share: one informer, one work queue, one retry loop.
 
-Like client-go: an `Informer` lists, then watches from the list's
-resourceVersion with bookmarks, resumes from the last version it saw, re-lists
-on 410 Gone and backs off on errors. A `WorkQueue` deduplicates keys and
-delays retries. Controllers never poll.
+Like client-go: an `Informer` lists, then watches from the list's resourceVersion with
+bookmarks, resumes from the last version it saw, re-lists on 410 Gone and backs off on any
+other failure (`Backoff`, reset by a list or watch that worked). An object it cannot key (no
+metadata.name) is skipped and logged, and a handler that raises is logged: neither stops the
+informer. A `WorkQueue` deduplicates keys, delays re-adds and rate-limits retries per key; a
+`Controller` is the one retry loop over it. Components start and stop informers with
+`Informer.start()`/`stop()`; nothing polls.
 """
 
 from __future__ import annotations
@@ -11,23 +14,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-import aiohttp
-
+from ..backoff import Backoff
 from ..client import ApiStatusError, KubeClient, resource_path
+from ..types import Key, Obj
 
-Obj = dict[str, Any]
-Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj, Obj | None], None]
 
 log = logging.getLogger(__name__)
 
+# Informers: 0.1 s after the first failure, doubling to 5 s.
+INFORMER_BACKOFF = (0.1, 5.0)
+# Work-queue retries (client-go's ItemExponentialFailureRateLimiter, faster): 5 ms doubling to 5 s.
+RETRY_BACKOFF = (0.005, 5.0)
+
+
+class Unkeyable(ValueError):
+    """An object without metadata.name: the informer cannot cache it."""
+
 
 def key_of(obj: Obj) -> Key:
-    meta = obj["metadata"]
-    return (meta.get("namespace", "") or "", meta["name"])
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(name, str) or not name:
+        raise Unkeyable(f"object without metadata.name: {str(obj)[:200]}")
+    return (meta.get("namespace") or "", name)
 
 
 class Informer:
@@ -40,32 +52,49 @@ class Informer:
         namespace: str | None = None,
         field_selector: str | None = None,
         watch_timeout: int = 300,
+        *,
+        path: str | None = None,
     ) -> None:
         self.client = client
         self.api_version = api_version
         self.kind = kind
-        self.path = resource_path(api_version, plural, namespace)
+        self.path = path or resource_path(api_version, plural, namespace)
         self.field_selector = field_selector
         self.cache: dict[Key, Obj] = {}
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.resource_version = ""
+        self.backoff = Backoff(*INFORMER_BACKOFF)
         self._watch_timeout = watch_timeout
         self._task: asyncio.Task[None] | None = None
 
+    @classmethod
+    def at_path(cls, client: KubeClient, path: str) -> Informer:
+        """An informer over any collection path, its objects kept as served."""
+        return cls(client, "", "", "", path=path)
+
     async def start(self) -> None:
         """Run in a task of its own, returning once the first list is in the cache."""
-        self._task = asyncio.get_running_loop().create_task(
-            self.run(), name=f"informer-{self.kind}"
+        if self._task is not None:
+            await self.synced.wait()
+            return
+        task = self._task = asyncio.get_running_loop().create_task(
+            self.run(), name=f"informer-{self.kind or self.path}"
         )
-        await self.synced.wait()
+        synced = asyncio.get_running_loop().create_task(self.synced.wait())
+        try:
+            await asyncio.wait({task, synced}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            synced.cancel()
+        if task.done():
+            task.result()  # run() ended before the first list: raise why
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -78,16 +107,27 @@ class Informer:
 
     def _emit(self, type_: str, obj: Obj, old: Obj | None) -> None:
         for handler in self.handlers:
-            handler(type_, obj, old)
+            try:
+                handler(type_, obj, old)
+            except Exception:
+                log.exception("informer %s: handler failed on %s", self.path, type_)
+
+    def _params(self) -> dict[str, str] | None:
+        return {"fieldSelector": self.field_selector} if self.field_selector else None
 
     async def _list(self) -> None:
-        params = {"fieldSelector": self.field_selector} if self.field_selector else None
-        listed = await self.client.get(self.path, params)
+        listed = await self.client.get(self.path, self._params())
         fresh = {}
         for item in listed.get("items", []):
-            item.setdefault("kind", self.kind)
-            item.setdefault("apiVersion", self.api_version)
-            fresh[key_of(item)] = item
+            try:
+                key = key_of(item)
+            except Unkeyable as err:
+                log.warning("informer %s: skipped: %s", self.path, err)
+                continue
+            if self.kind:
+                item.setdefault("kind", self.kind)
+                item.setdefault("apiVersion", self.api_version)
+            fresh[key] = item
         for key, gone in list(self.cache.items()):
             if key not in fresh:
                 del self.cache[key]
@@ -103,32 +143,34 @@ class Informer:
         self.synced.set()
 
     async def run(self) -> None:
-        backoff = 0.1
         need_list = True
         while True:
             try:
                 if need_list:
                     await self._list()
                     need_list = False
-                params = {"fieldSelector": self.field_selector} if self.field_selector else None
+                    self.backoff.reset()
                 async for event in self.client.watch(
-                    self.path, self.resource_version, self._watch_timeout, params
+                    self.path, self.resource_version, self._watch_timeout, self._params()
                 ):
+                    self.backoff.reset()
                     if not self._apply(event):
                         need_list = True
                         break
-                backoff = 0.1
+            except asyncio.CancelledError:
+                raise
             except ApiStatusError as err:
                 if err.code == 410:
                     need_list = True
                     continue
-                log.debug("informer %s: %s", self.path, err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-            except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-                log.debug("informer %s: %s", self.path, err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await self._back_off(err)
+            except Exception as err:
+                await self._back_off(err)
+
+    async def _back_off(self, err: Exception) -> None:
+        delay = self.backoff.next_delay()
+        log.debug("informer %s: %s; retrying in %.2fs", self.path, err, delay)
+        await asyncio.sleep(delay)
 
     def _apply(self, event: Obj) -> bool:
         """Apply one watch event; False means the watch must re-list (410 Gone)."""
@@ -139,7 +181,12 @@ class Informer:
         if type_ == "BOOKMARK":
             self.resource_version = rv
             return True
-        key = key_of(obj)
+        try:
+            key = key_of(obj)
+        except Unkeyable as err:
+            log.warning("informer %s: skipped %s event: %s", self.path, type_, err)
+            self.resource_version = rv or self.resource_version
+            return True
         old = self.cache.get(key)
         if type_ == "DELETED":
             self.cache.pop(key, None)
@@ -151,12 +198,13 @@ class Informer:
 
 
 class WorkQueue:
-    """Deduplicating queue of keys with delayed re-adds, like client-go's workqueue."""
+    """Deduplicating queue of keys with delayed and rate-limited re-adds, like client-go's."""
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._pending: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._failures: dict[Key, Backoff] = {}
 
     def add(self, key: Key) -> None:
         if key not in self._pending:
@@ -176,6 +224,15 @@ class WorkQueue:
             existing.cancel()
         self._timers[key] = loop.call_at(when, self._fire, key)
 
+    def add_rate_limited(self, key: Key) -> None:
+        """Re-add after this key's next back-off delay (it failed again)."""
+        backoff = self._failures.setdefault(key, Backoff(*RETRY_BACKOFF))
+        self.add_after(key, backoff.next_delay())
+
+    def forget(self, key: Key) -> None:
+        """The key was handled: its next failure starts the back-off afresh."""
+        self._failures.pop(key, None)
+
     def _fire(self, key: Key) -> None:
         self._timers.pop(key, None)
         self.add(key)
@@ -191,8 +248,16 @@ class WorkQueue:
         self._timers.clear()
 
 
+Reconcile = Callable[[Key], Awaitable[float | None]]
+
+
 class Controller:
-    """A reconcile loop over a work queue. Subclasses set up informers and `reconcile`."""
+    """Reconcile loops over work queues. Subclasses set up informers and `reconcile`.
+
+    Each loop is the one retry loop: a key whose handler raises is re-added with its own
+    back-off (a 409 Conflict quietly: the next try reads the newer object), a handled key's
+    back-off is forgotten, and a returned delay requeues it after that delay.
+    """
 
     name = "controller"
 
@@ -200,7 +265,10 @@ class Controller:
         self.client = client
         self.queue = WorkQueue()
         self.informers: list[Informer] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._loops: list[tuple[str, WorkQueue, Reconcile]] = [
+            ("reconcile", self.queue, self.reconcile)
+        ]
+        self._workers: list[asyncio.Task[None]] = []
 
     def informer(
         self, api_version: str, plural: str, kind: str, field_selector: str | None = None
@@ -209,39 +277,45 @@ class Controller:
         self.informers.append(inf)
         return inf
 
+    def add_loop(self, what: str, queue: WorkQueue, handle: Reconcile) -> None:
+        """Another loop of this controller over a queue of its own, started with the first."""
+        self._loops.append((what, queue, handle))
+
     async def reconcile(self, key: Key) -> float | None:
         """Bring one object to its desired state. Return a delay to requeue, or None."""
         raise NotImplementedError
 
     async def start(self) -> None:
+        await asyncio.gather(*(inf.start() for inf in self.informers))
         loop = asyncio.get_running_loop()
-        for inf in self.informers:
-            self._tasks.append(loop.create_task(inf.run(), name=f"{self.name}-informer"))
-        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
-        self._tasks.append(loop.create_task(self._work(), name=f"{self.name}-worker"))
+        self._workers = [
+            loop.create_task(self._work(*spec), name=f"{self.name}-{spec[0]}")
+            for spec in self._loops
+        ]
 
     async def stop(self) -> None:
-        self.queue.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        for _what, queue, _handle in self._loops:
+            queue.close()
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.cancel()
+        for worker in workers:
             with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+                await worker
+        await asyncio.gather(*(inf.stop() for inf in self.informers))
 
-    async def _work(self) -> None:
-        retries: dict[Key, int] = {}
+    async def _work(self, what: str, queue: WorkQueue, handle: Reconcile) -> None:
         while True:
-            key = await self.queue.get()
+            key = await queue.get()
             try:
-                delay = await self.reconcile(key)
-                retries.pop(key, None)
-                if delay is not None:
-                    self.queue.add_after(key, delay)
+                delay = await handle(key)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                count = retries[key] = retries.get(key, 0) + 1
                 if not isinstance(err, ApiStatusError) or err.code != 409:
-                    log.warning("%s: reconcile %s failed: %s", self.name, key, err)
-                self.queue.add_after(key, min(0.005 * 2**count, 5.0))
+                    log.warning("%s: %s %s failed: %s", self.name, what, key, err)
+                queue.add_rate_limited(key)
+                continue
+            queue.forget(key)
+            if delay is not None:
+                queue.add_after(key, delay)

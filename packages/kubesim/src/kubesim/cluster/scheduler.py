@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient, resource_path
@@ -34,7 +35,6 @@ from .runtime import Informer
 from .scheduling import (
     ERR_NO_NODES,
     FilterFailure,
-    Obj,
     filter_node,
     fit_error_message,
     is_terminal,
@@ -126,10 +126,8 @@ class Scheduler:
     # lifecycle
 
     async def start(self) -> None:
+        await asyncio.gather(self.pods.start(), self.nodes.start())
         loop = asyncio.get_running_loop()
-        for inf in (self.pods, self.nodes):
-            self._tasks.append(loop.create_task(inf.run(), name=f"scheduler-{inf.kind}"))
-        await asyncio.gather(self.pods.synced.wait(), self.nodes.synced.wait())
         self._tasks.append(loop.create_task(self._loop(), name="scheduler"))
         self._wake.set()
 
@@ -140,6 +138,7 @@ class Scheduler:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await asyncio.gather(self.pods.stop(), self.nodes.stop())
 
     # watch handlers (synchronous: they only mark work)
 

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubesim.types import Obj
+
 from .quantity import parse_or_zero
 
-Obj = dict[str, Any]
 Code = Literal["Unschedulable", "UnschedulableAndUnresolvable"]
 
 UNSCHEDULABLE: Code = "Unschedulable"

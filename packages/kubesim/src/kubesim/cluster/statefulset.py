@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+
+from kubesim.types import Key, Obj
 
 from .podowner import PodOwnerController
 from .podutil import is_pod_available, is_pod_ready
 from .replicaset import pod_from_template
-from .runtime import Key
-
-Obj = dict[str, Any]
 
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from kubesim.types import Obj
 
 from ..client import STRATEGIC_MERGE_PATCH, ApiStatusError, KubeClient, resource_path
 
-Obj = dict[str, Any]
 LIST_CHUNK = 500  # kubectl drain's default --chunk-size
 
 

@@ -7,9 +7,8 @@ After kubernetes/autoscaler cluster-autoscaler/core/scaledown/actuation/drain.go
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"

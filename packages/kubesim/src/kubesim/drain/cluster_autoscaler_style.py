@@ -29,10 +29,11 @@ import time
 from collections.abc import Callable
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Obj
 
 from ..client import ApiStatusError, KubeClient
 from . import api
-from .api import Obj, pod_key, status_message, typed
+from .api import pod_key, status_message, typed
 from .autoscaler_rules import (
     TO_BE_DELETED_TAINT,
     eviction_grace_period,

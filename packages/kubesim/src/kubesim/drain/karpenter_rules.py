@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import Any
+
+from kubesim.types import Obj
 
 from ..apiserver.meta import parse_time
 from .taints import pod_tolerates
-
-Obj = dict[str, Any]
 
 DISRUPTED_TAINT: Obj = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 EXCLUDE_BALANCERS_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"

@@ -35,11 +35,12 @@ import time
 from collections.abc import Callable
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
 from ..client import ApiStatusError, KubeClient
 from . import api
-from .api import Obj, pod_key, status_message, typed
+from .api import pod_key, status_message, typed
 from .karpenter_rules import (
     DISRUPTED_TAINT,
     EXCLUDE_BALANCERS_LABEL,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from kubesim.types import Obj
 
 from ..apiserver.meta import controller_ref, parse_time
 
-Obj = dict[str, Any]
 Reason = Literal["Okay", "Skip", "Warning", "Error"]
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"

@@ -25,10 +25,12 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
+from kubesim.types import Obj
+
 from ..apiserver.gofmt import go_aggregate, go_duration, go_quote
 from ..client import ApiStatusError, KubeClient, resource_path
 from . import api
-from .api import Obj, pod_key, status_message
+from .api import pod_key, status_message
 from .kubectl_filters import (
     DaemonSetLookup,
     FilterOptions,

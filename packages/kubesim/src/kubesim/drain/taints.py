@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..cluster.scheduling import toleration_tolerates
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
+from ..cluster.scheduling import toleration_tolerates
 
 __all__ = ["has_taint_key", "pod_tolerates", "toleration_tolerates", "with_taint_replacing_key"]
 

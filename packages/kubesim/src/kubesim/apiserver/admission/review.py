@@ -17,8 +17,7 @@ from typing import Any
 from kubesim.apiserver.admission.rules import AdmissionRequestAttributes, Invocation
 from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.errors import ApiError
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 KNOWN_REVIEW_VERSIONS = ("v1", "v1beta1")
 _OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}

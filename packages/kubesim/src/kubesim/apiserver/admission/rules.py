@@ -16,8 +16,8 @@ from typing import Any
 
 from kubesim.apiserver.errors import ApiError, not_found
 from kubesim.apiserver.selectors import SelectorError, label_selector_from_object
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
 NamespaceLabels = Callable[[str], Mapping[str, str] | None]  # None: no such namespace
 
 

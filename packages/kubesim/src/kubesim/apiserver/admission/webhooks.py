@@ -59,7 +59,7 @@ from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.registry import Registry
 from kubesim.apiserver.resources import ResourceType
 from kubesim.apiserver.server import AdmissionAttributes
-from kubesim.apiserver.store import Obj
+from kubesim.types import Obj
 
 _log = logging.getLogger("kubesim.admission")
 WEBHOOK_CONFIGURATIONS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")

@@ -17,13 +17,10 @@ The same paths and query parameters as the v3 documents (`openapi.paths`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubesim.apiserver.openapi.paths import QUERY_PARAMS, operation_paths
 from kubesim.apiserver.patching.apply import accepted_patch_content_types
 from kubesim.apiserver.resources import ResourceRegistry, ResourceType
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 JSON_MEDIA_TYPE = "application/json"
 PROTOBUF_MEDIA_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubesim.apiserver.protobuf.encode import message_field, string_field, varint_field
+from kubesim.types import Obj
 
-Obj = dict[str, Any]
 Field = tuple[int, bytes]  # (field number, the encoded field)
 Encode = Callable[[int, Any], bytes]
 

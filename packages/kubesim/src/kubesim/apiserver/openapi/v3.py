@@ -17,15 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from kubesim.apiserver.openapi import v2
 from kubesim.apiserver.openapi.paths import QUERY_PARAMS, gv_path, operation_paths
 from kubesim.apiserver.openapi.v2_protobuf import encode_document
 from kubesim.apiserver.resources import ResourceRegistry, ResourceType
-
-Obj = dict[str, Any]
+from kubesim.types import Obj
 
 
 @dataclass(frozen=True, slots=True)

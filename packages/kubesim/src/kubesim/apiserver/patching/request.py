@@ -10,7 +10,7 @@ from kubesim.apiserver.patching.apply import (
     decode_patch_body,
 )
 from kubesim.apiserver.resources import ResourceType
-from kubesim.apiserver.store import Obj
+from kubesim.types import Obj
 
 
 def patched_object(
