@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.drain.karpenter_rules import eviction_retry_delay
+from kubesim.backoff import Backoff
 
 CLIENT_NAMES = ("kubectl", "karpenter", "cluster-autoscaler")
 REACTION_ALLOWANCE = 2.0  # seconds, unscaled: see the module docstring
@@ -43,10 +43,9 @@ ROLLOUT_TIMEOUT = 600.0  # the controller's default rolloutTimeout
 def retry_interval_at(elapsed: float, base: float, cap: float) -> float:
     """The back-off delay of the retry that first comes after `elapsed` seconds of refusals
     (first attempt at 0, then base, 2·base... capped at `cap`)."""
-    at, failures = 0.0, 0
+    at, backoff = 0.0, Backoff(base, cap)  # the Karpenter-style client's eviction retries
     while True:
-        failures += 1
-        delay = eviction_retry_delay(failures, base, cap)
+        delay = backoff.next_delay()
         at += delay
         if at >= elapsed or delay >= cap:
             return delay

@@ -12,7 +12,7 @@ from bench.drain.timings import DrainTimings, retry_interval_at
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kubesim.drain.karpenter_rules import eviction_retry_delay
+from kubesim.backoff import Backoff
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,8 @@ def test_the_retry_interval_is_a_step_of_the_schedule_that_crosses_elapsed(
     elapsed: float, base: float, cap: float
 ) -> None:
     found = retry_interval_at(elapsed, base, cap)
-    delays = [eviction_retry_delay(n, base, cap) for n in range(1, 80)]
+    backoff = Backoff(base, cap)  # the Karpenter-style client's eviction retries
+    delays = [backoff.next_delay() for _ in range(1, 80)]
     assert found in delays
     assert found <= cap
 

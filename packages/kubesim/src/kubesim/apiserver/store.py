@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from kubesim.types import Obj
+from kubesim.types import Key, Obj
 
 from .errors import gone
 
 StorageKey = tuple[str, str]  # (group, plural)
-ObjectKey = tuple[str, str]  # (namespace, name); namespace "" when cluster-scoped
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Predicate = Callable[[Obj], bool]
 
@@ -39,7 +38,7 @@ class WatchEvent:
     object: Obj
 
 
-def object_key(obj: Obj) -> ObjectKey:
+def object_key(obj: Obj) -> Key:
     meta = obj.get("metadata", {})
     return (meta.get("namespace", "") or "", meta["name"])
 
@@ -109,7 +108,7 @@ class _Bucket:
     __slots__ = ("compacted_through", "history", "objects", "ordered", "watchers")
 
     def __init__(self, history_limit: int) -> None:
-        self.objects: dict[ObjectKey, Obj] = {}
+        self.objects: dict[Key, Obj] = {}
         self.history: deque[Change] = deque(maxlen=history_limit)
         self.compacted_through = 0
         self.watchers: set[Watcher] = set()

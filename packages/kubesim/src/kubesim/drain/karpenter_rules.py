@@ -106,15 +106,5 @@ def pod_delete_time(node_expiration: float, pod: Obj) -> float | None:
     return node_expiration - float(grace)
 
 
-def eviction_retry_delay(failures: int, base: float, cap: float) -> float:
-    """client-go's ItemExponentialFailureRateLimiter: base * 2^(failures-1), at most cap."""
-    if failures <= 0:
-        return 0.0
-    exponent = failures - 1
-    if exponent > 62:  # past any sensible cap; keeps 2**exponent a float-sized number
-        return cap
-    return min(base * float(2**exponent), cap)
-
-
 def pods_waiting(pods: Sequence[Obj], now: dt.datetime) -> list[Obj]:
     return [pod for pod in pods if is_waiting_eviction(pod, now)]

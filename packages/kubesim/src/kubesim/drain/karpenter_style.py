@@ -34,6 +34,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
+from kubesim.backoff import Backoff
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.types import Obj
 
@@ -44,7 +45,6 @@ from .api import pod_key, status_message, typed
 from .karpenter_rules import (
     DISRUPTED_TAINT,
     EXCLUDE_BALANCERS_LABEL,
-    eviction_retry_delay,
     first_eviction_group,
     is_evictable,
     is_terminating,
@@ -222,13 +222,10 @@ class _Run:
         self.workers.append(task)
 
     async def _evict_until_done(self, pod: Obj, entry: tuple[str, str]) -> None:
-        failures = 0
-        while not await self._evict(pod):
-            failures += 1
-            delay = eviction_retry_delay(
-                failures, self.c.eviction_base_delay, self.c.eviction_max_delay
-            )
-            await asyncio.sleep(delay)
+        # client-go's ItemExponentialFailureRateLimiter: base * 2^(failures-1), at most max.
+        backoff = Backoff(self.c.eviction_base_delay, self.c.eviction_max_delay)
+        while not await self._evict(pod):  # noqa: ASYNC110 - a back-off between tries, not a poll
+            await asyncio.sleep(backoff.next_delay())
         self.queued.discard(entry)
 
     async def _evict(self, pod: Obj) -> bool:
