@@ -17,6 +17,8 @@ import signal
 import sys
 from pathlib import Path
 
+from kubesim.lifecycle import cancel_and_wait
+
 from .cluster.cluster import COMPONENTS
 from .scenario import Scenario, ScenarioError, load_scenario
 from .scenario_runner import ScenarioRun
@@ -133,9 +135,7 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
         print(sim.kubeconfig_path, flush=True)
         await stop.wait()
         if drains is not None:
-            drains.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drains
+            await cancel_and_wait(drains)
     return 0
 
 

@@ -1,10 +1,12 @@
-"""`async with` for kubesim's long-running parts: enter starts them, exit stops them."""
+"""Starting and stopping kubesim's long-running parts: `async with`, and ending their tasks."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 
 class Lifecycle(ABC):
@@ -24,3 +26,14 @@ class Lifecycle(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel the tasks, then wait for each to end: a CancelledError is expected and swallowed,
+    any other error a task ended with is raised."""
+    live = [task for task in tasks if task is not None]
+    for task in live:
+        task.cancel()
+    for task in live:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

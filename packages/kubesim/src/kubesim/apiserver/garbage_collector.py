@@ -12,6 +12,7 @@ import contextlib
 import copy
 import logging
 
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
 
 from .errors import ApiError
@@ -35,10 +36,7 @@ class GarbageCollector:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kubesim-gc")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     def _on_change(self, key: StorageKey, change: Change) -> None:
         meta = change.object["metadata"]

@@ -12,13 +12,13 @@ stale DisruptionTarget pod conditions. The arithmetic is in `pdb_status`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime as dt
 import logging
 from collections.abc import Awaitable
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Key, Obj
 
 from ..apiserver.meta import parse_time, rfc3339
@@ -72,11 +72,7 @@ class DisruptionController(Controller):
         self.add_loop("stale DisruptionTarget", self.stale_queue, self._reset_stale_condition)
 
     async def stop(self) -> None:
-        for task in list(self._background):
-            task.cancel()
-        for task in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._background)
         await super().stop()
 
     def _spawn(self, coro: Awaitable[None]) -> None:

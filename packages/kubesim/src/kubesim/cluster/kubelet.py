@@ -43,6 +43,7 @@ from kubesim.cluster.pressure_eviction import (
     signal_for,
     threshold_met,
 )
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339, rfc3339_micro
@@ -129,11 +130,7 @@ class Kubelet:
 
     async def stop(self) -> None:
         self._running = False
-        for task in [*self._tasks, *self._event_tasks]:
-            task.cancel()
-        for task in [*self._tasks, *self._event_tasks]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks, *self._event_tasks)
         self._tasks.clear()
         if not self._shared_pods:
             await self.pods.stop()

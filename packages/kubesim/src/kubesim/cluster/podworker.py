@@ -16,13 +16,13 @@ restarted in place under the crash back-off.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
@@ -121,10 +121,7 @@ class PodWorker:
 
     async def cancel(self) -> None:
         """Stop simulating without writing anything (the pod is gone, or the kubelet stops)."""
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        await cancel_and_wait(self.task)
 
     def update(self, pod: Obj) -> None:
         if pod["metadata"].get("uid") != self.uid or _rv(pod) < _rv(self.pod):
@@ -184,11 +181,7 @@ class PodWorker:
         try:
             await asyncio.wait({lifecycle, killed}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            killed.cancel()
-            if not lifecycle.done():
-                lifecycle.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await lifecycle
+            await cancel_and_wait(killed, lifecycle)
         if not self._kill.is_set():
             lifecycle.result()  # the containers completed by themselves (restartPolicy)
             self.terminated.set()

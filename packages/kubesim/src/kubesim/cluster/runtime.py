@@ -12,9 +12,10 @@ informer. A `WorkQueue` deduplicates keys, delays re-adds and rate-limits retrie
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+
+from kubesim.lifecycle import cancel_and_wait
 
 from ..backoff import Backoff
 from ..client import ApiStatusError, KubeClient, resource_path
@@ -91,10 +92,7 @@ class Informer:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -297,11 +295,7 @@ class Controller:
         for _what, queue, _handle in self._loops:
             queue.close()
         workers, self._workers = self._workers, []
-        for worker in workers:
-            worker.cancel()
-        for worker in workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await cancel_and_wait(*workers)
         await asyncio.gather(*(inf.stop() for inf in self.informers))
 
     async def _work(self, what: str, queue: WorkQueue, handle: Reconcile) -> None:

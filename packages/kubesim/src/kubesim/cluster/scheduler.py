@@ -18,7 +18,6 @@ taints, labels, allocatable or cordon, a pod leaving), never by polling.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime as dt
 import logging
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
@@ -132,11 +132,7 @@ class Scheduler:
         self._wake.set()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         await asyncio.gather(self.pods.stop(), self.nodes.stop())
 

@@ -29,13 +29,13 @@ and its instance are left in place (no finalizer, no cloud provider).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
 
 from kubesim.backoff import Backoff
 from kubesim.cluster.event_recorder import EventRecorder
+from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
@@ -118,11 +118,7 @@ class _Run:
         )  # fmt: skip
 
     async def stop_workers(self) -> None:
-        for task in self.workers:
-            task.cancel()
-        for task in self.workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self.workers)
 
     async def run(self) -> DrainResult:
         try:
