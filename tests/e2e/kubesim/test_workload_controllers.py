@@ -768,7 +768,8 @@ async def test_pdb_disrupted_pods_are_pruned_when_deleted_or_after_the_timeout(
     registry = {
         **COMPONENTS,
         "disruption": ComponentSpec(
-            lambda ctx: DisruptionController(ctx.client(), deletion_timeout=1.0)
+            # Long enough that a loaded machine still sees the entries before they expire.
+            lambda ctx: DisruptionController(ctx.client(), deletion_timeout=5.0)
         ),
     }
     async with Cluster(sim, registry=registry), PodPlayer(client):
