@@ -58,6 +58,16 @@ def web(
     }  # fmt: skip
 
 
+def with_strategy(deployment: Obj, **rolling_update: Any) -> Obj:
+    deployment["spec"]["strategy"]["rollingUpdate"] = rolling_update
+    return deployment
+
+
+def annotated(deployment: Obj, annotations: dict[str, str]) -> Obj:
+    deployment["metadata"]["annotations"] = annotations
+    return deployment
+
+
 def statefulset(name: str) -> Obj:
     """A one-replica StatefulSet whose pod (`<name>-0`) prefers node-a."""
     labels = {"app": name}

@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,7 +30,13 @@ from kubesim.sim import KubeSim
 from tests.e2e.watching import annotations_of, is_ready, watch_until
 
 from .drain_cluster import DrainCluster, Obj, drain_cluster
-from .drain_workloads import TemplateRestartBlocker, template_restarted_at, web
+from .drain_workloads import (
+    TemplateRestartBlocker,
+    annotated,
+    template_restarted_at,
+    web,
+    with_strategy,
+)
 from .installed import BOUND, CONTROLLER_USER, DEPLOY, NAMESPACE, SERVICE_ACCOUNT, WORKLOADS
 
 pytestmark = pytest.mark.e2e
@@ -39,16 +44,6 @@ pytestmark = pytest.mark.e2e
 ENABLED = "graceful-drain.stonal.com/enabled"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 MICROSECOND_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
-
-def with_strategy(deployment: Obj, **rolling_update: Any) -> Obj:
-    deployment["spec"]["strategy"]["rollingUpdate"] = rolling_update
-    return deployment
-
-
-def annotated(deployment: Obj, annotations: dict[str, str]) -> Obj:
-    deployment["metadata"]["annotations"] = annotations
-    return deployment
 
 
 async def patch_spec(cluster: DrainCluster, spec: Obj, name: str = "web") -> None:

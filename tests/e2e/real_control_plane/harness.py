@@ -36,6 +36,7 @@ from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.replica import container_invocation
 from tests.e2e.watching import watch_until
 
+from .apiproxy import ApiProxy
 from .loadbalancer import LoadBalancer
 
 Obj = dict[str, Any]
@@ -47,6 +48,19 @@ CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 BOUND = 120.0  # guards against hangs only: nothing is asserted on time
 KUBECTL_DRAIN_TIMEOUT = "100s"  # below BOUND, so a held drain ends with its own output
 READY_TIMEOUT = 60.0
+PRODUCT_VARIABLE = "GRACEFUL_DRAIN_E2E_PRODUCT"
+
+
+def product_checkout() -> Path:
+    """The checkout whose product is tested: its deploy/ is installed and its src/ runs the
+    controller and detector processes. This one, or $GRACEFUL_DRAIN_E2E_PRODUCT (e.g. an
+    older checkout, to see a test fail against the product as it was; the tests stay this
+    checkout's)."""
+    return Path(os.environ.get(PRODUCT_VARIABLE) or REPO)
+
+
+def product_source() -> Path:
+    return product_checkout() / "src"
 
 
 def pinned_kubectl(release: str) -> str:
@@ -130,8 +144,10 @@ def refused(records: list[Obj]) -> list[str]:
 # --- the install ---------------------------------------------------------------------------
 
 
-def overlay(directory: Path, webhook_port: int, base: Path = REPO / "deploy") -> Path:
-    """A kustomization on top of `base` for this loopback cluster (see the module doc)."""
+def overlay(directory: Path, webhook_port: int, base: Path | None = None) -> Path:
+    """A kustomization on top of `base` (the product's deploy/) for this loopback cluster
+    (see the module doc)."""
+    base = product_checkout() / "deploy" if base is None else base
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "kustomization.yaml").write_text(
         textwrap.dedent(f"""\
@@ -177,6 +193,16 @@ class Installation:
     def controller_user(self) -> str:
         return f"system:serviceaccount:{self.namespace}:{self.name}"
 
+    @property
+    def overlay(self) -> Path:
+        """The kustomization applied (`overlay(workdir / "overlay", ...)`, conftest.py)."""
+        return self.workdir / "overlay"
+
+    async def reapply(self) -> None:
+        """`kubectl apply -k` of the install again: what a test changed in it is put back
+        (an object it deleted is created again; a field a later apply added is removed)."""
+        await kubectl(self.kubeconfig, "apply", "-k", str(self.overlay))
+
     async def controller_deployment(self) -> Obj:
         return await kubectl_json(
             self.kubeconfig, "get", "deployment", self.name, "-n", self.namespace
@@ -194,25 +220,29 @@ class Installation:
         token = await self.service_account_token()
         return KubeClient(self.cluster.server, token, self.cluster.ca_pem, "policy-check")
 
-    async def service_account_kubeconfig(self, name: str) -> Path:
+    async def service_account_kubeconfig(self, name: str, api: ApiProxy | None = None) -> Path:
+        """A kubeconfig of the controller's ServiceAccount, for kube-apiserver or, given `api`,
+        for that proxy in front of it."""
         path = self.workdir / f"{name}.kubeconfig"
+        server, ca_pem = (self.cluster.server, self.cluster.ca_pem) if api is None else (
+            api.url, api.ca_pem)  # fmt: skip
         return write_kubeconfig(
-            path, self.cluster.server, self.cluster.ca_pem, await self.service_account_token(),
-            self.controller_user,
-        )  # fmt: skip
+            path, server, ca_pem, await self.service_account_token(), self.controller_user
+        )
 
     async def start_controller(
         self, name: str = "graceful-drain-0", env: Mapping[str, str] | None = None,
-        launcher: Launcher | None = None,
+        launcher: Launcher | None = None, api: ApiProxy | None = None,
     ) -> ControllerProcess:  # fmt: skip
-        """One controller replica as its own process (from this checkout's sources unless
-        `launcher` says otherwise), routed once its /readyz is 200."""
+        """One controller replica as its own process (from the product's sources unless
+        `launcher` says otherwise), routed once its /readyz is 200; it talks to
+        kube-apiserver through `api` when given."""
         args, container_env, _ports = container_invocation(await self.controller_deployment(), name)
         replica = ControllerProcess(
             name=name,
             args=args,
             env={**container_env, "POD_NAMESPACE": self.namespace, **(env or {})},
-            kubeconfig=await self.service_account_kubeconfig(name),
+            kubeconfig=await self.service_account_kubeconfig(name, api),
             log_path=self.workdir / f"{name}.log",
             service=self.service,
             launcher=launcher or SourceTree(),
@@ -235,14 +265,15 @@ class Launcher(Protocol):
 
 @dataclass(frozen=True)
 class SourceTree:
-    """graceful-drain from this checkout's src/, run by the test's own interpreter."""
+    """graceful-drain from the product's src/ (`product_source()`), run by the test's own
+    interpreter."""
 
     def argv(self, args: Sequence[str], kubeconfig: Path | None = None) -> list[str]:
         path = [] if kubeconfig is None else ["--kubeconfig", str(kubeconfig)]
         return [sys.executable, "-m", "graceful_drain.cli", *args, *path]
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
-        merged = {**os.environ, "PYTHONPATH": str(REPO / "src"), **env}
+        merged = {**os.environ, "PYTHONPATH": str(product_source()), **env}
         merged.pop("KUBECONFIG", None)
         return merged
 

@@ -9,20 +9,37 @@ for its `sim.kubesim.io/exit-delay`, as a process finishing its drain keeps a re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
+import secrets
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graceful_drain.controller.events import DRAIN_COMPLETED
+from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
-from tests.e2e.watching import is_ready
+from tests.e2e.watching import annotations_of, is_ready
 
-from .harness import BOUND, REPO, kubectl, refused, requests_of, watch_objects, web
+from .harness import (
+    BOUND,
+    Installation,
+    kubectl,
+    kubectl_json,
+    product_checkout,
+    product_source,
+    refused,
+    requests_of,
+    watch_objects,
+    web,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
@@ -55,8 +72,8 @@ def detector_overlay(directory: Path, namespace: str) -> Path:
             patch: |-
         {subject}
         """).format(
-            detector=os.path.relpath(REPO / "deploy" / "detector", directory),
-            nodes=os.path.relpath(REPO / "deploy" / "detector" / "nodes", directory),
+            detector=os.path.relpath(product_checkout() / "deploy" / "detector", directory),
+            nodes=os.path.relpath(product_checkout() / "deploy" / "detector" / "nodes", directory),
             namespace=namespace,
             subject=textwrap.indent(subject, " " * 6),
         )
@@ -75,11 +92,17 @@ async def workload_kubeconfig(cluster: RealCluster, namespace: str, tmp_path: Pa
     )  # fmt: skip
 
 
-async def run_detector(kubeconfig: Path, pod: Obj, *args: str) -> tuple[int, Obj]:
-    """The CLI as the pod's preStop hook would run it: (exit status, verdict)."""
+async def run_detector(
+    kubeconfig: Path, pod: Obj, *args: str, grace_period: int | None = 30,
+    env: dict[str, str] | None = None,
+) -> tuple[int, Obj]:  # fmt: skip
+    """The CLI as the pod's preStop hook would run it: (exit status, verdict). Without
+    `grace_period` no --grace-period is passed (the detector reads `env`, then its default)."""
+    grace = [] if grace_period is None else ["--grace-period", str(grace_period)]
     env = {
+        **(env or {}),
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO / "src"),
+        "PYTHONPATH": str(product_source()),
         "POD_NAME": pod["metadata"]["name"],
         "POD_NAMESPACE": pod["metadata"]["namespace"],
         "POD_UID": pod["metadata"]["uid"],
@@ -87,7 +110,7 @@ async def run_detector(kubeconfig: Path, pod: Obj, *args: str) -> tuple[int, Obj
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "graceful_drain.cli", "termination-cause", "--json",
-        "--kubeconfig", str(kubeconfig), "--grace-period", "30", *args,
+        "--kubeconfig", str(kubeconfig), *grace, *args,
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -193,13 +216,18 @@ async def test_a_deletion_or_a_scale_down_is_a_drain(
     assert_never_refused(real_cluster, namespace)
 
 
-async def test_a_hanging_api_sheds_load_by_the_deadline(
-    real_cluster: RealCluster, namespace: str, tmp_path: Path
-) -> None:
-    """Every request to the API hangs (a loopback listener that never answers, standing in
-    for an overloaded or partitioned API server): the verdict is the conservative one."""
-    kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path)
-    pod = await slow_exiting_web(real_cluster, namespace)
+def pointed_at(kubeconfig: Path, server: str, other: str) -> Path:
+    hanging = kubeconfig.with_name("hanging.kubeconfig")
+    hanging.write_text(kubeconfig.read_text().replace(server, other))
+    return hanging
+
+
+@contextlib.asynccontextmanager
+async def hanging_api(
+    cluster: RealCluster, kubeconfig: Path
+) -> AsyncIterator[tuple[Path, list[Any]]]:
+    """A copy of `kubeconfig` whose server is a loopback listener that never answers (an
+    overloaded or partitioned API server), and the connections it accepted."""
     accepted: list[asyncio.StreamWriter] = []
 
     async def never_answer(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -207,17 +235,182 @@ async def test_a_hanging_api_sheds_load_by_the_deadline(
 
     server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    hanging = tmp_path / "hanging.kubeconfig"
-    hanging.write_text(kubeconfig.read_text().replace(real_cluster.server,
-                                                      f"https://127.0.0.1:{port}"))  # fmt: skip
+    hanging = pointed_at(kubeconfig, cluster.server, f"https://127.0.0.1:{port}")
     try:
-        code, verdict = await run_detector(hanging, pod, "--deadline", "2")
+        yield hanging, accepted
     finally:
         server.close()
         for writer in accepted:
             writer.close()
 
+
+async def test_a_hanging_api_sheds_load_by_the_deadline(
+    real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Every request to the API hangs: the verdict is the conservative one."""
+    kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path)
+    pod = await slow_exiting_web(real_cluster, namespace)
+    async with hanging_api(real_cluster, kubeconfig) as (hanging, accepted):
+        code, verdict = await run_detector(hanging, pod, "--deadline", "2")
+
     assert accepted  # the detector did try the API
     assert code in (10, 11)  # shed load (11: nothing readable in time)
     assert verdict["action"] == "shed_load_and_exit_fast"
     assert verdict["cause"] == "indeterminate"
+
+
+async def test_a_hanging_pod_read_keeps_to_the_grace_period_the_manifest_passes(
+    real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 11, case 9: the pod's terminationGracePeriodSeconds 4 reaches the detector as
+    TERMINATION_GRACE_PERIOD_SECONDS (docs/termination-detector.md's manifests; the Downward
+    API cannot expose that field), and the pod read hangs. Before v2 the deadline started
+    from a 30 s grace period (5 s) and only tightened once the pod was read, which never
+    happened: the verdict came after the kubelet's SIGKILL."""
+    kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path)
+    pod = await slow_exiting_web(real_cluster, namespace)
+    grace = {"TERMINATION_GRACE_PERIOD_SECONDS": "4"}
+    async with hanging_api(real_cluster, kubeconfig) as (hanging, accepted):
+        code, verdict = await run_detector(hanging, pod, grace_period=None, env=grace)
+
+    assert accepted
+    assert code == 11  # indeterminate: nothing readable in time
+    [pod_read] = [i for i in verdict["evidence"] if i["fact"] == "pod_unavailable"]
+    assert pod_read["values"]["reason"] == "timeout"
+    # half of 4 s, less the reserve for printing the answer
+    assert "no answer within the 1.80s detection deadline" in pod_read["values"]["error"]
+
+
+GRACE_PERIOD = 120  # the replaced pod's terminationGracePeriodSeconds: how long the evidence stays
+
+
+async def test_a_pod_replaced_by_graceful_drain_reads_as_voluntary_once_its_object_is_gone(
+    installation: Installation, real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 11, case 8, with the real reconciler: kubectl drain, graceful-drain's rollout
+    completes, the old pod is evicted and its object is gone; the detector, run with that
+    pod's identity (a preStop hook that could no longer read its own pod), finds the
+    rollout marker on the Deployment. Before v2 the reconciler removed restarted-at the
+    moment the rollout completed, which is when the old pod starts terminating: the
+    detector found nothing and answered indeterminate (shed load, exit 11)."""
+    kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path)
+    manifest = web(namespace, ready_delay="2s")
+    template = manifest["spec"]["template"]["spec"]
+    template["terminationGracePeriodSeconds"] = GRACE_PERIOD
+    template["serviceAccountName"] = SERVICE_ACCOUNT
+    await kubectl(real_cluster.kubeconfig_path, "apply", "-f", "-", stdin=json.dumps(manifest))
+    old = await the_pod(real_cluster, namespace)
+    replica = await installation.start_controller()
+    try:
+        drained = await kubectl(
+            real_cluster.kubeconfig_path, "drain", old["spec"]["nodeName"],
+            "--ignore-daemonsets", "--pod-selector=app=web", "--timeout=100s", check=False,
+        )  # fmt: skip
+        await watch_objects(
+            real_cluster, "v1", "events", "Event", namespace,
+            lambda items: any(e.get("reason") == DRAIN_COMPLETED for e in items),
+        )  # fmt: skip
+    finally:
+        replica.stop()
+    await watch_objects(
+        real_cluster, "v1", "pods", "Pod", namespace,
+        lambda pods: all(p["metadata"]["uid"] != old["metadata"]["uid"] for p in pods),
+    )  # fmt: skip  # the old pod's object is gone
+
+    code, verdict = await run_detector(kubeconfig, old, grace_period=GRACE_PERIOD)
+    kept = annotations_of(await kubectl_json(
+        real_cluster.kubeconfig_path, "get", "deployment", "web", "-n", namespace))  # fmt: skip
+
+    assert drained.code == 0, drained.stderr
+    assert code == 0, verdict
+    assert (verdict["cause"], verdict["action"]) == ("voluntary", "drain_gracefully")
+    deciding = decisive(verdict)
+    assert (deciding["source"], deciding["fact"]) == ("owner", "rollout_marker")
+    stamp = kept[RESTARTED_AT_ANNOTATION]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp  # case 7
+    assert deciding["values"]["restarted_at"] == stamp
+    assert COMPLETED_AT_ANNOTATION in kept  # kept for the old pod's grace period
+    assert_never_refused(real_cluster, namespace)
+
+
+def disruption_reason(pod: Obj) -> str | None:
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget":
+            return str(condition.get("reason"))
+    return None
+
+
+@contextlib.asynccontextmanager
+async def priority_classes(cluster: RealCluster) -> AsyncIterator[tuple[str, str]]:
+    """(low, high): two PriorityClasses of this test (cluster-scoped: deleted after)."""
+    suffix = secrets.token_hex(3)
+    low, high = f"low-{suffix}", f"high-{suffix}"
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value}
+               for name, value in ((low, 100), (high, 1000000))]  # fmt: skip
+    listed = {"apiVersion": "v1", "kind": "List", "items": classes}
+    await kubectl(cluster.kubeconfig_path, "apply", "-f", "-", stdin=json.dumps(listed))
+    try:
+        yield low, high
+    finally:
+        await kubectl(cluster.kubeconfig_path, "delete", "priorityclass", low, high, check=False)
+
+
+def cpu_pod(namespace: str, name: str, priority_class: str, node: str) -> Obj:
+    """A pod asking for 3 of the node's 4 CPUs, so two cannot share it."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name},
+                     "annotations": {"sim.kubesim.io/exit-delay": EXIT_DELAY}},
+        "spec": {
+            "priorityClassName": priority_class,
+            "serviceAccountName": SERVICE_ACCOUNT,
+            "terminationGracePeriodSeconds": 30,
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "app", "image": "registry.example/app:1",
+                            "resources": {"requests": {"cpu": "3"}}}],
+        },
+    }  # fmt: skip
+
+
+async def test_a_preempted_pod_evicted_again_through_the_api_stays_preempted(
+    real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 11, case 10, with the real scheduler and the real Eviction API: the scheduler
+    preempts the pod (DisruptionTarget PreemptionByScheduler, a Preempted event), then a
+    drain's eviction reaches it while it terminates and kube-apiserver replaces the condition
+    with EvictionByEvictionAPI. Before v2 that read as a drain although the scheduler's
+    Preempted event for this UID had been read."""
+    kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path)
+    admin = real_cluster.kubeconfig_path
+    async with priority_classes(real_cluster) as (low, high):
+        victim = cpu_pod(namespace, "victim", low, "node-a")
+        await kubectl(admin, "apply", "-f", "-", stdin=json.dumps(victim))
+        pod = await the_pod(real_cluster, namespace)
+        preemptor = cpu_pod(namespace, "preemptor", high, "node-a")
+        await kubectl(admin, "apply", "-f", "-", stdin=json.dumps(preemptor))
+        await until_terminating(real_cluster, pod)
+        uid = pod["metadata"]["uid"]
+        await watch_objects(real_cluster, "v1", "events", "Event", namespace, lambda events: any(
+            e.get("reason") == "Preempted" and e["involvedObject"].get("uid") == uid
+            for e in events
+        ))  # fmt: skip
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                    "metadata": {"name": "victim", "namespace": namespace}}  # fmt: skip
+        await kubectl(admin, "create", "--raw",
+                      f"/api/v1/namespaces/{namespace}/pods/victim/eviction", "-f", "-",
+                      stdin=json.dumps(eviction))  # fmt: skip
+        await watch_objects(real_cluster, "v1", "pods", "Pod", namespace, lambda pods: any(
+            p["metadata"]["name"] == "victim"
+            and disruption_reason(p) == "EvictionByEvictionAPI" for p in pods
+        ))  # fmt: skip
+        code, verdict = await run_detector(kubeconfig, pod)
+
+    assert code == 10, verdict
+    assert (verdict["cause"], verdict["action"]) == ("preempted", "shed_load_and_exit_fast")
+    deciding = decisive(verdict)
+    assert (deciding["source"], deciding["fact"]) == ("events", "preemption_event")
+    facts = {e["fact"]: e["values"] for e in verdict["evidence"]}
+    assert facts["disruption_target"]["reason"] == "EvictionByEvictionAPI"  # the real server's
+    assert facts["preemption_override"] == {"overridden": "disruption_target"}
+    assert_never_refused(real_cluster, namespace)
