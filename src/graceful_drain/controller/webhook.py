@@ -285,10 +285,13 @@ class EvictionWebhook:
     @staticmethod
     def _log(outcome: Outcome, seconds: float) -> None:
         decision, request = outcome.decision, outcome.request
+        deployment = decision.deployment
         fields: dict[str, Any] = {
             "uid": None if request is None else request.uid,
-            "pod": None if request is None else str(request.pod_ref),
-            "deployment": None if decision.deployment is None else str(decision.deployment),
+            "pod": None if request is None else f"{request.namespace}/{request.name}",
+            "deployment": None
+            if deployment is None
+            else f"{deployment.namespace}/{deployment.name}",
             "decision": "allow" if decision.allowed else "deny",
             "reason": decision.reason.value,
             "row": decision.row,
