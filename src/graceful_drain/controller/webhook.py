@@ -75,7 +75,7 @@ _admission_line = EventLine("webhook")
 
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
 # sets one or raises (answered `Reason.ERROR`).
-_NOT_DECIDED = unexpected_error(None, "not decided")
+NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
@@ -173,7 +173,7 @@ class EvictionWebhook:
 
     async def review(self, body: bytes) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
-        outcome = Outcome(_NOT_DECIDED)
+        outcome = Outcome(NOT_DECIDED)
         try:
             parsed = parse_review_fast(body)
             if isinstance(parsed, MalformedReview):
