@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import io
 import json
 import logging
@@ -52,7 +53,8 @@ class _Sink(io.TextIOBase):
 
     def flush(self) -> None:
         self.write_pending()
-        self.stream.flush()
+        with contextlib.suppress(OSError, ValueError):  # closed or broken: logging must not raise
+            self.stream.flush()
 
     def add_line(self, line: bytes) -> None:
         """One whole line (ending in a newline), written by the end of this loop iteration."""
@@ -75,7 +77,13 @@ class _Sink(io.TextIOBase):
         data = b"".join(lines)
         try:
             if self._binary is not None:
-                self._binary.write(data)
+                # stderr's binary layer is a raw FileIO, which may write only part of a batch
+                remaining = memoryview(data)
+                while remaining:
+                    written = self._binary.write(remaining)
+                    if not written:  # None: a non-blocking stream that would block
+                        break
+                    remaining = remaining[written:]
                 self._binary.flush()
             else:
                 self.stream.write(data.decode())
