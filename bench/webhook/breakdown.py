@@ -26,7 +26,7 @@ from graceful_drain.controller.admission import (
 )
 from graceful_drain.controller.admission_fast import parse_review_fast
 from graceful_drain.controller.decide import unexpected_error
-from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook, Outcome
+from graceful_drain.controller.webhook import NOT_DECIDED, WEBHOOK_PATH, EvictionWebhook, Outcome
 
 TIMED_PATH = WEBHOOK_PATH + "-timed"
 STAGES = ("read", "parse", "decide", "encode", "observe")
@@ -91,7 +91,7 @@ def timed_handler(
             marks.append(now())
             payload = answer_malformed(parsed)
         else:
-            outcome = Outcome(unexpected_error(parsed, "not decided"), request=parsed)
+            outcome = Outcome(NOT_DECIDED, request=parsed)
             try:
                 await webhook._decide(parsed, outcome)
             except Exception as error:

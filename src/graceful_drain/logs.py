@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import contextlib
+import io
 import json
 import logging
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 import msgspec
 import structlog
@@ -28,39 +32,106 @@ def get_logger(name: str) -> Any:
     return structlog.get_logger(component=name)
 
 
+class _Sink(io.TextIOBase):
+    """Where every log line goes: the configured stream, with the direct lines of `EventLine`
+    gathered and written together once per event-loop iteration (one write for every admission
+    answered in that iteration, instead of one per line). Any other line written through here
+    (structlog, the stdlib handler) first writes out the gathered ones, so lines keep their
+    order; outside a running event loop a direct line is written at once; at exit whatever is
+    still gathered is written (atexit)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+        self._binary: BinaryIO | None = getattr(stream, "buffer", None)
+        self._pending: list[bytes] = []
+        self._scheduled = False
+
+    def write(self, text: str) -> int:
+        self.write_pending()
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.write_pending()
+        with contextlib.suppress(OSError, ValueError):  # closed or broken: logging must not raise
+            self.stream.flush()
+
+    def add_line(self, line: bytes) -> None:
+        """One whole line (ending in a newline), written by the end of this loop iteration."""
+        self._pending.append(line)
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_pending()
+            return
+        self._scheduled = True
+        loop.call_soon(self.write_pending)
+
+    def write_pending(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        lines, self._pending = self._pending, []
+        data = b"".join(lines)
+        try:
+            if self._binary is not None:
+                # stderr's binary layer is a raw FileIO, which may write only part of a batch
+                remaining = memoryview(data)
+                while remaining:
+                    written = self._binary.write(remaining)
+                    if not written:  # None: a non-blocking stream that would block
+                        break
+                    remaining = remaining[written:]
+                self._binary.flush()
+            else:
+                self.stream.write(data.decode())
+                self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: logging must not raise
+            pass
+
+
 @dataclass(frozen=True, slots=True)
 class _JsonOutput:
-    stream: TextIO
+    sink: _Sink
     level: int
 
 
 # Set by configure_logging in the "json" format: where EventLine writes directly.
 _json_output: _JsonOutput | None = None
+_sinks: list[_Sink] = []  # every sink configured, written out at exit
 _encoder = msgspec.json.Encoder()
+
+
+@atexit.register
+def _write_pending_lines() -> None:
+    for sink in _sinks:
+        sink.write_pending()
 
 
 class EventLine:
     """A frequent info event (the webhook's one line per admission) written as the very JSON
     object the "json" format renders — component, the fields, level, timestamp, msg — without
-    structlog's processor chain, which costs several times the encoding. In any other
-    configuration it is an ordinary structlog event. Context variables are not merged in:
-    nothing binds any."""
+    structlog's processor chain, which costs several times the encoding: the fixed parts are
+    pre-rendered bytes, only the fields are encoded per line (msgspec), and the line is handed
+    to the sink, which writes a loop iteration's lines at once. In any other configuration it is
+    an ordinary structlog event. Context variables are not merged in: nothing binds any."""
 
     def __init__(self, component: str) -> None:
         self._component = component
         self._fallback = get_logger(component)
+        self._head = b'{"component":' + _encoder.encode(component)
         self._second = -1
-        self._second_text = ""
+        self._second_head = b""
+        self._tails: dict[str, bytes] = {}
 
     def _timestamp(self) -> str:
-        """As the renderer's TimeStamper(fmt="iso", utc=True) writes it, the date and time
-        formatted once per second."""
+        """As the renderer's TimeStamper(fmt="iso", utc=True) writes it."""
         now = time.time()
         second = int(now)
-        if second != self._second:
-            self._second = second
-            self._second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return f"{self._second_text}.{int((now - second) * 1e6):06d}Z"
+        text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return f"{text}.{int((now - second) * 1e6):06d}Z"
 
     def info(self, event: str, fields: dict[str, Any]) -> None:
         output = _json_output
@@ -69,22 +140,32 @@ class EventLine:
             return
         if output.level > logging.INFO:
             return
-        record = {
-            "component": self._component,
-            **fields,
-            "level": "info",
-            "timestamp": self._timestamp(),
-            "msg": event,
-        }
         try:
-            raw: bytes | None = _encoder.encode(record)
+            encoded: bytes | None = _encoder.encode(fields)
         except (TypeError, UnicodeEncodeError):
-            raw = None
-        if raw is None or not raw.isascii():
+            encoded = None
+        if encoded is None or not encoded.isascii():
             # As the renderer does, json.dumps escapes non-ASCII and reprs what msgspec refuses.
-            raw = json.dumps(record, default=repr).encode()
-        output.stream.write(raw.decode() + "\n")
-        output.stream.flush()
+            record = {"component": self._component, **fields, "level": "info",
+                      "timestamp": self._timestamp(), "msg": event}  # fmt: skip
+            output.sink.add_line(json.dumps(record, default=repr).encode() + b"\n")
+            return
+        now = time.time()
+        second = int(now)
+        if second != self._second:  # the date and time formatted once per second
+            self._second = second
+            self._second_head = (
+                b',"level":"info","timestamp":"'
+                + datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S").encode()
+            )
+        tail = self._tails.get(event)
+        if tail is None:
+            tail = self._tails[event] = b'Z","msg":' + _encoder.encode(event) + b"}\n"
+        inner = encoded[1:-1]  # the fields' object without its braces
+        output.sink.add_line(
+            b"".join((self._head, b"," if inner else b"", inner, self._second_head,
+                      b".%06d" % int((now - second) * 1e6), tail))
+        )  # fmt: skip
 
 
 def configure_logging(log_format: str = "console", level: str = "info", *,
@@ -92,7 +173,10 @@ def configure_logging(log_format: str = "console", level: str = "info", *,
     """Route structlog (and the stdlib loggers of aiohttp and friends) to `stream`."""
     global _json_output
     numeric = logging.getLevelNamesMapping()[level.upper()]
-    output = stream or sys.stderr
+    for old in _sinks:
+        old.write_pending()
+    output = _Sink(stream or sys.stderr)
+    _sinks[:] = [output]
     _json_output = _JsonOutput(output, numeric) if log_format == "json" else None
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -108,7 +192,7 @@ def configure_logging(log_format: str = "console", level: str = "info", *,
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(output),
+        logger_factory=structlog.PrintLoggerFactory(cast(TextIO, output)),
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(output)

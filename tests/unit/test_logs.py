@@ -3,9 +3,13 @@ tracebacks carry no frame locals."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -91,3 +95,52 @@ def test_json_tracebacks_never_carry_frame_locals() -> None:
     assert any(frame["name"] == "failing_review" for frame in frames)  # the traceback is there
     assert all("locals" not in frame for frame in frames)
     assert "pod-bytes-from-some-tenant" not in line
+
+
+def test_direct_lines_are_written_by_the_end_of_the_loop_iteration_in_order() -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    configure_logging("json", "info", stream=stream)
+    line = EventLine("webhook")
+
+    async def answer_three() -> bytes:
+        line.info("admission", {**FIELDS, "row": 1})
+        line.info("admission", {**FIELDS, "row": 2})
+        get_logger("webhook").warning("admission", row=3)  # writes the gathered lines first
+        line.info("admission", {**FIELDS, "row": 4})
+        written_before_yielding = raw.getvalue()
+        await asyncio.sleep(0)
+        return written_before_yielding
+
+    before = asyncio.run(answer_three())
+    assert [json.loads(text)["row"] for text in before.splitlines()] == [1, 2, 3]
+    assert [json.loads(text)["row"] for text in raw.getvalue().splitlines()] == [1, 2, 3, 4]
+
+
+# The loop stops in the iteration that gathered the lines and is closed: the write it scheduled
+# never runs, so the lines are written at exit.
+EXIT_WITHOUT_YIELDING = """
+import asyncio
+from graceful_drain.logs import EventLine, configure_logging
+configure_logging("json", "info")
+loop = asyncio.new_event_loop()
+def answer_then_stop():
+    for row in range(500):
+        EventLine("webhook").info("admission", {"row": row})
+    loop.stop()
+loop.call_soon(answer_then_stop)
+loop.run_forever()
+loop.close()
+"""
+
+
+def test_lines_gathered_when_the_process_exits_are_written() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WITHOUT_YIELDING],
+        capture_output=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    rows = [json.loads(text)["row"] for text in done.stderr.decode().splitlines()]
+    assert rows == list(range(500))

@@ -75,7 +75,7 @@ _admission_line = EventLine("webhook")
 
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
 # sets one or raises (answered `Reason.ERROR`).
-_NOT_DECIDED = unexpected_error(None, "not decided")
+NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
@@ -173,7 +173,7 @@ class EvictionWebhook:
 
     async def review(self, body: bytes) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
-        outcome = Outcome(_NOT_DECIDED)
+        outcome = Outcome(NOT_DECIDED)
         try:
             parsed = parse_review_fast(body)
             if isinstance(parsed, MalformedReview):
@@ -285,10 +285,13 @@ class EvictionWebhook:
     @staticmethod
     def _log(outcome: Outcome, seconds: float) -> None:
         decision, request = outcome.decision, outcome.request
+        deployment = decision.deployment
         fields: dict[str, Any] = {
             "uid": None if request is None else request.uid,
-            "pod": None if request is None else str(request.pod_ref),
-            "deployment": None if decision.deployment is None else str(decision.deployment),
+            "pod": None if request is None else f"{request.namespace}/{request.name}",
+            "deployment": None
+            if deployment is None
+            else f"{deployment.namespace}/{deployment.name}",
             "decision": "allow" if decision.allowed else "deny",
             "reason": decision.reason.value,
             "row": decision.row,

@@ -33,7 +33,11 @@ class ResourceCache(Generic[T]):
         return list(self._informers.values())
 
     def _informer(self, namespace: str) -> Informer[T] | None:
-        return self._cluster_wide or self._informers.get(namespace)
+        # `is not None`, not `or`: an Informer's truth is its length, so `or` counted the store
+        # on every read and passed over an empty cluster-wide informer.
+        if self._cluster_wide is not None:
+            return self._cluster_wide
+        return self._informers.get(namespace)
 
     def covers(self, namespace: str) -> bool:
         return self._informer(namespace) is not None
