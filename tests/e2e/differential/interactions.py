@@ -498,8 +498,9 @@ INTERACTIONS: list[tuple[str, Interaction]] = [
 ]
 
 # Catalogues of their own, added here (imported last: they build on the helpers above).
+from .interactions_admission import ADMISSION  # noqa: E402
 from .interactions_coordination import COORDINATION  # noqa: E402
 from .interactions_delete import DELETE  # noqa: E402
 from .interactions_watch import WATCH  # noqa: E402
 
-INTERACTIONS += [*WATCH, *DELETE, *COORDINATION]
+INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *COORDINATION]
