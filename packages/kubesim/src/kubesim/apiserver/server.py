@@ -518,10 +518,15 @@ class ApiServer:
                     if remaining <= 0:
                         break
                     wait = remaining if wait is None else min(wait, remaining)
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
-                    event = _NO_EVENT
+                if not watcher.queue.empty():
+                    # Not through wait_for: with no time left it would time out with an
+                    # event queued, and the loop would never send it.
+                    event = watcher.queue.get_nowait()
+                else:
+                    try:
+                        event = await asyncio.wait_for(watcher.queue.get(), wait)
+                    except TimeoutError:
+                        event = _NO_EVENT
                 if self.faults.watch_silenced(ctx.info, ctx.user.username):
                     await asyncio.Event().wait()  # half-open: nothing more, ever
                 if event is _NO_EVENT:
