@@ -501,6 +501,7 @@ INTERACTIONS: list[tuple[str, Interaction]] = [
 from .interactions_admission import ADMISSION  # noqa: E402
 from .interactions_coordination import COORDINATION  # noqa: E402
 from .interactions_delete import DELETE  # noqa: E402
+from .interactions_rollout import ROLLOUT  # noqa: E402
 from .interactions_watch import WATCH  # noqa: E402
 
-INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *COORDINATION]
+INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *ROLLOUT, *COORDINATION]

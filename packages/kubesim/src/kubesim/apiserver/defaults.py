@@ -113,6 +113,8 @@ def deployment(obj: Obj) -> None:
         rolling.setdefault("maxUnavailable", "25%")
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
+    if spec.get("paused") is False:
+        del spec["paused"]  # a Go bool with omitempty: false is never written
     pod_template(spec.setdefault("template", {}))
 
 
