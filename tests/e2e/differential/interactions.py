@@ -502,6 +502,7 @@ from .interactions_admission import ADMISSION  # noqa: E402
 from .interactions_coordination import COORDINATION  # noqa: E402
 from .interactions_delete import DELETE  # noqa: E402
 from .interactions_rollout import ROLLOUT  # noqa: E402
-from .interactions_watch import WATCH  # noqa: E402
+from .interactions_watch import COMPACTING, WATCH  # noqa: E402
 
 INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *ROLLOUT, *COORDINATION]
+INTERACTIONS += COMPACTING  # keep last (see there)

@@ -144,5 +144,10 @@ WATCH: list[tuple[str, Interaction]] = [
     ("watch: resume from a revision", _resume),
     ("watch: bookmarks", _bookmarks),
     ("watch: selector transitions both ways", _selector_transitions),
+]
+# Last in the catalogue: compacting restarts kube-apiserver, and until kube-controller-
+# manager's informers have caught up again its garbage collector may, for instance, collect
+# the dependents an Orphan deletion should have kept.
+COMPACTING: list[tuple[str, Interaction]] = [
     ("watch: 410 Gone for a too-old revision", _too_old),
 ]
