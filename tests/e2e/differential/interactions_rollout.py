@@ -81,6 +81,7 @@ async def _record(
     for rs in listed["items"]:
         replicas[rs["metadata"]["annotations"][REVISION]] = rs["spec"]["replicas"]
     since = listed["metadata"]["resourceVersion"]
+    into.append((replicas.get("1", 0), replicas.get("2", 0)))  # before the restart
     listed_once.set()
     while True:
         async for event in api.client.watch(path, since, timeout_seconds=60,
@@ -124,12 +125,12 @@ async def _rollout(api: Api, name: str, replicas: int) -> list[tuple[int, int]]:
 def _steps(sequence: list[tuple[int, int]], strategy: dict[str, Any], replicas: int) -> Any:
     """The whole sequence where the controller meets one pod becoming Ready at a time;
     where it may meet several (a surge of 2 or more new pods, Ready after the same delay),
-    how many of them each sync sees is a race on either server: then the first sync's
-    steps, the most pods at once, and the end."""
+    how many of them each sync sees is a race on either server: then the state before,
+    the first sync's steps, the most pods at once, and the end."""
     surge = (strategy.get("rollingUpdate") or {}).get("maxSurge", 0)
     if not (isinstance(surge, int) and surge >= 2 and replicas >= 2):
         return [list(pair) for pair in sequence]
-    return {"first sync": [list(pair) for pair in sequence[:3]],
+    return {"before and first sync": [list(pair) for pair in sequence[:3]],
             "most pods": max(old + new for old, new in sequence),
             "end": list(sequence[-1])}  # fmt: skip
 
