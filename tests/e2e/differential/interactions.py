@@ -95,6 +95,8 @@ class Observation:
 class Api:
     client: KubeClient
     namespace: str
+    # Compacts the server's history (etcd's compaction; kubesim's own): blocking.
+    compact: Callable[[], None] | None = None
     observations: list[Observation] = field(default_factory=list)
 
     async def call(
@@ -154,23 +156,30 @@ def _status_observed(obj: dict[str, Any]) -> bool:
     return bool(status.get("observedGeneration") == obj["metadata"].get("generation"))
 
 
-async def until_settled(api: Api, kind: Kind, name: str) -> None:
-    """Wait (on a watch, bounded) until `kind.settled` holds for the object `name`."""
-    settled = kind.settled
-    if settled is None:
-        return
-    informer = Informer(api.client, kind.api_version, kind.plural, kind.kind,
-                        namespace=api.namespace)  # fmt: skip
+async def until(api: Api, path: str, check: Callable[[list[dict[str, Any]]], bool]) -> None:
+    """Wait (on a watch, bounded) until `check` holds of the objects at the collection
+    `path`: what a controller does after a request takes its own time."""
+    informer = Informer.at_path(api.client, path)
     changed = asyncio.Event()
     informer.add_handler(lambda *_: changed.set())
     await informer.start()
     try:
         async with asyncio.timeout(SETTLE_TIMEOUT):
-            while not ((obj := informer.get(api.namespace, name)) and settled(obj)):
+            while not check(informer.items()):
                 changed.clear()
                 await changed.wait()
     finally:
         await informer.stop()
+
+
+async def until_settled(api: Api, kind: Kind, name: str) -> None:
+    """Wait until `kind.settled` holds for the object `name`."""
+    settled = kind.settled
+    if settled is None:
+        return
+    path = resource_path(kind.api_version, kind.plural, api.namespace)
+    await until(api, path, lambda objs: any(o["metadata"]["name"] == name and settled(o)
+                                            for o in objs))  # fmt: skip
 
 
 def _pdb(name: str) -> dict[str, Any]:
@@ -487,3 +496,13 @@ INTERACTIONS: list[tuple[str, Interaction]] = [
     *(interaction for kind in KINDS for interaction in _crud(kind)),
     *SPECIAL,
 ]
+
+# Catalogues of their own, added here (imported last: they build on the helpers above).
+from .interactions_admission import ADMISSION  # noqa: E402
+from .interactions_coordination import COORDINATION  # noqa: E402
+from .interactions_delete import DELETE  # noqa: E402
+from .interactions_rollout import ROLLOUT  # noqa: E402
+from .interactions_watch import COMPACTING, WATCH  # noqa: E402
+
+INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *ROLLOUT, *COORDINATION]
+INTERACTIONS += COMPACTING  # keep last (see there)

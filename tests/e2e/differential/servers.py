@@ -5,10 +5,11 @@ process) and the real control plane (realcluster/)."""
 from __future__ import annotations
 
 import base64
+import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -27,6 +28,8 @@ class Endpoint:
     server: str
     token: str
     ca_pem: bytes
+    # Compacts the server's history (etcd's, or kubesim's own), returning once it is done.
+    compact: Callable[[], None] | None = None
 
     def client(self) -> KubeClient:
         return KubeClient(self.server, self.token, self.ca_pem, user_agent="differential")
@@ -63,6 +66,16 @@ def kubesim_serve(workdir: Path) -> Iterator[Endpoint]:
         # It prints the kubeconfig's path once the scenario's nodes are set up.
         wait_until("kubesim serve", lambda: str(kubeconfig) in child.log_tail(), START_TIMEOUT,
                    child)  # fmt: skip
-        yield endpoint_from_kubeconfig("kubesim", kubeconfig)
+        endpoint = endpoint_from_kubeconfig("kubesim", kubeconfig)
+        yield replace(endpoint, compact=lambda: _compact(child))
     finally:
         child.stop()
+
+
+def _compact(child: Child) -> None:
+    """`kubesim serve` compacts its history on SIGUSR1 and says so on stderr."""
+    done = "kubesim: history compacted"
+    before = child.log_path.read_text().count(done)
+    child.process.send_signal(signal.SIGUSR1)
+    wait_until("kubesim's compaction", lambda: child.log_path.read_text().count(done) > before,
+               START_TIMEOUT, child)  # fmt: skip

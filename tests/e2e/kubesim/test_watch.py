@@ -93,6 +93,38 @@ async def test_bookmarks_carry_the_current_resource_version(sim: KubeSim, raw: K
     assert int(bookmark["metadata"]["resourceVersion"]) >= int(sim_rv)
 
 
+async def test_events_queued_as_a_bookmark_falls_due_all_arrive(
+    sim: KubeSim, raw: KubeClient
+) -> None:
+    sim.server.bookmark_interval = 0.01  # falls due while events are being written
+    rv = (await raw.get(CMS))["metadata"]["resourceVersion"]
+    count = 60
+
+    async def added() -> int:
+        seen = 0
+        async for event in raw.watch(CMS, rv, 30):
+            seen += event["type"] == "ADDED"
+            if seen == count:
+                break
+        return seen
+
+    watching = asyncio.create_task(added())
+    for index in range(count):
+        await raw.create(CMS, {"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": f"burst-{index}"}})  # fmt: skip
+    assert await asyncio.wait_for(watching, 20) == count
+
+
+async def test_a_watch_that_times_out_before_the_interval_gets_no_bookmark(
+    raw: KubeClient,
+) -> None:
+    # The watch cache sends a bookmark per interval, never as the watch ends (measured
+    # against kube-apiserver by the differential suite's "watch: bookmarks").
+    rv = (await raw.get(CMS))["metadata"]["resourceVersion"]
+    types = [event["type"] async for event in raw.watch(CMS, rv, 1)]
+    assert types == []
+
+
 async def test_timeout_seconds_ends_the_stream(raw: KubeClient) -> None:
     rv = (await raw.get(CMS))["metadata"]["resourceVersion"]
 

@@ -641,7 +641,7 @@ EVENT: dict[str, Any] = {
     "reason": "Evicted",
     "type": "Warning",
     "source": {"component": "kubelet", "host": "node-a"},
-    "reportingController": "kubelet-ctl",
+    "reportingComponent": "kubelet-ctl",
 }
 
 
@@ -670,7 +670,7 @@ EVENT: dict[str, Any] = {
         (EVENT, "type", "Warning"),
         (EVENT, "source", "kubelet"),
         (EVENT, "reportingComponent", "kubelet-ctl"),
-        ({"kind": "Event", "reportingController": "karpenter"}, "source", "karpenter"),
+        ({"kind": "Event", "reportingComponent": "karpenter"}, "source", "karpenter"),
         (
             {"kind": "Node", "metadata": {"name": "n"}, "spec": {"unschedulable": True}},
             "spec.unschedulable",

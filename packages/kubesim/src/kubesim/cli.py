@@ -123,6 +123,13 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+
+    def compact() -> None:
+        sim.store.compact()
+        _say(f"kubesim: history compacted at revision {sim.store.revision}")
+
+    # As etcd's compaction: a watch resumed from an older resourceVersion gets 410 Gone.
+    loop.add_signal_handler(signal.SIGUSR1, compact)
     logging.basicConfig(level=logging.WARNING, format="kubesim: %(message)s", stream=sys.stderr)
     async with sim, contextlib.AsyncExitStack() as stack:
         for namespace, name, port, local_port in args.routes:

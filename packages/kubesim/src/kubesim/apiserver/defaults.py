@@ -7,7 +7,9 @@ matches its upstream value.
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Callable
+from typing import Any
 
 from kubesim.types import Obj
 
@@ -111,6 +113,8 @@ def deployment(obj: Obj) -> None:
         rolling.setdefault("maxUnavailable", "25%")
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
+    if spec.get("paused") is False:
+        del spec["paused"]  # a Go bool with omitempty: false is never written
     pod_template(spec.setdefault("template", {}))
 
 
@@ -220,7 +224,21 @@ def pod_disruption_budget(obj: Obj) -> None:
                          "expectedPods": 0}  # fmt: skip
 
 
+# The core/v1 Event fields Go always writes (structs and times without omitempty's effect,
+# strings without omitempty), as a real server answers them.
+EVENT_ZERO_VALUES: dict[str, Any] = {"involvedObject": {}, "source": {}, "firstTimestamp": None,
+                     "lastTimestamp": None, "eventTime": None, "reportingComponent": "",
+                     "reportingInstance": ""}  # fmt: skip
+
+
+def event(obj: Obj) -> None:
+    for key, zero in EVENT_ZERO_VALUES.items():
+        if obj.get(key) is None:
+            obj[key] = copy.deepcopy(zero)
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
+    ("", "Event"): event,
     ("policy", "PodDisruptionBudget"): pod_disruption_budget,
     ("", "Pod"): pod,
     ("", "Secret"): secret,

@@ -55,8 +55,9 @@ def status_body(
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
     }
+    if reason:  # omitempty
+        body["reason"] = reason
     if details is not None:
         body["details"] = details
     body["code"] = code
@@ -137,8 +138,10 @@ def invalid(group: str, kind: str, name: str, causes: list[tuple[str, str]]) -> 
     """422 Invalid; causes are (field, message) pairs, each message starting as field.Error's
     does ("Invalid value: ...", "Required value: ..."), which gives its reason."""
     qualified_kind = f"{kind}.{group}" if group else kind
-    joined = ", ".join(f"{f}: {m}" for f, m in causes)
-    if len(causes) > 1:
+    # The message lists each error once (ErrorList.ToAggregate), the causes all of them.
+    shown = list(dict.fromkeys(f"{f}: {m}" for f, m in causes))
+    joined = ", ".join(shown)
+    if len(shown) > 1:
         joined = f"[{joined}]"
     details = _details(group, kind, name)
     if not name:

@@ -20,6 +20,7 @@ _RENAMES = (
     ("source", "deprecatedSource"),
     ("reportingComponent", "reportingController"),
 )
+_OMITTED_WHEN_EMPTY = ("reportingController", "reportingInstance", "action", "deprecatedCount")
 _SAME = ("metadata", "reason", "type", "action", "related", "eventTime", "series",
          "reportingInstance")  # fmt: skip
 
@@ -32,6 +33,10 @@ def to_events_v1(core: Obj) -> Obj:
     for old, new in _RENAMES:
         if old in core:
             out[new] = copy.deepcopy(core[old])
+    # Go's zero values: the core type always writes them, events.k8s.io/v1 omits these.
+    for key in _OMITTED_WHEN_EMPTY:
+        if out.get(key) in ("", 0):
+            del out[key]
     return out
 
 
@@ -43,9 +48,4 @@ def to_core_event(v1: Obj) -> Obj:
     for old, new in _RENAMES:
         if new in v1:
             out[old] = copy.deepcopy(v1[new])
-    source = out.setdefault("source", {})
-    if "reportingController" in v1 and not source.get("component"):
-        source["component"] = v1["reportingController"]
-    if "reportingInstance" in v1 and not source.get("host"):
-        source["host"] = v1["reportingInstance"]
     return out

@@ -205,6 +205,7 @@ class Registry:
         defaults.apply_defaults(rt.group, rt.kind, new)
         validation.validate(rt, new)
         validation.check_immutable(rt, current, new)
+        validation.check_finalizers_update(rt, current, new)
         if rt.has_generation and _spec_of(new) != _spec_of(current):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         return current, new

@@ -25,7 +25,7 @@ from kubesim.apiserver.protobuf.decode import decode_body
 from kubesim.types import Obj
 
 from .. import jsoncodec
-from . import discovery, tables
+from . import discovery, tables, validation
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import (
@@ -129,6 +129,30 @@ def _dry_run(request: web.Request, verb: str) -> bool:
             [("dryRun", f'Unsupported value: {shown}: supported values: "All"')],
         )
     return bool(values)
+
+
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+
+
+def _validate_delete_options(options: Obj) -> bool:
+    """A DeleteOptions body as apimachinery's ValidateDeleteOptions checks it; whether it
+    asks for a dry run."""
+    causes = []
+    policy = options.get("propagationPolicy")
+    if options.get("orphanDependents") is not None and policy is not None:
+        causes.append(("propagationPolicy", f"Invalid value: {json.dumps(policy)}: "
+                       "orphanDependents and deletionPropagation cannot be both set"))  # fmt: skip
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        supported = 'supported values: "Foreground", "Background", "Orphan", "nil"'
+        causes.append(("propagationPolicy",
+                       f"Unsupported value: {json.dumps(policy)}: {supported}"))  # fmt: skip
+    dry_run = options.get("dryRun") or []
+    if not isinstance(dry_run, list) or any(value != "All" for value in dry_run):
+        shown = json.dumps(dry_run, separators=(",", ":"))
+        causes.append(("dryRun", f'Unsupported value: {shown}: supported values: "All"'))
+    if causes:
+        raise invalid("meta.k8s.io", "DeleteOptions", "", causes)
+    return bool(dry_run)
 
 
 class ApiServer:
@@ -459,7 +483,14 @@ class ApiServer:
             try:
                 since = int(rv_param)
             except ValueError:
-                raise bad_request(f"invalid resource version: {rv_param}") from None
+                # The watch cache's parse error, answered as an internal error upstream.
+                raise ApiError(
+                    500,
+                    f"resourceVersion: Invalid value: {json.dumps(rv_param)}: "
+                    f"strconv.ParseUint: parsing {json.dumps(rv_param)}: "
+                    "invalid syntax",
+                    reason="",
+                ) from None
         bookmarks = ctx.request.query.get("allowWatchBookmarks") in ("true", "1")
         timeout = _timeout_seconds(ctx.request)
         stored = self._stored_type(ctx.rt)
@@ -477,24 +508,33 @@ class ApiServer:
         await response.prepare(ctx.request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout is not None else None
+        next_bookmark = loop.time() + self.bookmark_interval
         first = True
         try:
             while True:
-                wait = self.bookmark_interval if bookmarks else None
+                wait = max(next_bookmark - loop.time(), 0) if bookmarks else None
                 if deadline is not None:
                     remaining = deadline - loop.time()
                     if remaining <= 0:
                         break
                     wait = remaining if wait is None else min(wait, remaining)
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
-                    event = _NO_EVENT
+                if not watcher.queue.empty():
+                    # Not through wait_for: with no time left it would time out with an
+                    # event queued, and the loop would never send it.
+                    event = watcher.queue.get_nowait()
+                else:
+                    try:
+                        event = await asyncio.wait_for(watcher.queue.get(), wait)
+                    except TimeoutError:
+                        event = _NO_EVENT
                 if self.faults.watch_silenced(ctx.info, ctx.user.username):
                     await asyncio.Event().wait()  # half-open: nothing more, ever
                 if event is _NO_EVENT:
-                    if bookmarks and watcher.queue.empty():
+                    # Only once the interval is over: a watch that times out first ends
+                    # without one, as the watch cache's bookmark timer has it.
+                    if bookmarks and watcher.queue.empty() and loop.time() >= next_bookmark:
                         await self._send_bookmark(response, ctx.rt)
+                        next_bookmark = loop.time() + self.bookmark_interval
                     continue
                 # With it, everything queued goes out in one write: one TLS record and one
                 # send per batch, not per event, when a burst of changes meets many watchers.
@@ -536,7 +576,10 @@ class ApiServer:
             await admitter(attrs)
 
     async def _create(self, ctx: RequestContext) -> web.Response:
-        body = self._in(ctx.rt, await ctx.json_body())
+        body = await ctx.json_body()
+        if ctx.rt.storage_of is not None and ctx.rt.group == "events.k8s.io":
+            validation.validate_events_v1_create(body)
+        body = self._in(ctx.rt, body)
         return await self._write_create(ctx, self._stored_type(ctx.rt), body)
 
     async def _write_create(
@@ -624,13 +667,14 @@ class ApiServer:
             if key in ctx.request.query:
                 value: Any = ctx.request.query[key]
                 options[key] = int(value) if key == "gracePeriodSeconds" else value
+        dry_run = ctx.dry_run or _validate_delete_options(options)
         stored = self._stored_type(ctx.rt)
         current = self.registry.get(stored, ctx.namespace, ctx.info.name)
         await self.admit(
             AdmissionAttributes(stored, "", "DELETE", ctx.namespace, ctx.info.name, None, current,
-                                options, ctx.dry_run, ctx.user, requested=ctx.rt)
+                                options, dry_run, ctx.user, requested=ctx.rt)
         )  # fmt: skip
-        result, _ = self.registry.delete(stored, ctx.namespace, ctx.info.name, options, ctx.dry_run)
+        result, _ = self.registry.delete(stored, ctx.namespace, ctx.info.name, options, dry_run)
         return json_response(
             self._out(ctx.rt, result) if result.get("kind") != "Status" else result
         )

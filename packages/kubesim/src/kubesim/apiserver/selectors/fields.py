@@ -193,9 +193,20 @@ _FIELD_LABELS: dict[tuple[str, str], frozenset[str]] = {
         {"metadata.namespace", "metadata.name", "spec.clusterIP", "spec.type"}
     ),
 }
+# events.k8s.io/v1 selects on the core Event's fields under their new names
+# (AddFieldLabelConversionsForEvent, pkg/apis/events/v1/conversion.go).
+_EVENTS_V1_LABELS = {
+    **{f"regarding.{name}": f"involvedObject.{name}" for name in (
+        "kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reportingController": "reportingComponent",
+}  # fmt: skip
+_FIELD_LABELS[("events.k8s.io", "Event")] = frozenset(
+    {"reason", "type", "metadata.namespace", "metadata.name", *_EVENTS_V1_LABELS}
+)
 # Old v1 clients send spec.host; the Pod conversion renames it.
 _FIELD_LABEL_RENAMES: dict[tuple[str, str], dict[str, str]] = {
     ("", "Pod"): {"spec.host": "spec.nodeName"},
+    ("events.k8s.io", "Event"): _EVENTS_V1_LABELS,
 }
 
 
@@ -283,7 +294,7 @@ def _pod_ip(obj: Mapping[str, Any]) -> str:
 
 def _event_source(obj: Mapping[str, Any]) -> str:
     return _go_string(_path(obj, "source.component")) or _go_string(
-        _path(obj, "reportingController")
+        _path(obj, "reportingComponent")
     )
 
 
@@ -325,7 +336,7 @@ _KIND_GETTERS: dict[str, dict[str, _FieldGetter]] = {
             )
         },
         "reason": _string_at("reason"),
-        "reportingComponent": _string_at("reportingController"),
+        "reportingComponent": _string_at("reportingComponent"),
         "source": _event_source,
         "type": _string_at("type"),
     },

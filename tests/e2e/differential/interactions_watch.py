@@ -1,0 +1,156 @@
+"""Watch interactions of the differential catalogue: resuming from a resourceVersion,
+bookmarks, label-selector transitions both ways and a too-old resourceVersion (410 Gone).
+
+Each records the event sequence a client sees (type, name, the label the selector reads),
+or for bookmarks and errors the event's normalised object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from kubesim.client import MERGE_PATCH, resource_path
+
+from .interactions import SELECTED, Api, Interaction, names_view, status_only
+from .normalise import Json
+
+WATCH_GUARD = 20.0  # a guard against hangs only: each watch ends on its own timeoutSeconds
+NUMBER = re.compile(r"\d+")
+
+
+def _configmap(name: str, tier: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"tier": tier}}, "data": {"k": "v"}}  # fmt: skip
+
+
+def _summary(event: Mapping[str, Any]) -> list[str]:
+    obj = event["object"]
+    meta = obj.get("metadata") or {}
+    return [event["type"], meta.get("name", ""), (meta.get("labels") or {}).get("tier", "")]
+
+
+async def _events(
+    api: Api, path: str, since: str, *, count: int | None = None, seconds: int = 5,
+    params: Mapping[str, str] | None = None, bookmarks: bool = False,
+) -> list[Mapping[str, Any]]:  # fmt: skip
+    """The events of one watch: the first `count` (bookmarks left out unless asked for), or
+    all of them until the server ends the watch after `seconds`."""
+    out: list[Mapping[str, Any]] = []
+    async with asyncio.timeout(WATCH_GUARD):
+        async for event in api.client.watch(path, since, timeout_seconds=seconds,
+                                            params=params):  # fmt: skip
+            if event["type"] == "BOOKMARK" and not bookmarks:
+                continue
+            out.append(event)
+            if count is not None and len(out) == count:
+                break
+    return out
+
+
+async def _resume(api: Api) -> None:
+    """A watch resumed from an object's resourceVersion replays only what came after it;
+    from "0" it starts with the current state."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    _, first = await api.call("create a", "POST", path, _configmap("a", "a"), view=status_only)
+    await api.call("create b", "POST", path, _configmap("b", "a"), view=status_only)
+    await api.call("label a", "PATCH", f"{path}/a", {"metadata": {"labels": {"x": "1"}}},
+                   content_type=MERGE_PATCH, view=status_only)  # fmt: skip
+    await api.call("delete b", "DELETE", f"{path}/b", view=status_only)
+    # Selected: kube-controller-manager adds kube-root-ca.crt to the namespace at a moment
+    # of its own (see docs/kubesim-fidelity.md).
+    after_a = await _events(api, path, first["metadata"]["resourceVersion"], count=3,
+                            params=SELECTED)  # fmt: skip
+    api.note("resumed after a's creation", [_summary(e) for e in after_a])
+    current = await _events(api, path, "0", count=1, params=SELECTED)
+    api.note("from revision 0", [_summary(e) for e in current])
+    one = await _events(api, path, "0", count=1,
+                        params={"fieldSelector": "metadata.name=a"})  # fmt: skip
+    api.note("one object by field selector", [_summary(e) for e in one])
+
+
+async def _bookmarks(api: Api) -> None:
+    """An idle watch that allows bookmarks gets one before it times out, carrying only the
+    kind and a resourceVersion; one that does not allow them gets nothing."""
+    for plural, kind in (("configmaps", "ConfigMap"), ("pods", "Pod")):
+        path = resource_path("v1", plural, api.namespace)
+        _, listed = await api.call(f"list {plural}", "GET", path, params=SELECTED,
+                                   view=names_view)  # fmt: skip
+        since = listed["metadata"]["resourceVersion"]
+        idle = await _events(api, path, since, seconds=3, bookmarks=True, params=SELECTED)
+        api.note(f"{kind} bookmarks", [[e["type"], e["object"]] for e in idle])
+        quiet = await _events(api, path, since, seconds=2, bookmarks=True,
+                              params={**SELECTED, "allowWatchBookmarks": "false"})  # fmt: skip
+        api.note(f"{kind} without bookmarks", [e["type"] for e in quiet])
+
+
+async def _selector_transitions(api: Api) -> None:
+    """An object entering a watch's label selector arrives as ADDED, changes inside it as
+    MODIFIED, leaving it as DELETED; changes outside it are not seen."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    _, listed = await api.call("list", "GET", path, params=SELECTED, view=names_view)
+    since = listed["metadata"]["resourceVersion"]
+    await api.call("create outside", "POST", path, _configmap("x", "b"), view=status_only)
+    for step, tier in (("enter", "a"), ("leave", "b"), ("enter again", "a")):
+        await api.call(step, "PATCH", f"{path}/x", {"metadata": {"labels": {"tier": tier}}},
+                       content_type=MERGE_PATCH, view=status_only)  # fmt: skip
+        if step == "enter":
+            await api.call("change inside", "PATCH", f"{path}/x", {"data": {"k": "w"}},
+                           content_type=MERGE_PATCH, view=status_only)  # fmt: skip
+    await api.call("delete", "DELETE", f"{path}/x", view=status_only)
+    events = await _events(api, path, since, count=5, params=SELECTED)
+    api.note("selected watch", [[*_summary(e), (e["object"].get("data") or {}).get("k", "")]
+                                for e in events])  # fmt: skip
+    set_based = await _events(api, path, since, count=5,
+                              params={"labelSelector": "tier,tier notin (a)"})  # fmt: skip
+    api.note("set-based selector watch", [_summary(e) for e in set_based])
+
+
+def _without_numbers(value: Json) -> Json:
+    if isinstance(value, dict):
+        return {k: _without_numbers(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return NUMBER.sub("<n>", value)
+    return value
+
+
+def _event_view(event: Mapping[str, Any]) -> Json:
+    if event["type"] == "ERROR":
+        return ["ERROR", _without_numbers(event["object"])]
+    return _summary(event)
+
+
+async def _too_old(api: Api) -> None:
+    """Once the history is compacted (and, on kube-apiserver, the watch cache rebuilt), a
+    watch from an older revision is answered in a 200 stream with one ERROR event carrying
+    a 410 Expired Status; before, it replays."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    _, listed = await api.call("list", "GET", path, params=SELECTED, view=names_view)
+    since = listed["metadata"]["resourceVersion"]
+    await api.call("create", "POST", path, _configmap("a", "a"), view=status_only)
+    replayed = await _events(api, path, "1", count=1, params=SELECTED)
+    api.note("from revision 1", [_event_view(e) for e in replayed])
+    assert api.compact is not None, "the suite gives every server a way to compact"
+    await asyncio.to_thread(api.compact)
+    await api.client.close()  # its connections did not survive (a fresh session follows)
+    for start, step in (("1", "from revision 1 once compacted"),
+                        (since, "from before the create once compacted")):  # fmt: skip
+        events = await _events(api, path, start, count=1, params=SELECTED)
+        api.note(step, [_event_view(e) for e in events])
+    await api.call("watch with a bad revision", "GET", path,
+                   params={"watch": "true", "resourceVersion": "abc"})  # fmt: skip
+
+
+WATCH: list[tuple[str, Interaction]] = [
+    ("watch: resume from a revision", _resume),
+    ("watch: bookmarks", _bookmarks),
+    ("watch: selector transitions both ways", _selector_transitions),
+]
+# Last in the catalogue: compacting restarts kube-apiserver, and until kube-controller-
+# manager's informers have caught up again its garbage collector may, for instance, collect
+# the dependents an Orphan deletion should have kept.
+COMPACTING: list[tuple[str, Interaction]] = [
+    ("watch: 410 Gone for a too-old revision", _too_old),
+]
