@@ -438,9 +438,11 @@ async def _watch_sequence(api: Api) -> None:
     async def collect(into: list[tuple[str, str, str]], params: dict[str, str]) -> None:
         async with asyncio.timeout(20):
             async for event in api.client.watch(path, start, timeout_seconds=5, params=params):
-                if event["type"] == "BOOKMARK":
-                    continue
                 obj = event["object"]
+                # kube-controller-manager may publish kube-root-ca.crt into the namespace
+                # after `start`: only this interaction's own object counts.
+                if event["type"] == "BOOKMARK" or obj["metadata"].get("name") != "w":
+                    continue
                 into.append(
                     (
                         event["type"],
