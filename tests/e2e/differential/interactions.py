@@ -487,3 +487,7 @@ INTERACTIONS: list[tuple[str, Interaction]] = [
     *(interaction for kind in KINDS for interaction in _crud(kind)),
     *SPECIAL,
 ]
+
+from .interactions_api import API_INTERACTIONS  # noqa: E402  (it imports this module)
+
+INTERACTIONS += API_INTERACTIONS

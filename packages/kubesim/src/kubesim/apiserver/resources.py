@@ -112,6 +112,10 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("DaemonSet"),), categories=("all",),
                  has_generation=True),
     ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
+    # autoscaling/v2 (kube-apiserver also serves autoscaling/v1; kubesim converts no versions)
+    ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                 True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
+                 categories=("all",)),
     # batch/v1
     ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
                  categories=("all",), has_generation=True),

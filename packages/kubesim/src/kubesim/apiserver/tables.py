@@ -1,6 +1,6 @@
 """Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for with `as=Table`.
 
-Pods, Deployments, ReplicaSets and Nodes get the columns and cells of
+Pods, Deployments, ReplicaSets, Nodes and HorizontalPodAutoscalers get the columns and cells of
 pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`); every
 other resource the generic Name and Created At of the default table convertor.
 """
@@ -24,6 +24,10 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
     ("", "Node"): (printer_columns.NODE, printers.print_node),
     ("apps", "Deployment"): (printer_columns.DEPLOYMENT, printers.print_deployment),
     ("apps", "ReplicaSet"): (printer_columns.REPLICA_SET, printers.print_replica_set),
+    ("autoscaling", "HorizontalPodAutoscaler"): (
+        printer_columns.HORIZONTAL_POD_AUTOSCALER,
+        printers.print_horizontal_pod_autoscaler,
+    ),
 }
 GENERIC = (printer_columns.GENERIC, printers.print_generic)
 

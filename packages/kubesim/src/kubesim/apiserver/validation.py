@@ -11,6 +11,7 @@ from typing import Any
 from kubesim.types import Obj
 
 from .errors import ApiError, invalid
+from .hpa_validation import horizontal_pod_autoscaler_causes
 from .meta import is_dns1123_subdomain
 from .resources import ResourceType
 
@@ -89,6 +90,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
                            'Required value: valid values: "OnFailure", "Never"'))  # fmt: skip
     elif rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "Required value"))
+    elif rt.kind == "HorizontalPodAutoscaler":
+        causes += horizontal_pod_autoscaler_causes(obj)
     elif rt.kind == "PodDisruptionBudget":
         spec = obj.get("spec") or {}
         if "minAvailable" in spec and "maxUnavailable" in spec:

@@ -1,0 +1,88 @@
+"""What a user does with kubectl on the API kinds `interactions_api.py` covers, on kubesim and
+on kube-apiserver, compared: HorizontalPodAutoscalers (`kubectl apply`, `kubectl get hpa`),
+`kubectl auth can-i`, CustomResourceDefinitions and the cert-manager overlay, server-side
+apply."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from realcluster.cluster import RealCluster
+from tests.e2e.real_control_plane.harness import kubectl
+
+from .servers import kubesim_kubeconfig, kubesim_serve
+from .test_kubectl_tables import Table, normalise, parse_tables
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
+
+Obj = dict[str, Any]
+Both = tuple[Path, Path]  # kubeconfigs: kubesim's, the real control plane's
+
+
+@pytest.fixture
+def kubeconfigs(tmp_path: Path, real_cluster: RealCluster) -> Iterator[Both]:
+    with kubesim_serve(tmp_path):
+        yield kubesim_kubeconfig(tmp_path), real_cluster.kubeconfig_path
+
+
+async def on_both(both: Both, run: Callable[[Path, str], Awaitable[Any]]) -> tuple[Any, Any]:
+    """`run(kubeconfig, namespace)` on kubesim and on kube-apiserver, in a new namespace of the
+    same name on each."""
+    namespace = f"kubectl-{secrets.token_hex(3)}"
+    answers = []
+    for kubeconfig in both:
+        await kubectl(kubeconfig, "create", "namespace", namespace)
+        answers.append(await run(kubeconfig, namespace))
+    return answers[0], answers[1]
+
+
+def hpa(name: str, spec: Obj) -> Obj:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+
+
+HPAS = [
+    # No such Deployments: the real HPA controller only writes conditions, not replicas.
+    hpa("cpu", {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                   "name": "web"}, "maxReplicas": 3}),
+    hpa("three", {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db"},
+        "minReplicas": 2, "maxReplicas": 6,
+        "metrics": [
+            {"type": "Resource", "resource": {"name": "memory", "target": {
+                "type": "AverageValue", "averageValue": "100Mi"}}},
+            {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {
+                "type": "AverageValue", "averageValue": "10"}}},
+            {"type": "Resource", "resource": {"name": "cpu", "target": {
+                "type": "Utilization", "averageUtilization": 50}}},
+        ],
+    }),
+]  # fmt: skip
+
+
+async def test_kubectl_get_hpa_tables_match(kubeconfigs: Both) -> None:
+    async def run(kubeconfig: Path, namespace: str) -> tuple[str, list[Table]]:
+        manifests = yaml.safe_dump_all(HPAS)
+        applied = await kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=manifests)
+        tables = await kubectl(kubeconfig, "get", "hpa", "-n", namespace)
+        wide = await kubectl(kubeconfig, "get", "horizontalpodautoscalers.autoscaling", "-o",
+                             "wide", "-n", namespace)  # fmt: skip
+        return applied.stdout, parse_tables(tables.stdout) + parse_tables(wide.stdout)
+
+    (applied_sim, on_kubesim), (applied_real, on_real) = await on_both(kubeconfigs, run)
+    assert applied_sim == applied_real
+    assert [names for names, _ in on_real] == [
+        ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
+    ] * 2
+    assert [normalise(t) for t in on_kubesim] == [normalise(t) for t in on_real]
+    assert normalise(on_real[0])[1] == [
+        ["cpu", "Deployment/web", "cpu: <unknown>/80%", "1", "3", "0", "<age>"],
+        ["three", "StatefulSet/db", "memory: <unknown>/100Mi, <unknown>/10 + 1 more...", "2",
+         "6", "0", "<age>"],
+    ]  # fmt: skip
