@@ -86,3 +86,46 @@ async def test_kubectl_get_hpa_tables_match(kubeconfigs: Both) -> None:
         ["three", "StatefulSet/db", "memory: <unknown>/100Mi, <unknown>/10 + 1 more...", "2",
          "6", "0", "<age>"],
     ]  # fmt: skip
+
+
+def reader_rbac(namespace: str) -> str:
+    """A ServiceAccount that may read pods and one ConfigMap in `namespace`."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    return yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}},
+        {"apiVersion": rbac, "kind": "Role", "metadata": {"name": "reader"},
+         "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                    "resourceNames": ["settings"]}]},
+        {"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "reader"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]},
+    ])  # fmt: skip
+
+
+async def test_kubectl_auth_can_i_matches(kubeconfigs: Both) -> None:
+    async def run(kubeconfig: Path, namespace: str) -> list[tuple[int, str]]:
+        await kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-",
+                      stdin=reader_rbac(namespace))  # fmt: skip
+        reader = f"--as=system:serviceaccount:{namespace}:reader"
+        asked = [
+            ("auth", "can-i", "--list", reader),
+            ("auth", "can-i", "list", "pods", reader),
+            ("auth", "can-i", "delete", "pods", reader),
+            ("auth", "can-i", "get", "configmaps/settings", reader),
+            ("auth", "can-i", "get", "configmaps/other", reader),
+            ("auth", "can-i", "create", "horizontalpodautoscalers.autoscaling"),
+        ]
+        answers = []
+        for args in asked:
+            run = await kubectl(kubeconfig, *args, "-n", namespace, check=False)
+            answers.append((run.code, run.stdout))
+        return answers
+
+    on_kubesim, on_real = await on_both(kubeconfigs, run)
+    assert on_kubesim == on_real
+    codes = [code for code, _ in on_real]
+    assert codes == [0, 0, 1, 0, 1, 0]
+    listed = on_real[0][1]
+    assert "pods/log" in listed and "[settings]" in listed, listed

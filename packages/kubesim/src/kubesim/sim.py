@@ -75,7 +75,9 @@ class KubeSim(Lifecycle):
         self.eviction.register()
         self.gc = GarbageCollector(self.registry)
         if rbac:
-            self.server.authorizer = StoreAuthorizer(self.store).authorize
+            authorizer = StoreAuthorizer(self.store)
+            self.server.authorizer = authorizer.authorize
+            self.server.rules_resolver = authorizer.rules_for
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path

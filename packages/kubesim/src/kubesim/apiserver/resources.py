@@ -144,6 +144,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
                  "selfsubjectaccessreviews", False, verbs=CREATE_ONLY, virtual=True),
+    ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+                 "selfsubjectrulesreviews", False, verbs=CREATE_ONLY, virtual=True),
     ResourceType("authorization.k8s.io", "v1", "SubjectAccessReview",
                  "subjectaccessreviews", False, verbs=CREATE_ONLY, virtual=True),
     ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview",

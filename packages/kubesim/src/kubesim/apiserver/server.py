@@ -38,7 +38,13 @@ from .errors import (
 )
 from .faults import FaultInjector
 from .query import match_everything
-from .rbac import AuthorizationDecision, RequestAttributes, forbidden_message, non_resource_request
+from .rbac import (
+    AuthorizationDecision,
+    RequestAttributes,
+    RulesReview,
+    forbidden_message,
+    non_resource_request,
+)
 from .registry import Registry
 from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
@@ -150,6 +156,7 @@ class ApiServer:
         self.minor_version = server_minor_version
         self.bookmark_interval = bookmark_interval
         self.authorizer: Authorizer | None = None
+        self.rules_resolver: Callable[[UserInfo, str], RulesReview] | None = None
         self.admitters: list[Admitter] = []
         self.subresource_handlers: dict[tuple[str, str, str], SubresourceHandler] = {}
         self.address = "127.0.0.1:0"
@@ -740,6 +747,8 @@ class ApiServer:
                 201,
             )  # fmt: skip
         spec = body.get("spec") or {}
+        if kind == "SelfSubjectRulesReview":
+            return self._rules_review(ctx, spec)
         if kind == "SelfSubjectAccessReview":
             subject = ctx.user
         else:
@@ -747,10 +756,32 @@ class ApiServer:
         allowed, reason = self._review(subject, spec)
         out = dict(body)
         out.setdefault("metadata", {})
+        # Decoded into the typed review and encoded again: empty attributes are omitted.
+        out["spec"] = {
+            key: ({k: v for k, v in value.items() if v not in ("", None)}
+                  if key.endswith("Attributes") and isinstance(value, dict) else value)
+            for key, value in spec.items()
+        }  # fmt: skip
         out["status"] = {"allowed": allowed}
         if reason:
             out["status"]["reason"] = reason
         return json_response(out, 201)
+
+    def _rules_review(self, ctx: RequestContext, spec: Obj) -> web.Response:
+        """pkg/registry/authorization/selfsubjectrulesreview: the status only, no spec."""
+        namespace = str(spec.get("namespace") or "")
+        if not namespace:
+            raise bad_request("no namespace on request")
+        if self.rules_resolver is None:  # no RBAC: AlwaysAllow's RulesFor
+            review = RulesReview([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                                 [{"verbs": ["*"], "nonResourceURLs": ["*"]}], [])  # fmt: skip
+        else:
+            review = self.rules_resolver(ctx.user, namespace)
+        return json_response(
+            {"kind": ctx.rt.kind, "apiVersion": ctx.rt.api_version, "metadata": {}, "spec": {},
+             "status": review.status()},
+            201,
+        )  # fmt: skip
 
     def _review(self, subject: UserInfo, spec: Obj) -> tuple[bool, str]:
         if self.authorizer is None:
