@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
-from kubesim.client import MERGE_PATCH, resource_path
+from kubesim.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiStatusError, resource_path
 
 from .interactions import (
     JSON,
@@ -112,14 +113,23 @@ def rules_view(body: Json) -> Json:
     return {**body, "status": {**status, **ordered}}
 
 
-async def call_as(api: Api, user: str, step: str, path: str, body: Json,
-                  view: View = whole) -> None:  # fmt: skip
-    """A POST impersonating `user` (kubectl's --as), recorded as `Api.call` records."""
-    headers = {"Impersonate-User": user, "Content-Type": JSON}
-    async with api.client.session.post(api.client.server + path, data=json.dumps(body),
-                                       headers=headers) as response:  # fmt: skip
+async def call_with(api: Api, headers: dict[str, str], step: str, method: str, path: str,
+                    body: Json = None, view: View = whole) -> Json:  # fmt: skip
+    """A request with extra headers (kubectl's --as, a Table's Accept), recorded as
+    `Api.call` records it."""
+    data = None if body is None else json.dumps(body)
+    content = {"Content-Type": JSON} if body is not None else {}
+    async with api.client.session.request(method, api.client.server + path, data=data,
+                                          headers={**content, **headers}) as response:  # fmt: skip
         answer = await response.json(content_type=None)
         api.observations.append(Observation(step, response.status, view(normalise(answer))))
+    return answer
+
+
+async def call_as(api: Api, user: str, step: str, path: str, body: Json,
+                  view: View = whole) -> None:  # fmt: skip
+    """A POST impersonating `user`."""
+    await call_with(api, {"Impersonate-User": user}, step, "POST", path, body, view)
 
 
 AUTHZ = "/apis/authorization.k8s.io/v1"
@@ -183,10 +193,175 @@ async def _reviews_as_service_account(api: Api) -> None:
                       _access_review(ns, verb, resource, name))  # fmt: skip
 
 
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+POLL_INTERVAL = 0.2
+
+
+def _widget_crd(group: str) -> Json:
+    """A namespaced Widget kind in a group of the interaction's own (CRDs are cluster-wide)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Ready", "type": "string", "priority": 1,
+                     "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+                ],
+                "schema": {"openAPIV3Schema": {"type": "object", "required": ["spec"],
+                                               "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "status": {"type": "object",
+                               "x-kubernetes-preserve-unknown-fields": True}}}},
+            }],
+        },
+    }  # fmt: skip
+
+
+def crd_view(body: Json) -> Json:
+    """What the client wrote, the defaults, and the names and conditions the controllers
+    accepted (without their timestamps)."""
+    if not isinstance(body, dict) or body.get("kind") == "Status":
+        return body
+    status = body.get("status") or {}
+    return {**spec_view(body), "status": {
+        "acceptedNames": status.get("acceptedNames"),
+        "storedVersions": status.get("storedVersions"),
+        "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message")}
+                       for c in status.get("conditions") or []],
+    }}  # fmt: skip
+
+
+def item_names(body: Json) -> Json:
+    """The names listed (kube-apiserver's list of custom resources, served from its watch
+    cache, may carry a continue token even when it is complete)."""
+    items = body.get("items") if isinstance(body, dict) else None
+    return body if items is None else [(i.get("metadata") or {}).get("name") for i in items]
+
+
+def discovery_view(body: Json) -> Json:
+    if not isinstance(body, dict):
+        return body
+    resources = [{k: v for k, v in r.items() if k != "storageVersionHash"}
+                 for r in body.get("resources") or []]  # fmt: skip
+    return {**body, "resources": resources}
+
+
+def table_view(body: Json) -> Json:
+    """A Table's columns and cells; the Age cell is the creation time, left out."""
+    if not isinstance(body, dict) or body.get("kind") != "Table":
+        return body
+    names = [c.get("name") for c in body.get("columnDefinitions") or []]
+    return {"columnDefinitions": body.get("columnDefinitions"),
+            "cells": [[c for n, c in zip(names, r["cells"], strict=True) if n != "Age"]
+                      for r in body.get("rows") or []]}  # fmt: skip
+
+
+async def _until(api: Api, path: str, holds: Callable[[int, Json], bool]) -> None:
+    """Poll `path` (bounded) until `holds(code, body)`: what kube-apiserver's apiextensions
+    controllers do after a CRD write happens over a few hundred milliseconds."""
+    async with asyncio.timeout(WATCH_TIMEOUT):
+        while True:
+            try:
+                answer, code = await api.client.get(path), 200
+            except ApiStatusError as error:
+                answer, code = error.status, error.code
+            if holds(code, answer):
+                return
+            await asyncio.sleep(POLL_INTERVAL)
+
+
+def _established(code: int, crd: Json) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return code == 200 and any(
+        c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+    )
+
+
+async def _custom_resources(api: Api) -> None:
+    """A CRD defines a kind; its objects are served like a built-in kind's, with a status
+    subresource, the CRD's printer columns, and watch; deleting the CRD deletes them."""
+    group = f"{api.namespace}.example.com"
+    crd_path = f"{CRDS}/widgets.{group}"
+    await api.call("create definition", "POST", CRDS, _widget_crd(group), view=status_only)
+    await _until(api, crd_path, _established)
+    await api.call("definition established", "GET", crd_path, view=crd_view)
+    await _until(api, f"/apis/{group}/v1", lambda code, _: code == 200)
+    await api.call("discovery", "GET", f"/apis/{group}/v1", view=discovery_view)
+    path = resource_path(f"{group}/v1", "widgets", api.namespace)
+
+    def widget(name: str, size: int) -> Json:
+        meta = {"name": name, "labels": {"tier": "a"}}
+        return {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": meta,
+                "spec": {"size": size}}  # fmt: skip
+
+    await _until(api, path, lambda code, _: code == 200)
+    _, listed = await api.call("list empty", "GET", path, view=item_names)
+    await api.call("create", "POST", path, widget("one", 1))
+    await api.call("create again", "POST", path, widget("one", 1))
+    await api.call("create invalid name", "POST", path, widget("Not_Valid", 1))
+    await api.call("get", "GET", f"{path}/one")
+    await api.call("merge patch", "PATCH", f"{path}/one", {"spec": {"size": 2}},
+                   content_type=MERGE_PATCH)  # fmt: skip
+    await api.call("strategic patch", "PATCH", f"{path}/one", {"spec": {"size": 3}},
+                   content_type=STRATEGIC_MERGE_PATCH)  # fmt: skip
+    await api.call("status ignored on the main resource", "PATCH", f"{path}/one",
+                   {"status": {"phase": "Lost"}}, content_type=MERGE_PATCH)  # fmt: skip
+    ready = [{"type": "Ready", "status": "True"}]
+    await api.call("status", "PATCH", f"{path}/one/status",
+                   {"status": {"phase": "Running", "conditions": ready}},
+                   content_type=MERGE_PATCH)  # fmt: skip
+    await call_with(api, {"Accept": TABLE}, "table", "GET", path, view=table_view)
+    await api.call("delete", "DELETE", f"{path}/one", view=status_only)
+    events: list[tuple[str, str, Json]] = []
+    async with asyncio.timeout(WATCH_TIMEOUT):
+        revision = listed["metadata"]["resourceVersion"]
+        async for event in api.client.watch(path, revision, timeout_seconds=5):
+            if event["type"] == "BOOKMARK":
+                continue
+            obj = event["object"]
+            events.append(
+                (event["type"], obj["spec"]["size"], (obj.get("status") or {}).get("phase"))
+            )
+            if event["type"] == "DELETED":
+                break
+    api.note("watch events", events)
+    await api.call("create before the definition goes", "POST", path, widget("two", 1),
+                   view=status_only)  # fmt: skip
+    await api.call("delete definition", "DELETE", crd_path, view=status_only)
+    await _until(api, crd_path, lambda code, _: code == 404)
+    await api.call("objects gone", "GET", f"{path}/two")
+
+
+async def _custom_resource_schema(api: Api) -> None:
+    """What the structural schema would refuse (kubesim does not validate it)."""
+    group = f"{api.namespace}.example.com"
+    crd_path = f"{CRDS}/widgets.{group}"
+    await api.call("create definition", "POST", CRDS, _widget_crd(group), view=status_only)
+    await _until(api, crd_path, _established)
+    path = resource_path(f"{group}/v1", "widgets", api.namespace)
+    await _until(api, path, lambda code, _: code == 200)
+    await api.call("without the required spec", "POST", path,
+                   {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "x"}},
+                   view=status_only)  # fmt: skip
+    await api.call("delete definition", "DELETE", crd_path, view=status_only)
+    await api.call("misnamed definition", "POST", CRDS,
+                   {**_widget_crd(group), "metadata": {"name": "other.example.com"}})  # fmt: skip
+
+
 API_INTERACTIONS: list[tuple[str, Interaction]] = [
     *_crud(HPA),
     ("horizontalpodautoscalers: defaults and validation", _hpa_specs),
     ("horizontalpodautoscalers: watch", _hpa_watch),
     ("access reviews: the admin", _reviews_as_admin),
     ("access reviews: a service account", _reviews_as_service_account),
+    ("custom resources: definition, CRUD, status, table, watch", _custom_resources),
+    ("custom resources: schema", _custom_resource_schema),
 ]

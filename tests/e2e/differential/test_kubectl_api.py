@@ -129,3 +129,40 @@ async def test_kubectl_auth_can_i_matches(kubeconfigs: Both) -> None:
     assert codes == [0, 0, 1, 0, 1, 0]
     listed = on_real[0][1]
     assert "pods/log" in listed and "[settings]" in listed, listed
+
+
+CERT_MANAGER_CRDS = Path(__file__).with_name("cert-manager-crds.yaml")
+CERT_MANAGER_OVERLAY = Path(__file__).resolve().parents[3] / "deploy" / "overlays" / "cert-manager"
+CRD_NAMES = ("crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+
+
+async def apply_cert_manager_overlay(kubeconfig: Path) -> tuple[str, list[Table], str]:
+    """What a user does: the CRDs, wait until they are served, then the overlay."""
+    crds = await kubectl(kubeconfig, "apply", "-f", str(CERT_MANAGER_CRDS))
+    await kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=30s",
+                  *CRD_NAMES)  # fmt: skip
+    applied = await kubectl(kubeconfig, "apply", "-k", str(CERT_MANAGER_OVERLAY))
+    tables = await kubectl(kubeconfig, "get", "certificates,issuers", "-o", "wide", "-n",
+                           "graceful-drain")  # fmt: skip
+    short = await kubectl(kubeconfig, "get", "cert", "-n", "graceful-drain", "-o",
+                          "jsonpath={.items[*].spec.secretName}")  # fmt: skip
+    return crds.stdout + applied.stdout, parse_tables(tables.stdout), short.stdout
+
+
+async def test_cert_manager_overlay_applies_after_its_crds(
+    tmp_path: Path, own_real_cluster: RealCluster
+) -> None:
+    """The cluster-wide objects it installs (CRDs, webhook configuration, ClusterRole) would
+    change what the session's other tests see: the real side gets a control plane of its own."""
+    with kubesim_serve(tmp_path):
+        on_kubesim = await apply_cert_manager_overlay(kubesim_kubeconfig(tmp_path))
+    on_real = await apply_cert_manager_overlay(own_real_cluster.kubeconfig_path)
+
+    assert on_kubesim[0] == on_real[0]
+    assert "certificate.cert-manager.io/graceful-drain-webhook created" in on_real[0]
+    assert [names for names, _ in on_real[1]] == [
+        ["NAME", "READY", "SECRET", "ISSUER", "STATUS", "AGE"],
+        ["NAME", "READY", "STATUS", "AGE"],
+    ]
+    assert [normalise(t) for t in on_kubesim[1]] == [normalise(t) for t in on_real[1]]
+    assert on_kubesim[2] == on_real[2] == "graceful-drain-ca graceful-drain-webhook-tls"

@@ -13,6 +13,8 @@ from typing import Any
 
 from kubesim.types import Obj
 
+from .crds import default_crd
+
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
                    "failureThreshold": 3}  # fmt: skip
 
@@ -275,6 +277,7 @@ DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "DaemonSet"): daemonset,
     ("batch", "Job"): job,
     ("autoscaling", "HorizontalPodAutoscaler"): horizontal_pod_autoscaler,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): default_crd,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (
         validating_webhook_configuration
     ),

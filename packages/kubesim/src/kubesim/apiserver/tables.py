@@ -2,7 +2,8 @@
 
 Pods, Deployments, ReplicaSets, Nodes and HorizontalPodAutoscalers get the columns and cells of
 pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`); every
-other resource the generic Name and Created At of the default table convertor.
+other built-in resource the generic Name and Created At of the default table convertor;
+custom resources their CRD's columns (:mod:`.custom_tables`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from aiohttp import web
 
 from kubesim.types import Obj
 
-from . import printer_columns, printers
+from . import custom_tables, printer_columns, printers
 from .resources import ResourceType
 
 Printer = Callable[[Obj, datetime], printers.Row]
@@ -56,6 +57,9 @@ def to_table(
     include_columns: bool = True,
 ) -> Obj:
     columns, printer = PRINTERS.get((rt.group, rt.kind), GENERIC)
+    custom = rt.printer_columns
+    if custom is not None:
+        printer = lambda obj, now: printers.Row(custom_tables.cells(custom, obj))  # noqa: E731
     include = request.query.get("includeObject", "Metadata")
     now = datetime.now(UTC)
     rows = []
@@ -79,6 +83,8 @@ def to_table(
         "columnDefinitions": [],
         "rows": rows,
     }
-    if include_columns:
+    if include_columns and custom is not None:
+        table["columnDefinitions"] = custom_tables.definitions(custom)
+    elif include_columns:
         table["columnDefinitions"] = [column.to_json() for column in columns]
     return table

@@ -10,6 +10,8 @@ from typing import Any
 
 from kubesim.types import Obj
 
+from .crds import GROUP as CRD_GROUP
+from .crds import crd_causes
 from .errors import ApiError, invalid
 from .hpa_validation import horizontal_pod_autoscaler_causes
 from .meta import is_dns1123_subdomain
@@ -90,6 +92,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
                            'Required value: valid values: "OnFailure", "Never"'))  # fmt: skip
     elif rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "Required value"))
+    elif rt.kind == "CustomResourceDefinition" and rt.group == CRD_GROUP:
+        causes += crd_causes(obj)
     elif rt.kind == "HorizontalPodAutoscaler":
         causes += horizontal_pod_autoscaler_causes(obj)
     elif rt.kind == "PodDisruptionBudget":
