@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,26 @@ async def _hpa_specs(api: Api) -> None:
     await api.call("status", "GET", f"{path}/two/status", view=status_only)
 
 
+Seen = Callable[[Json], tuple[Any, ...]]
+
+
+async def watch_until_deleted(
+    api: Api, path: str, listed: Json, seen: Seen
+) -> list[tuple[Any, ...]]:
+    """The events of a watch from a list's revision up to the first DELETED, each as its
+    type and what `seen` keeps of the object (bounded)."""
+    events: list[tuple[Any, ...]] = []
+    async with asyncio.timeout(WATCH_TIMEOUT):
+        revision = listed["metadata"]["resourceVersion"]
+        async for event in api.client.watch(path, revision, timeout_seconds=5):
+            if event["type"] == "BOOKMARK":
+                continue
+            events.append((event["type"], *seen(event["object"])))
+            if event["type"] == "DELETED":
+                return events
+    return events
+
+
 async def _hpa_watch(api: Api) -> None:
     """A watch from a list's revision sees the create, the update and the delete."""
     path = resource_path(HPA.api_version, HPA.plural, api.namespace)
@@ -86,16 +107,8 @@ async def _hpa_watch(api: Api) -> None:
     await api.call("scale bounds", "PATCH", f"{path}/w", {"spec": {"maxReplicas": 4}},
                    content_type=MERGE_PATCH, view=spec_view)  # fmt: skip
     await api.call("delete", "DELETE", f"{path}/w", view=status_only)
-    events: list[tuple[str, str, int]] = []
-    async with asyncio.timeout(WATCH_TIMEOUT):
-        revision = listed["metadata"]["resourceVersion"]
-        async for event in api.client.watch(path, revision, timeout_seconds=5):
-            if event["type"] == "BOOKMARK":
-                continue
-            obj = event["object"]
-            events.append((event["type"], obj["metadata"]["name"], obj["spec"]["maxReplicas"]))
-            if event["type"] == "DELETED":
-                break
+    events = await watch_until_deleted(api, path, listed, lambda obj: (
+        obj["metadata"]["name"], obj["spec"]["maxReplicas"]))  # fmt: skip
     # The real HPA controller may write status between the create and the patch: keep the
     # first event of each type.
     api.note("watch events", [e for i, e in enumerate(events)
@@ -320,18 +333,8 @@ async def _custom_resources(api: Api) -> None:
                    content_type=MERGE_PATCH)  # fmt: skip
     await call_with(api, {"Accept": TABLE}, "table", "GET", path, view=table_view)
     await api.call("delete", "DELETE", f"{path}/one", view=status_only)
-    events: list[tuple[str, str, Json]] = []
-    async with asyncio.timeout(WATCH_TIMEOUT):
-        revision = listed["metadata"]["resourceVersion"]
-        async for event in api.client.watch(path, revision, timeout_seconds=5):
-            if event["type"] == "BOOKMARK":
-                continue
-            obj = event["object"]
-            events.append(
-                (event["type"], obj["spec"]["size"], (obj.get("status") or {}).get("phase"))
-            )
-            if event["type"] == "DELETED":
-                break
+    events = await watch_until_deleted(api, path, listed, lambda obj: (
+        obj["spec"]["size"], (obj.get("status") or {}).get("phase")))  # fmt: skip
     api.note("watch events", events)
     await api.call("create before the definition goes", "POST", path, widget("two", 1),
                    view=status_only)  # fmt: skip
@@ -356,6 +359,120 @@ async def _custom_resource_schema(api: Api) -> None:
                    {**_widget_crd(group), "metadata": {"name": "other.example.com"}})  # fmt: skip
 
 
+APPLY = "application/apply-patch+yaml"
+EMBEDDED_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def conflict_view(body: Json) -> Json:
+    """A Status whose message names an Update manager's last write time: the time out."""
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return json.loads(EMBEDDED_TIME.sub("<time>", json.dumps(body)))
+    return body
+
+
+def _paths(fields: Json, prefix: str = "") -> list[str]:
+    out = []
+    for key, child in (fields or {}).items():
+        out += _paths(child, f"{prefix}/{key}") if child else [f"{prefix}/{key}"]
+    return sorted(out)
+
+
+async def note_managers(api: Api, step: str, path: str, with_fields: bool = True) -> None:
+    """Who owns what: each managedFields entry's manager, operation and (unless a controller
+    also writes the object) its fields. A controller's status writes are left out: kubesim's
+    controllers are not kube-controller-manager."""
+    obj = await api.client.get(path)
+    api.note(step, sorted(
+        [e.get("manager"), e.get("operation"), _paths(e.get("fieldsV1")) if with_fields else None]
+        for e in obj["metadata"].get("managedFields") or [] if e.get("subresource") != "status"
+    ))  # fmt: skip
+
+
+async def apply(api: Api, step: str, path: str, body: Json, manager: str | None,
+                force: bool = False, view: View = whole) -> None:  # fmt: skip
+    params = {} if manager is None else {"fieldManager": manager}
+    if force:
+        params["force"] = "true"
+    await api.call(step, "PATCH", path, body, content_type=APPLY, params=params,
+                   view=lambda b: conflict_view(view(b)))  # fmt: skip
+
+
+async def _apply_configmap(api: Api) -> None:
+    """Field ownership between two appliers and an updater, on a ConfigMap."""
+    path = resource_path("v1", "configmaps", api.namespace, "cm")
+
+    def config(**data: str) -> Json:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm", "labels": {"tier": "a"}}, "data": data}  # fmt: skip
+
+    await apply(api, "create by alice", path, config(a="1", b="2"), "alice")
+    await note_managers(api, "managers after create", path)
+    await apply(api, "bob changes alice's field", path, config(a="9"), "bob")
+    await apply(api, "bob agrees with alice", path, config(a="1", c="3"), "bob")
+    await apply(api, "alice gives b up", path, config(a="1"), "alice")
+    await note_managers(api, "managers after sharing", path)
+    await apply(api, "bob forces a", path, config(a="9", c="3"), "bob", force=True)
+    await api.call("carol updates c", "PATCH", path, {"data": {"c": "4"}},
+                   content_type=MERGE_PATCH, params={"fieldManager": "carol"})  # fmt: skip
+    await apply(api, "bob changes carol's field", path, config(a="9", c="5"), "bob")
+    await note_managers(api, "managers at the end", path)
+    await apply(api, "no field manager", path, config(a="1"), None)
+    await apply(api, "not an object", path, "- a\n- b\n", "alice")
+    await api.call("strategic merge still served", "PATCH", path, {"data": {"d": "1"}},
+                   content_type=STRATEGIC_MERGE_PATCH)  # fmt: skip
+
+
+async def _apply_deployment(api: Api) -> None:
+    """kubectl apply --server-side of a Deployment, a scaler's update, the conflict on
+    replicas and --force-conflicts."""
+    path = resource_path("apps/v1", "deployments", api.namespace, "web")
+
+    def deployment(replicas: int, image: str) -> Json:
+        labels = {"app": "web"}
+        container = {"name": "web", "image": image, "ports": [{"containerPort": 80}],
+                     "env": [{"name": "MODE", "value": "x"}]}  # fmt: skip
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                         "template": {"metadata": {"labels": labels},
+                                      "spec": {"containers": [container]}}}}  # fmt: skip
+
+    await apply(api, "create", path, deployment(0, "example/web:1"), "kubectl", view=spec_view)
+    await api.call("scaler updates replicas", "PATCH", path, {"spec": {"replicas": 1}},
+                   content_type=MERGE_PATCH, params={"fieldManager": "scaler"},
+                   view=spec_view)  # fmt: skip
+    await apply(api, "new image, replicas unchanged by the applier", path,
+                deployment(0, "example/web:2"), "kubectl", view=spec_view)  # fmt: skip
+    await apply(api, "forced", path, deployment(0, "example/web:2"), "kubectl", force=True,
+                view=spec_view)  # fmt: skip
+    await note_managers(api, "managers", path, with_fields=False)
+
+
+def service_view(body: Json) -> Json:
+    """What the client wrote and the server defaulted, without the cluster IP allocation and
+    IP families kubesim does not simulate (docs/kubesim-fidelity.md)."""
+    viewed = spec_view(body)
+    if isinstance(viewed, dict) and isinstance(viewed.get("spec"), dict):
+        allocated = ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
+                     "internalTrafficPolicy")  # fmt: skip
+        viewed["spec"] = {k: v for k, v in viewed["spec"].items() if k not in allocated}
+    return viewed
+
+
+async def _apply_service(api: Api) -> None:
+    """Apply of a Service (ports keyed by port) and a second applier adding a port."""
+    path = resource_path("v1", "services", api.namespace, "svc")
+
+    def service(*ports: int) -> Json:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
+                "spec": {"selector": {"app": "web"},
+                         "ports": [{"name": f"p{p}", "port": p} for p in ports]}}  # fmt: skip
+
+    await apply(api, "create", path, service(80), "alice", view=service_view)
+    await apply(api, "bob adds a port", path, service(80, 443), "bob", view=service_view)
+    await apply(api, "alice drops hers", path, service(443), "alice", view=service_view)
+    await note_managers(api, "managers", path)
+
+
 API_INTERACTIONS: list[tuple[str, Interaction]] = [
     *_crud(HPA),
     ("horizontalpodautoscalers: defaults and validation", _hpa_specs),
@@ -364,4 +481,7 @@ API_INTERACTIONS: list[tuple[str, Interaction]] = [
     ("access reviews: a service account", _reviews_as_service_account),
     ("custom resources: definition, CRUD, status, table, watch", _custom_resources),
     ("custom resources: schema", _custom_resource_schema),
+    ("server-side apply: configmap ownership and conflicts", _apply_configmap),
+    ("server-side apply: deployment", _apply_deployment),
+    ("server-side apply: service", _apply_service),
 ]

@@ -166,3 +166,66 @@ async def test_cert_manager_overlay_applies_after_its_crds(
     ]
     assert [normalise(t) for t in on_kubesim[1]] == [normalise(t) for t in on_real[1]]
     assert on_kubesim[2] == on_real[2] == "graceful-drain-ca graceful-drain-webhook-tls"
+
+
+def ssa_objects(namespace: str, value: str) -> str:
+    """A ConfigMap, a Deployment, a Service and a webhook configuration (cluster-scoped, so
+    named after the namespace), as a user would apply them."""
+    labels = {"app": "web"}
+    webhook = {
+        "name": "deny.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "failurePolicy": "Ignore",
+        "clientConfig": {"service": {"namespace": namespace, "name": "web", "path": "/v"}},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                   "resources": ["configmaps"]}],
+        "namespaceSelector": {"matchLabels": {"no-such-label": "x"}},
+    }  # fmt: skip
+    return yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+         "data": {"mode": value}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+         "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                      {"name": "web", "image": "example/web:1", "env": [
+                          {"name": "MODE", "value": value}]}]}}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+         "spec": {"selector": labels, "ports": [{"name": "https", "port": 443}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingWebhookConfiguration", "metadata": {"name": f"ssa-{namespace}"},
+         "webhooks": [webhook]},
+    ])  # fmt: skip
+
+
+async def test_kubectl_apply_server_side_matches(kubeconfigs: Both) -> None:
+    async def run(kubeconfig: Path, namespace: str) -> list[tuple[int, str, str]]:
+        async def step(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+            done = await kubectl(kubeconfig, *args, "-n", namespace, check=False, stdin=stdin)
+            return done.code, done.stdout, done.stderr.replace(namespace, "<ns>")
+
+        apply = ("apply", "--server-side", "-f", "-")
+        try:
+            return [
+                await step(*apply, stdin=ssa_objects(namespace, "a")),
+                await step("patch", "configmap", "settings", "--type=merge",
+                           "-p", '{"data":{"mode":"b"}}'),
+                await step("set", "env", "deployment/web", "MODE=b"),
+                await step(*apply, stdin=ssa_objects(namespace, "c")),
+                await step(*apply, "--force-conflicts", stdin=ssa_objects(namespace, "c")),
+                await step("get", "configmap", "settings", "-o", "jsonpath={.data.mode}"),
+                await step("get", "deployment", "web", "-o",
+                           "jsonpath={.spec.template.spec.containers[0].env}"),
+                await step("get", "configmap/settings", "service/web", "--show-managed-fields",
+                           "-o", "jsonpath={range .items[*]}{.metadata.managedFields[*].manager}"
+                           "{' '}{.metadata.managedFields[*].operation}{'\\n'}{end}"),
+            ]  # fmt: skip
+        finally:
+            await kubectl(kubeconfig, "delete", "validatingwebhookconfiguration",
+                          f"ssa-{namespace}", check=False)  # fmt: skip
+
+    on_kubesim, on_real = await on_both(kubeconfigs, run)
+    assert on_kubesim == on_real
+    codes = [code for code, _, _ in on_real]
+    assert codes == [0, 0, 0, 1, 0, 0, 0, 0]
+    conflict = on_real[3][2]
+    assert 'conflict with "kubectl-patch" using v1: .data.mode' in conflict, conflict
+    assert on_real[5][1] == "c"
