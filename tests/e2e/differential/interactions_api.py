@@ -8,6 +8,7 @@ CustomResourceDefinitions and the resources they serve, server-side apply.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 from collections.abc import Callable
@@ -444,7 +445,7 @@ async def _apply_deployment(api: Api) -> None:
                 deployment(0, "example/web:2"), "kubectl", view=spec_view)  # fmt: skip
     await apply(api, "forced", path, deployment(0, "example/web:2"), "kubectl", force=True,
                 view=spec_view)  # fmt: skip
-    await note_managers(api, "managers", path, with_fields=False)
+    await note_managers(api, "managers", path)
 
 
 def service_view(body: Json) -> Json:
@@ -473,6 +474,44 @@ async def _apply_service(api: Api) -> None:
     await note_managers(api, "managers", path)
 
 
+def webhooks_view(body: Json) -> Json:
+    if isinstance(body, dict) and body.get("kind") != "Status":
+        return {"name": (body.get("metadata") or {}).get("name"), "webhooks": body.get("webhooks")}
+    return body
+
+
+async def _apply_webhook_configuration(api: Api) -> None:
+    """The cert-manager overlay's pattern: kubectl applies the webhook configuration, the CA
+    injector writes the caBundle (an update), and the next apply leaves it alone."""
+    name = f"ssa-{api.namespace}"
+    path = resource_path("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations",
+                         None, name)  # fmt: skip
+
+    def config(timeout: int) -> Json:
+        hook = {"name": "deny.example.com", "admissionReviewVersions": ["v1"],
+                "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": timeout,
+                "clientConfig": {"service": {"namespace": api.namespace, "name": "web"}},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["configmaps"]}],
+                "namespaceSelector": {"matchLabels": {"no-such-label": "x"}}}  # fmt: skip
+        return {"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
+                "webhooks": [hook]}  # fmt: skip
+
+    try:
+        await apply(api, "create", path, config(5), "kubectl", view=webhooks_view)
+        _, current = await api.call("read", "GET", path, view=status_only)
+        injected = copy.deepcopy(current)
+        injected["webhooks"][0]["clientConfig"]["caBundle"] = "Y2E="
+        await api.call("injector writes the caBundle", "PUT", path, injected,
+                       params={"fieldManager": "cainjector"}, view=status_only)  # fmt: skip
+        await apply(api, "re-apply", path, config(7), "kubectl", view=webhooks_view)
+        await api.call("after", "GET", path, view=webhooks_view)
+        await note_managers(api, "managers", path)
+    finally:
+        await api.call("delete", "DELETE", path, view=status_only)
+
+
 API_INTERACTIONS: list[tuple[str, Interaction]] = [
     *_crud(HPA),
     ("horizontalpodautoscalers: defaults and validation", _hpa_specs),
@@ -484,4 +523,8 @@ API_INTERACTIONS: list[tuple[str, Interaction]] = [
     ("server-side apply: configmap ownership and conflicts", _apply_configmap),
     ("server-side apply: deployment", _apply_deployment),
     ("server-side apply: service", _apply_service),
+    (
+        "server-side apply: webhook configuration and an injected caBundle",
+        _apply_webhook_configuration,
+    ),
 ]

@@ -131,3 +131,19 @@ def test_update_gives_changed_fields_to_its_manager_and_drops_removed_ones() -> 
     new = {**old, "data": {"a": "9"}}
     track_update(old, new, dave, NOW)
     assert owned_names(new) == {"carol": ["metadata/labels/tier"], "dave": ["data/a"]}
+
+
+@pytest.mark.parametrize(
+    ("obj", "paths"),
+    [
+        ({"spec": {"selector": {"matchLabels": {"a": "1"}}}}, {"f:spec/f:selector"}),
+        ({"spec": {"selector": {"app": "web"}}}, {"f:spec/f:selector"}),
+        ({"webhooks": [{"name": "w", "namespaceSelector": {"matchLabels": {"a": "1"}}}]},
+         {'f:webhooks/k:{"name":"w"}', 'f:webhooks/k:{"name":"w"}/f:name',
+          'f:webhooks/k:{"name":"w"}/f:namespaceSelector'}),
+        ({"spec": {"nodeSelector": {"zone": "a"}}}, {"f:spec/f:nodeSelector/f:zone"}),
+        ({"spec": {"args": ["a", "b"]}}, {"f:spec/f:args"}),
+    ],
+)  # fmt: skip
+def test_atomic_maps_and_lists_are_one_field(obj: Obj, paths: set[str]) -> None:
+    assert {"/".join(f"{k}:{n}" for k, n in p) for p in fields(obj)} == paths

@@ -198,6 +198,9 @@ def validating_webhook_configuration(obj: Obj) -> None:
         hook.setdefault("namespaceSelector", {})
         hook.setdefault("objectSelector", {})
         hook.setdefault("timeoutSeconds", 10)
+        service = (hook.get("clientConfig") or {}).get("service")
+        if isinstance(service, dict):
+            service.setdefault("port", 443)  # SetDefaults_ServiceReference
         for rule in hook.get("rules") or []:
             if isinstance(rule, dict):
                 rule.setdefault("scope", "*")

@@ -57,13 +57,18 @@ def _item_step(keys: tuple[str, ...], item: Obj) -> Step:
     return ("k", json.dumps(key, separators=(",", ":"), sort_keys=True))
 
 
-def _atomic_map(field_name: str, value: Obj) -> bool:
-    """A Service's selector (`+mapType=atomic`), unlike a LabelSelector."""
-    return field_name == "selector" and not {"matchLabels", "matchExpressions"} & set(value)
+# Maps owned whole: metav1.LabelSelector is `+structType=atomic`, a Service's selector
+# `+mapType=atomic`.
+ATOMIC_MAPS = frozenset({"selector", "namespaceSelector", "objectSelector", "labelSelector",
+                         "podSelector"})  # fmt: skip
+
+
+def _atomic_map(field_name: str) -> bool:
+    return field_name in ATOMIC_MAPS
 
 
 def _leaves(value: Any, path: Path, field_name: str) -> Iterator[tuple[Path, Any]]:
-    if isinstance(value, dict) and value and not _atomic_map(field_name, value):
+    if isinstance(value, dict) and value and not _atomic_map(field_name):
         for name, child in value.items():
             yield from _leaves(child, (*path, ("f", name)), name)
         return
