@@ -165,6 +165,7 @@ def test_patch_consumes_what_kubesim_applies_and_no_model_is_published() -> None
         "application/json-patch+json",
         "application/merge-patch+json",
         "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
     ]
     assert DOC["definitions"] == {}  # apply falls back to kubectl's built-in types
 

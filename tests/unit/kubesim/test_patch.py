@@ -48,7 +48,7 @@ from kubesim.apiserver.patching.schema import (
 
 ALL_TYPES = (
     "application/json-patch+json, application/merge-patch+json, "
-    "application/strategic-merge-patch+json"
+    "application/strategic-merge-patch+json, application/apply-patch+yaml"
 )
 
 
@@ -115,7 +115,8 @@ def test_content_type_to_patch_kind(content_type: str, kind: PatchKind) -> None:
 @pytest.mark.parametrize(
     "content_type",
     [
-        "application/apply-patch+yaml",  # server-side apply: answered as by a server without it
+        # server-side apply is the API server's (managed_fields.py), never a patch's
+        "application/apply-patch+yaml",
         "application/json",
         "Application/JSON-Patch+JSON",  # upstream compares exactly
         "application/merge-patch+json ; charset=utf-8",  # the space stays, as upstream
@@ -145,6 +146,7 @@ def test_strategic_merge_is_415_when_the_kind_has_no_strategic_metadata() -> Non
     assert raised.value.accepted == (
         "application/json-patch+json",
         "application/merge-patch+json",
+        "application/apply-patch+yaml",
     )
 
 
@@ -1419,6 +1421,7 @@ def test_strategic_merge_for_a_kind_without_tags_is_415() -> None:
     assert raised.value.accepted == (
         "application/json-patch+json",
         "application/merge-patch+json",
+        "application/apply-patch+yaml",
     )
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from kubesim.apiserver import printer_columns
 from kubesim.apiserver.printers import (
+    format_hpa_metrics,
     print_deployment,
     print_generic,
+    print_horizontal_pod_autoscaler,
     print_node,
     print_pod,
     print_replica_set,
@@ -269,7 +271,49 @@ def test_generic_cells() -> None:
         (printer_columns.NODE, print_node, node(conditions=[])),
         (printer_columns.DEPLOYMENT, print_deployment, {"metadata": {"name": "d"}}),
         (printer_columns.REPLICA_SET, print_replica_set, {"metadata": {"name": "r"}}),
+        (printer_columns.HORIZONTAL_POD_AUTOSCALER, print_horizontal_pod_autoscaler,
+         {"metadata": {"name": "h"}}),
     ],
 )  # fmt: skip
 def test_one_cell_per_column(columns: Any, printer: Any, obj: Obj) -> None:
     assert len(printer(obj, NOW).cells) == len(columns)
+
+
+def _metric(type_: str, key: str, target: Obj, name: str = "m") -> Obj:
+    return {"type": type_, key: {"name": name, "metric": {"name": name}, "target": target}}
+
+
+UTIL = {"type": "Utilization", "averageUtilization": 50}
+AVG = {"type": "AverageValue", "averageValue": "10"}
+VALUE = {"type": "Value", "value": "3"}
+
+
+@pytest.mark.parametrize(
+    ("specs", "statuses", "shown"),
+    [
+        ([], [], "<none>"),
+        ([_metric("Resource", "resource", UTIL, "cpu")], [], "cpu: <unknown>/50%"),
+        ([_metric("Resource", "resource", UTIL, "cpu")],
+         [{"resource": {"current": {"averageUtilization": 7}}}], "cpu: 7%/50%"),
+        ([_metric("Resource", "resource", {"type": "Utilization"}, "cpu")], [],
+         "cpu: <unknown>/<auto>"),
+        ([_metric("ContainerResource", "containerResource", AVG, "memory")],
+         [{"containerResource": {"current": {"averageValue": "4"}}}], "memory: 4/10"),
+        ([_metric("Pods", "pods", AVG)], [], "<unknown>/10"),
+        ([_metric("Object", "object", AVG)], [], "<unknown>/10 (avg)"),
+        ([_metric("External", "external", VALUE)],
+         [{"external": {"current": {"value": "2"}}}], "2/3"),
+        ([{"type": "Other"}], [], "<unknown type>"),
+        ([_metric("Pods", "pods", AVG)] * 4, [], "<unknown>/10, <unknown>/10 + 2 more..."),
+    ],
+)  # fmt: skip
+def test_hpa_targets(specs: list[Obj], statuses: list[Obj], shown: str) -> None:
+    assert format_hpa_metrics(specs, statuses) == shown
+
+
+def test_hpa_cells() -> None:
+    hpa = {"metadata": {"name": "h", "creationTimestamp": CREATED},
+           "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3},
+           "status": {"currentReplicas": 2}}  # fmt: skip
+    cells = print_horizontal_pod_autoscaler(hpa, NOW).cells
+    assert cells[:6] == ["h", "Deployment/web", "<none>", "<unset>", 3, 2]

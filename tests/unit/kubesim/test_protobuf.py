@@ -236,6 +236,18 @@ KIND_CASES: list[tuple[str, str, str, bytes, dict[str, Any]]] = [
      {"metadata": {"creationTimestamp": None},
       "spec": {"nonResourceAttributes": {"path": "/healthz", "verb": "get"}},
       "status": {"allowed": True}}),
+    # authorization/v1 SelfSubjectRulesReview{metadata=1, spec=2 {namespace=1}, status=3
+    # {resourceRules=1 {verbs=1, apiGroups=2, resources=3, resourceNames=4},
+    # nonResourceRules=2 {verbs=1, nonResourceURLs=2}, incomplete=3, evaluationError=4}}
+    ("selfsubjectrulesreview", "authorization.k8s.io/v1", "SelfSubjectRulesReview",
+     ld(1, b"") + ld(2, ld(1, "ns"))
+     + ld(3, ld(1, ld(1, "get") + ld(2, "") + ld(3, "pods") + ld(4, "p"))
+          + ld(2, ld(1, "get") + ld(2, "/healthz")) + vi(3, 1) + ld(4, "oops")),
+     {"metadata": {"creationTimestamp": None}, "spec": {"namespace": "ns"},
+      "status": {"resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                                    "resourceNames": ["p"]}],
+                 "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+                 "incomplete": True, "evaluationError": "oops"}}),
     # authorization/v1 SubjectAccessReviewSpec{resourceAttributes=1, nonResource...=2, user=3,
     # groups=4, extra=5 map<string, ExtraValue{items=1}>, uid=6}
     ("subjectaccessreview-full", "authorization.k8s.io/v1", "SubjectAccessReview",
@@ -419,6 +431,16 @@ ZERO_JSON: dict[str, Any] = {
     "authorization.v1.LabelSelectorAttributes": {},
     "authorization.v1.NonResourceAttributes": {},
     "authorization.v1.SubjectAccessReviewStatus": {"allowed": False},
+    "authorization.v1.SelfSubjectRulesReview": {
+        "metadata": _META_ZERO, "spec": {},
+        "status": {"resourceRules": None, "nonResourceRules": None, "incomplete": False},
+    },
+    "authorization.v1.SelfSubjectRulesReviewSpec": {},
+    "authorization.v1.SubjectRulesReviewStatus": {"resourceRules": None,
+                                                  "nonResourceRules": None,
+                                                  "incomplete": False},
+    "authorization.v1.ResourceRule": {"verbs": None},
+    "authorization.v1.NonResourceRule": {"verbs": None},
     "authorization.v1.ExtraValue": None,
     "authentication.v1.TokenRequest": _TOKEN_REQUEST_ZERO,
     "authentication.v1.TokenRequestSpec": _TOKEN_REQUEST_ZERO["spec"],

@@ -827,3 +827,48 @@ def test_more_bindings_never_take_an_allow_away(
     before, after = RBACAuthorizer(objects), RBACAuthorizer(objects + renamed)
     for attrs in attrs_list:
         assert after.authorize(attrs).allowed >= before.authorize(attrs).allowed
+
+
+# --- RulesFor (SelfSubjectRulesReview) ---
+
+RULES_OBJECTS = [
+    cluster_role("reader", rule("get,list", "", "pods"), rule("get", urls="/healthz")),
+    cluster_role("both", rule("get", "apps", "deployments", urls="/version")),
+    role("ns", "one", rule("get", "", "configmaps", names="settings")),
+    cluster_role_binding("readers", "reader", "Group:readers"),
+    role_binding("ns", "one", "Role", "one", "User:alice"),
+    role_binding("ns", "both", "ClusterRole", "both", "User:alice"),
+    role_binding("ns", "dangling", "Role", "missing", "User:alice"),
+    role_binding("other", "one", "Role", "one", "User:alice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("who", "namespace", "resource_rules", "non_resource_rules", "error"),
+    [
+        (user("bob"), "ns", [], [], None),
+        (user("bob", "readers"), "ns",
+         [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+         [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}], None),
+        # A rule with both resources and URLs counts once in each list; the RoleBindings are
+        # visited by name; a dangling roleRef is an evaluation error, not a failure.
+        (user("alice"), "ns",
+         [{"verbs": ["get"], "apiGroups": ["apps"], "resources": ["deployments"]},
+          {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"],
+           "resourceNames": ["settings"]}],
+         [{"verbs": ["get"], "nonResourceURLs": ["/version"]}],
+         'role.rbac.authorization.k8s.io "missing" not found'),
+        (user("alice"), "elsewhere", [], [], None),
+        # system:masters gets only what RBAC binds to it (here nothing).
+        (user("root", "system:masters"), "ns", [], [], None),
+    ],
+)  # fmt: skip
+def test_rules_for_like_upstream(
+    who: UserInfo, namespace: str, resource_rules: list[Obj], non_resource_rules: list[Obj],
+    error: str | None,
+) -> None:  # fmt: skip
+    status = RBACAuthorizer(RULES_OBJECTS).rules_for(who, namespace).status()
+    assert status["resourceRules"] == resource_rules
+    assert status["nonResourceRules"] == non_resource_rules
+    assert status.get("evaluationError") == error
+    assert status["incomplete"] is False

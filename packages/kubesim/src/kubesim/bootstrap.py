@@ -1,7 +1,8 @@
 """What a fresh cluster holds before anyone writes: namespaces and bootstrap RBAC.
 
 The RBAC objects mirror plugin/pkg/auth/authorizer/rbac/bootstrappolicy upstream
-for the roles clients rely on (cluster-admin, discovery, basic-user, public-info).
+for the roles clients rely on (cluster-admin, discovery, basic-user, public-info,
+service-account-issuer-discovery).
 """
 
 from __future__ import annotations
@@ -97,5 +98,24 @@ def rbac_objects() -> list[Obj]:
             "system:public-info-viewer",
             "system:public-info-viewer",
             ["system:authenticated", "system:unauthenticated"],
+        ),
+        _cluster_role(
+            "system:service-account-issuer-discovery",
+            [
+                {
+                    "nonResourceURLs": [
+                        "/.well-known/openid-configuration",
+                        "/.well-known/openid-configuration/",
+                        "/openid/v1/jwks",
+                        "/openid/v1/jwks/",
+                    ],
+                    "verbs": ["get"],
+                }
+            ],
+        ),
+        _binding(
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            ["system:serviceaccounts"],
         ),
     ]

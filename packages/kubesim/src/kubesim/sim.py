@@ -26,6 +26,7 @@ from kubesim.types import Obj
 from .apiserver.audit import AuditLog
 from .apiserver.auth import TokenAuthenticator, UserInfo, service_account_user
 from .apiserver.authz import StoreAuthorizer
+from .apiserver.crds import CustomResources
 from .apiserver.eviction import EvictionHandler
 from .apiserver.faults import FaultInjector
 from .apiserver.garbage_collector import GarbageCollector
@@ -67,6 +68,7 @@ class KubeSim(Lifecycle):
             server_minor_version=server_minor_version, bookmark_interval=bookmark_interval,
         )  # fmt: skip
         self.server.openapi = OpenApi(self.resources)
+        self.custom_resources = CustomResources(self.store, self.resources, self._rebuild_openapi)
         # Where webhook Services listen: sim.webhook_services.register(ns, name, port, host, port)
         self.webhook_services = ServiceResolver()
         self.admission = ValidatingWebhookDispatcher(self.registry, self.webhook_services)
@@ -75,12 +77,17 @@ class KubeSim(Lifecycle):
         self.eviction.register()
         self.gc = GarbageCollector(self.registry)
         if rbac:
-            self.server.authorizer = StoreAuthorizer(self.store).authorize
+            authorizer = StoreAuthorizer(self.store)
+            self.server.authorizer = authorizer.authorize
+            self.server.rules_resolver = authorizer.rules_for
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
         self._runner: web.AppRunner | None = None
         self._bootstrap()
+
+    def _rebuild_openapi(self) -> None:
+        self.server.openapi = OpenApi(self.resources)
 
     # lifecycle
 

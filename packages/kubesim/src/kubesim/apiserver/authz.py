@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .rbac import AuthorizationDecision, RBACAuthorizer, RequestAttributes
+from .auth import UserInfo
+from .rbac import AuthorizationDecision, RBACAuthorizer, RequestAttributes, RulesReview
 from .store import Change, ObjectStore, StorageKey
 
 RBAC_KEYS: tuple[StorageKey, ...] = tuple(
@@ -22,8 +23,14 @@ class StoreAuthorizer:
         if key in RBAC_KEYS:
             self._stale = True
 
-    def authorize(self, attrs: RequestAttributes) -> AuthorizationDecision:
+    def _current(self) -> RBACAuthorizer:
         if self._stale:
             self._rbac.update(obj for key in RBAC_KEYS for obj in self._store.iter_all(key))
             self._stale = False
-        return self._rbac.authorize(attrs)
+        return self._rbac
+
+    def authorize(self, attrs: RequestAttributes) -> AuthorizationDecision:
+        return self._current().authorize(attrs)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RulesReview:
+        return self._current().rules_for(user, namespace)

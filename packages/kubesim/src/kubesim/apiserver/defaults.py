@@ -13,6 +13,8 @@ from typing import Any
 
 from kubesim.types import Obj
 
+from .crds import default_crd
+
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
                    "failureThreshold": 3}  # fmt: skip
 
@@ -198,6 +200,9 @@ def validating_webhook_configuration(obj: Obj) -> None:
         hook.setdefault("namespaceSelector", {})
         hook.setdefault("objectSelector", {})
         hook.setdefault("timeoutSeconds", 10)
+        service = (hook.get("clientConfig") or {}).get("service")
+        if isinstance(service, dict):
+            service.setdefault("port", 443)  # SetDefaults_ServiceReference
         for rule in hook.get("rules") or []:
             if isinstance(rule, dict):
                 rule.setdefault("scope", "*")
@@ -237,6 +242,47 @@ def event(obj: Obj) -> None:
             obj[key] = copy.deepcopy(zero)
 
 
+_HPA_SCALE_UP = {
+    "stabilizationWindowSeconds": 0,
+    "selectPolicy": "Max",
+    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                 {"type": "Percent", "value": 100, "periodSeconds": 15}],
+}  # fmt: skip
+_HPA_SCALE_DOWN = {
+    "selectPolicy": "Max",
+    "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+}
+
+
+def _hpa_rules(rules: Any, default: Obj) -> Obj:
+    """copyHPAScalingRules: the default rules, with whatever the client set over them."""
+    out = copy.deepcopy(default)
+    if isinstance(rules, dict):
+        for key in ("selectPolicy", "stabilizationWindowSeconds", "policies", "tolerance"):
+            if rules.get(key) is not None:
+                out[key] = rules[key]
+    return out
+
+
+def horizontal_pod_autoscaler(obj: Obj) -> None:
+    """pkg/apis/autoscaling/v2/defaults.go; a new autoscaler's status is the empty struct
+    (strategy.go PrepareForCreate), whose desiredReplicas is not omitempty."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("minReplicas", 1)
+    if not spec.get("metrics"):
+        target = {"type": "Utilization", "averageUtilization": 80}
+        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        behavior["scaleUp"] = _hpa_rules(behavior.get("scaleUp"), _HPA_SCALE_UP)
+        behavior["scaleDown"] = _hpa_rules(behavior.get("scaleDown"), _HPA_SCALE_DOWN)
+    status = obj.setdefault("status", {})
+    if isinstance(status, dict):
+        status.setdefault("desiredReplicas", 0)
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("", "Event"): event,
     ("policy", "PodDisruptionBudget"): pod_disruption_budget,
@@ -249,6 +295,8 @@ DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "StatefulSet"): statefulset,
     ("apps", "DaemonSet"): daemonset,
     ("batch", "Job"): job,
+    ("autoscaling", "HorizontalPodAutoscaler"): horizontal_pod_autoscaler,
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): default_crd,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (
         validating_webhook_configuration
     ),

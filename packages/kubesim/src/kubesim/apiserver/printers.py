@@ -1,5 +1,6 @@
-"""The Table cells kube-apiserver computes for Pods, Deployments, ReplicaSets and Nodes: a port
-of ``printPod``, ``printDeployment``, ``printReplicaSet`` and ``printNode``
+"""The Table cells kube-apiserver computes for Pods, Deployments, ReplicaSets, Nodes and
+HorizontalPodAutoscalers: a port of ``printPod``, ``printDeployment``, ``printReplicaSet``,
+``printNode`` and ``printHorizontalPodAutoscaler``
 (pkg/printers/internalversion/printers.go, v1.34), always ``Wide`` as the server prints them.
 """
 
@@ -295,5 +296,77 @@ def print_node(node: Obj, now: datetime) -> Row:
         info.get("osImage") or "<unknown>",
         info.get("kernelVersion") or "<unknown>",
         info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+    return Row(cells)
+
+
+# --- horizontal pod autoscalers -----------------------------------------------------------
+
+
+def _target(spec: Obj, status: Obj | None, named: bool) -> str:
+    """One metric of ``formatHPAMetrics`` (Resource, ContainerResource, Pods, Object or
+    External): current/target, ``(avg)`` for an object or external average value.
+    Quantities are printed as the client wrote them (upstream prints their canonical form)."""
+    target = spec.get("target") or {}
+    current = (status or {}).get("current") or {}
+    prefix = f"{spec.get('name', '')}: " if named else ""
+    if named and target.get("averageValue") is None:
+        now = current.get("averageUtilization")
+        utilization = target.get("averageUtilization")
+        shown = "<auto>" if utilization is None else f"{utilization}%"
+        return f"{prefix}{'<unknown>' if now is None else f'{now}%'}/{shown}"
+    if target.get("averageValue") is not None:
+        now = current.get("averageValue")
+        return f"{prefix}{'<unknown>' if now is None else now}/{target['averageValue']}"
+    now = current.get("value")
+    return f"{prefix}{'<unknown>' if now is None else now}/{target.get('value')}"
+
+
+_METRIC_SOURCES = {
+    "Resource": ("resource", True),
+    "ContainerResource": ("containerResource", True),
+    "Pods": ("pods", False),
+    "Object": ("object", False),
+    "External": ("external", False),
+}
+
+
+def format_hpa_metrics(specs: Sequence[Obj], statuses: Sequence[Obj]) -> str:
+    """``formatHPAMetrics``: at most two metrics, then ``+ N more...``."""
+    if not specs:
+        return "<none>"
+    shown: list[str] = []
+    for i, spec in enumerate(specs):
+        source = _METRIC_SOURCES.get(str(spec.get("type")))
+        if source is None:
+            shown.append("<unknown type>")
+            continue
+        key, named = source
+        status = statuses[i].get(key) if i < len(statuses) else None
+        text = _target(spec.get(key) or {}, status, named)
+        if (
+            key in ("object", "external")
+            and (spec.get(key) or {}).get("target", {}).get("averageValue") is not None
+        ):
+            text += " (avg)"
+        shown.append(text)
+    if len(shown) > 2:
+        return f"{', '.join(shown[:2])} + {len(shown) - 2} more..."
+    return ", ".join(shown)
+
+
+def print_horizontal_pod_autoscaler(hpa: Obj, now: datetime) -> Row:
+    spec = hpa.get("spec") or {}
+    status = hpa.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    min_replicas = spec.get("minReplicas")
+    cells = [
+        _name(hpa),
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        format_hpa_metrics(spec.get("metrics") or [], status.get("currentMetrics") or []),
+        "<unset>" if min_replicas is None else str(min_replicas),
+        int(spec.get("maxReplicas") or 0),
+        int(status.get("currentReplicas") or 0),
+        _age(hpa, now),
     ]
     return Row(cells)

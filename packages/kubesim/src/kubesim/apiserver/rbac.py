@@ -19,7 +19,7 @@ order of errors in a denial reason.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.apiserver.auth import UserInfo
@@ -207,6 +207,8 @@ class _Binding:
     subjects: tuple[_Subject, ...]
     rules: tuple[CompiledRule, ...]
     error: str
+    # The role's PolicyRules as written, for SelfSubjectRulesReview.
+    policy_rules: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
     def first_applicable_subject(self, user: UserInfo) -> _Subject | None:
         for subject in self.subjects:
@@ -267,6 +269,7 @@ def _compile_binding(
     obj: Mapping[str, Any],
     roles: Mapping[tuple[str, str], tuple[CompiledRule, ...]],
     cluster_roles: Mapping[str, tuple[CompiledRule, ...]],
+    written: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]],
 ) -> _Binding:
     """Resolve a binding's roleRef now, as GetRoleReferenceRules would per request."""
     is_cluster = obj.get("kind") == "ClusterRoleBinding"
@@ -302,7 +305,41 @@ def _compile_binding(
         subjects=subjects,
         rules=found or (),
         error=error,
-    )
+        policy_rules=written.get((role_kind, namespace if role_kind == "Role" else "", role_name),
+                                 ()) if not error else (),
+    )  # fmt: skip
+
+
+@dataclass
+class RulesReview:
+    """A SubjectRulesReviewStatus in the making (pkg/registry/authorization/
+    selfsubjectrulesreview): resource and non-resource rules, and evaluation errors."""
+
+    resource_rules: list[dict[str, Any]]
+    non_resource_rules: list[dict[str, Any]]
+    errors: list[str]
+
+    def add(self, rule: Mapping[str, Any]) -> None:
+        """One PolicyRule split as RBACAuthorizer.RulesFor splits it."""
+        verbs = list(rule.get("verbs") or [])
+        if rule.get("resources"):
+            entry: dict[str, Any] = {"verbs": verbs}
+            for key in ("apiGroups", "resources", "resourceNames"):
+                if rule.get(key):
+                    entry[key] = list(rule[key])
+            self.resource_rules.append(entry)
+        if rule.get("nonResourceURLs"):
+            self.non_resource_rules.append(
+                {"verbs": verbs, "nonResourceURLs": list(rule["nonResourceURLs"])}
+            )
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"resourceRules": self.resource_rules,
+                               "nonResourceRules": self.non_resource_rules,
+                               "incomplete": False}  # fmt: skip
+        if self.errors:
+            out["evaluationError"] = go_aggregate(self.errors)
+        return out
 
 
 class RBACAuthorizer:
@@ -329,6 +366,7 @@ class RBACAuthorizer:
         roles: dict[tuple[str, str], tuple[CompiledRule, ...]] = {}
         cluster_roles: dict[str, tuple[CompiledRule, ...]] = {}
         bindings: list[Mapping[str, Any]] = []
+        written: dict[tuple[str, str, str], tuple[Mapping[str, Any], ...]] = {}
         for obj in objects:
             kind = obj.get("kind")
             if kind in ("RoleBinding", "ClusterRoleBinding"):
@@ -336,6 +374,9 @@ class RBACAuthorizer:
                 continue
             namespace, name = _metadata(obj)
             rules = tuple(CompiledRule.from_rule(rule) for rule in obj.get("rules") or ())
+            written[(str(kind), namespace if kind == "Role" else "", name)] = tuple(
+                obj.get("rules") or ()
+            )
             if kind == "Role":
                 roles[(namespace, name)] = rules
             elif kind == "ClusterRole":
@@ -350,7 +391,7 @@ class RBACAuthorizer:
             bindings, key=lambda b: (b.get("kind") != "ClusterRoleBinding", *_metadata(b))
         )
         for order, obj in enumerate(ordered):
-            binding = _compile_binding(order, obj, roles, cluster_roles)
+            binding = _compile_binding(order, obj, roles, cluster_roles, written)
             if binding.kind == "ClusterRoleBinding":
                 cluster.add(binding)
             else:
@@ -379,6 +420,25 @@ class RBACAuthorizer:
                         True, f"RBAC: allowed by {binding.describe(subject)}"
                     )
         return AuthorizationDecision(False, f"RBAC: {go_aggregate(errors)}" if errors else "")
+
+    def rules_for(self, user: UserInfo, namespace: str) -> RulesReview:
+        """What ``user`` may do in ``namespace``: RBAC's ``RulesFor``, each rule as its role
+        wrote it, ClusterRoleBindings first. The privileged group's authorizer is no rule
+        resolver upstream (pkg/kubeapiserver/authorizer/reload.go): ``system:masters`` is
+        answered with what RBAC binds to it."""
+        review = RulesReview([], [], [])
+        indexes = [self._cluster]
+        if namespace:
+            indexes.append(self._namespaced.get(namespace, _NO_BINDINGS))
+        for index in indexes:
+            for binding in index.candidates(user):
+                if binding.first_applicable_subject(user) is None:
+                    continue
+                if binding.error:
+                    review.errors.append(binding.error)
+                for rule in binding.policy_rules:
+                    review.add(rule)
+        return review
 
 
 # --- 403 Forbidden (responsewriters.Forbidden, apierrors.NewForbidden) ---

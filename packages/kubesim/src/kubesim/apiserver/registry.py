@@ -47,6 +47,8 @@ def _copy(obj: Obj) -> Obj:
 RETURN_DELETED_OBJECT_KINDS = frozenset({
     "Pod", "ServiceAccount", "Namespace", "Service", "PersistentVolume", "PersistentVolumeClaim",
     "ResourceQuota", "PodTemplate", "StorageClass", "CSIDriver", "CSINode", "VolumeAttachment",
+    # apiextensions' own Delete answers with the CRD it marked for deletion.
+    "CustomResourceDefinition",
 })  # fmt: skip
 
 
@@ -202,6 +204,8 @@ class Registry:
                 meta.pop(key, None)
         if rt.has_status_subresource and "status" in current:
             new["status"] = _copy(current["status"])
+        elif rt.has_status_subresource and rt.printer_columns is not None:
+            new.pop("status", None)  # a custom resource's status is the subresource's alone
         defaults.apply_defaults(rt.group, rt.kind, new)
         validation.validate(rt, new)
         validation.check_immutable(rt, current, new)

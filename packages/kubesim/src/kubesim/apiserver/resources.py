@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
@@ -39,6 +40,8 @@ class ResourceType:
     # Which stored resource this one shares storage with (events.k8s.io/v1 events).
     storage_of: tuple[str, str] | None = None
     has_generation: bool = False
+    # A custom resource's additionalPrinterColumns (None for the built-in types).
+    printer_columns: tuple[dict[str, Any], ...] | None = field(default=None, compare=False)
     has_status_subresource: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +115,10 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("DaemonSet"),), categories=("all",),
                  has_generation=True),
     ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
+    # autoscaling/v2 (kube-apiserver also serves autoscaling/v1; kubesim converts no versions)
+    ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                 True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
+                 categories=("all",)),
     # batch/v1
     ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
                  categories=("all",), has_generation=True),
@@ -130,6 +137,11 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("ValidatingAdmissionPolicy"),), has_generation=True),
     ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
                  "validatingadmissionpolicybindings", False, has_generation=True),
+    # What each CRD defines is added at run time (crds.py).
+    ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition",
+                 "customresourcedefinitions", False, ("crd", "crds"),
+                 subresources=(_status("CustomResourceDefinition"),),
+                 categories=("api-extensions",), has_generation=True),
     ResourceType("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
     ResourceType("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True,
                  ("netpol",), has_generation=True),
@@ -140,6 +152,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
                  "selfsubjectaccessreviews", False, verbs=CREATE_ONLY, virtual=True),
+    ResourceType("authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+                 "selfsubjectrulesreviews", False, verbs=CREATE_ONLY, virtual=True),
     ResourceType("authorization.k8s.io", "v1", "SubjectAccessReview",
                  "subjectaccessreviews", False, verbs=CREATE_ONLY, virtual=True),
     ResourceType("authentication.k8s.io", "v1", "SelfSubjectReview",
@@ -151,9 +165,20 @@ class ResourceRegistry:
     """Looks resource types up by (group, version, plural) and by kind."""
 
     def __init__(self, types: Iterable[ResourceType] = RESOURCE_TYPES) -> None:
-        self.types = tuple(types)
+        self._builtin = tuple(types)
+        self._index(self._builtin)
+
+    def _index(self, types: tuple[ResourceType, ...]) -> None:
+        self.types = types
         self._by_path = {(t.group, t.version, t.plural): t for t in self.types}
         self._by_kind = {(t.group, t.kind): t for t in self.types if t.storage_of is None}
+
+    def set_custom(self, types: Iterable[ResourceType]) -> None:
+        """Serve these (what the CustomResourceDefinitions define) besides the built-in
+        types, in place of the previous custom ones; a built-in type is never replaced."""
+        taken = {(t.group, t.plural) for t in self._builtin}
+        custom = tuple(t for t in types if (t.group, t.plural) not in taken)
+        self._index(self._builtin + custom)
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))

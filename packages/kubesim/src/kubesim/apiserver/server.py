@@ -17,15 +17,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from kubesim.apiserver.event_versions import to_core_event, to_events_v1
 from kubesim.apiserver.openapi.v3 import RawResponse
+from kubesim.apiserver.patching.apply import APPLY_PATCH_CONTENT_TYPE
 from kubesim.apiserver.protobuf.decode import decode_body
 from kubesim.types import Obj
 
 from .. import jsoncodec
-from . import discovery, tables, validation
+from . import discovery, managed_fields, tables, validation
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import (
@@ -37,8 +39,16 @@ from .errors import (
     unauthorized,
 )
 from .faults import FaultInjector
+from .managed_fields import Manager
+from .meta import rfc3339
 from .query import match_everything
-from .rbac import AuthorizationDecision, RequestAttributes, forbidden_message, non_resource_request
+from .rbac import (
+    AuthorizationDecision,
+    RequestAttributes,
+    RulesReview,
+    forbidden_message,
+    non_resource_request,
+)
 from .registry import Registry
 from .requestinfo import RequestInfo, named_by_field_selector, parse_request
 from .resources import ResourceRegistry, ResourceType
@@ -174,6 +184,7 @@ class ApiServer:
         self.minor_version = server_minor_version
         self.bookmark_interval = bookmark_interval
         self.authorizer: Authorizer | None = None
+        self.rules_resolver: Callable[[UserInfo, str], RulesReview] | None = None
         self.admitters: list[Admitter] = []
         self.subresource_handlers: dict[tuple[str, str, str], SubresourceHandler] = {}
         self.address = "127.0.0.1:0"
@@ -582,10 +593,28 @@ class ApiServer:
         body = self._in(ctx.rt, body)
         return await self._write_create(ctx, self._stored_type(ctx.rt), body)
 
+    def _manager(self, ctx: RequestContext, operation: str = "Update") -> Manager:
+        """The request's field manager: fieldManager, else the User-Agent's product."""
+        name = (
+            ctx.request.query.get("fieldManager")
+            or (ctx.request.headers.get("User-Agent", "").split("/", 1)[0][:128])
+        )
+        subresource = "status" if ctx.info.subresource == "status" else ""
+        return Manager(name, operation, ctx.rt.api_version, subresource)
+
+    def _now(self) -> str:
+        return rfc3339(self.registry.clock())
+
     async def _write_create(
-        self, ctx: RequestContext, stored: ResourceType, body: Any
-    ) -> web.Response:
+        self, ctx: RequestContext, stored: ResourceType, body: Any,
+        applied: managed_fields.Applied | None = None,
+    ) -> web.Response:  # fmt: skip
         obj = self.registry.prepare_create(stored, ctx.namespace, body)
+        if applied is None:
+            managed_fields.track_update(None, obj, self._manager(ctx), self._now())
+        else:
+            obj["metadata"]["managedFields"] = managed_fields.entries(applied.owned,
+                                                                      applied.times)  # fmt: skip
         await self.admit(
             AdmissionAttributes(stored, "", "CREATE", ctx.namespace, obj["metadata"]["name"], obj,
                                 None, _options(ctx, "CreateOptions"), ctx.dry_run, ctx.user,
@@ -598,7 +627,9 @@ class ApiServer:
         body = self._in(ctx.rt, await ctx.json_body())
         return await self._write_update(ctx, body)
 
-    async def _write_update(self, ctx: RequestContext, body: Any) -> web.Response:
+    async def _write_update(
+        self, ctx: RequestContext, body: Any, applied: managed_fields.Applied | None = None
+    ) -> web.Response:
         stored = self._stored_type(ctx.rt)
         sub = ctx.info.subresource
         if (not sub and stored.kind in CREATE_ON_UPDATE_KINDS
@@ -613,6 +644,11 @@ class ApiServer:
             new = dict(current)
             new["spec"] = dict(current.get("spec") or {})
             new["spec"]["finalizers"] = (body.get("spec") or {}).get("finalizers") or []
+        if applied is None:
+            managed_fields.track_update(current, new, self._manager(ctx), self._now())
+        else:
+            new["metadata"]["managedFields"] = managed_fields.entries(applied.owned,
+                                                                      applied.times)  # fmt: skip
         await self.admit(
             AdmissionAttributes(stored, sub, "UPDATE", ctx.namespace, ctx.info.name, new, current,
                                 _options(ctx, "UpdateOptions"), ctx.dry_run, ctx.user,
@@ -641,6 +677,10 @@ class ApiServer:
 
         raw = await ctx.request.read()
         content_type = ctx.request.headers.get("Content-Type", "")
+        if content_type.split(";", 1)[0].strip() == APPLY_PATCH_CONTENT_TYPE and (
+            not ctx.info.subresource
+        ):
+            return await self._apply(ctx, raw)
         stored = self._stored_type(ctx.rt)
         # Retry on a conflicting concurrent write, as the real server does for patches that
         # do not themselves carry a resourceVersion.
@@ -656,6 +696,43 @@ class ApiServer:
                     != current["metadata"]["resourceVersion"]
                 )
                 if err.reason != "Conflict" or pinned or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _apply(self, ctx: RequestContext, raw: bytes) -> web.Response:
+        """Server-side apply (managed_fields.py): create, or merge by field ownership."""
+        name = ctx.request.query.get("fieldManager", "")
+        if not name:
+            cause = ("fieldManager", "Required value: is required for apply patch")
+            raise invalid("meta.k8s.io", "PatchOptions", "", [cause])
+        try:
+            body = yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise bad_request(f"error decoding YAML: {error}") from None
+        if not isinstance(body, dict):
+            kind = {str: "string", list: "array", bool: "bool"}.get(type(body), "number")
+            raise bad_request("error decoding YAML: error unmarshaling JSON: while decoding JSON: "
+                              f"json: cannot unmarshal {kind} into Go value of type "
+                              "map[string]interface {}")  # fmt: skip
+        manager = Manager(name, "Apply", ctx.rt.api_version)
+        force = ctx.request.query.get("force") == "true"
+        stored = self._stored_type(ctx.rt)
+        for attempt in range(5):
+            current = self.registry.find(stored, ctx.namespace, ctx.info.name)
+            if current is None:
+                meta = body.setdefault("metadata", {})
+                meta.setdefault("name", ctx.info.name)
+                now = self._now()
+                created = managed_fields.Applied(
+                    body, {manager: set(managed_fields.fields(body))}, {manager: now}
+                )
+                return await self._write_create(ctx, stored, body, created)
+            result = managed_fields.apply(current, body, manager, force, self._now())
+            try:
+                return await self._write_update(ctx, result.obj, result)
+            except ApiError as err:
+                field_conflict = "causes" in (err.details or {})
+                if err.reason != "Conflict" or field_conflict or attempt == 4:
                     raise
         raise AssertionError("unreachable")
 
@@ -784,6 +861,8 @@ class ApiServer:
                 201,
             )  # fmt: skip
         spec = body.get("spec") or {}
+        if kind == "SelfSubjectRulesReview":
+            return self._rules_review(ctx, spec)
         if kind == "SelfSubjectAccessReview":
             subject = ctx.user
         else:
@@ -791,10 +870,32 @@ class ApiServer:
         allowed, reason = self._review(subject, spec)
         out = dict(body)
         out.setdefault("metadata", {})
+        # Decoded into the typed review and encoded again: empty attributes are omitted.
+        out["spec"] = {
+            key: ({k: v for k, v in value.items() if v not in ("", None)}
+                  if key.endswith("Attributes") and isinstance(value, dict) else value)
+            for key, value in spec.items()
+        }  # fmt: skip
         out["status"] = {"allowed": allowed}
         if reason:
             out["status"]["reason"] = reason
         return json_response(out, 201)
+
+    def _rules_review(self, ctx: RequestContext, spec: Obj) -> web.Response:
+        """pkg/registry/authorization/selfsubjectrulesreview: the status only, no spec."""
+        namespace = str(spec.get("namespace") or "")
+        if not namespace:
+            raise bad_request("no namespace on request")
+        if self.rules_resolver is None:  # no RBAC: AlwaysAllow's RulesFor
+            review = RulesReview([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                                 [{"verbs": ["*"], "nonResourceURLs": ["*"]}], [])  # fmt: skip
+        else:
+            review = self.rules_resolver(ctx.user, namespace)
+        return json_response(
+            {"kind": ctx.rt.kind, "apiVersion": ctx.rt.api_version, "metadata": {}, "spec": {},
+             "status": review.status()},
+            201,
+        )  # fmt: skip
 
     def _review(self, subject: UserInfo, spec: Obj) -> tuple[bool, str]:
         if self.authorizer is None:

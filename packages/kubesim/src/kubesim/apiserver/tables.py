@@ -1,8 +1,9 @@
 """Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for with `as=Table`.
 
-Pods, Deployments, ReplicaSets and Nodes get the columns and cells of
+Pods, Deployments, ReplicaSets, Nodes and HorizontalPodAutoscalers get the columns and cells of
 pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`); every
-other resource the generic Name and Created At of the default table convertor.
+other built-in resource the generic Name and Created At of the default table convertor;
+custom resources their CRD's columns (:mod:`.custom_tables`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from aiohttp import web
 
 from kubesim.types import Obj
 
-from . import printer_columns, printers
+from . import custom_tables, printer_columns, printers
 from .resources import ResourceType
 
 Printer = Callable[[Obj, datetime], printers.Row]
@@ -24,6 +25,10 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
     ("", "Node"): (printer_columns.NODE, printers.print_node),
     ("apps", "Deployment"): (printer_columns.DEPLOYMENT, printers.print_deployment),
     ("apps", "ReplicaSet"): (printer_columns.REPLICA_SET, printers.print_replica_set),
+    ("autoscaling", "HorizontalPodAutoscaler"): (
+        printer_columns.HORIZONTAL_POD_AUTOSCALER,
+        printers.print_horizontal_pod_autoscaler,
+    ),
 }
 GENERIC = (printer_columns.GENERIC, printers.print_generic)
 
@@ -52,6 +57,9 @@ def to_table(
     include_columns: bool = True,
 ) -> Obj:
     columns, printer = PRINTERS.get((rt.group, rt.kind), GENERIC)
+    custom = rt.printer_columns
+    if custom is not None:
+        printer = lambda obj, now: printers.Row(custom_tables.cells(custom, obj))  # noqa: E731
     include = request.query.get("includeObject", "Metadata")
     now = datetime.now(UTC)
     rows = []
@@ -75,6 +83,8 @@ def to_table(
         "columnDefinitions": [],
         "rows": rows,
     }
-    if include_columns:
+    if include_columns and custom is not None:
+        table["columnDefinitions"] = custom_tables.definitions(custom)
+    elif include_columns:
         table["columnDefinitions"] = [column.to_json() for column in columns]
     return table

@@ -11,7 +11,10 @@ from typing import Any
 
 from kubesim.types import Obj
 
+from .crds import GROUP as CRD_GROUP
+from .crds import crd_causes
 from .errors import ApiError, invalid
+from .hpa_validation import horizontal_pod_autoscaler_causes
 from .meta import is_dns1123_subdomain
 from .resources import ResourceType
 
@@ -131,6 +134,10 @@ def validate(rt: ResourceType, obj: Obj) -> None:
         causes += _event_causes(obj)
     elif rt.kind == "Lease":
         causes += _lease_causes(obj)
+    elif rt.kind == "CustomResourceDefinition" and rt.group == CRD_GROUP:
+        causes += crd_causes(obj)
+    elif rt.kind == "HorizontalPodAutoscaler":
+        causes += horizontal_pod_autoscaler_causes(obj)
     elif rt.kind == "PodDisruptionBudget":
         spec = obj.get("spec") or {}
         if "minAvailable" in spec and "maxUnavailable" in spec:

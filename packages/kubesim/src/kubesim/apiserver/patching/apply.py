@@ -76,7 +76,9 @@ APPLY_PATCH_CONTENT_TYPE = "application/apply-patch+yaml"
 def accepted_patch_content_types(*, strategic_merge: bool = True) -> tuple[str, ...]:
     """Media types a PATCH may use, in upstream's order; strategic merge only for built-ins."""
     kinds = (PatchKind.JSON, PatchKind.MERGE, PatchKind.STRATEGIC)
-    return tuple(str(k) for k in kinds if strategic_merge or k is not PatchKind.STRATEGIC)
+    patches = tuple(str(k) for k in kinds if strategic_merge or k is not PatchKind.STRATEGIC)
+    # Server-side apply is served by the API server itself (managed_fields.py).
+    return (*patches, APPLY_PATCH_CONTENT_TYPE)
 
 
 def content_type_to_patch_kind(content_type: str, *, strategic_merge: bool = True) -> PatchKind:
@@ -92,7 +94,7 @@ def content_type_to_patch_kind(content_type: str, *, strategic_merge: bool = Tru
     if separator > 0:
         media_type = media_type[:separator]
     accepted = accepted_patch_content_types(strategic_merge=strategic_merge)
-    if media_type not in accepted:
+    if media_type not in accepted or media_type == APPLY_PATCH_CONTENT_TYPE:
         raise PatchUnsupportedMediaType(accepted)
     return PatchKind(media_type)
 

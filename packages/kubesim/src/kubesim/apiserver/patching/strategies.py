@@ -117,6 +117,8 @@ PATCH_STRATEGIES: Final[Mapping[str, Mapping[str, FieldTag]]] = {
         "status.conditions": _CONDITIONS_BY_TYPE,
     },
     "Lease": _METADATA_ONLY,
+    "CustomResourceDefinition": _METADATA_ONLY,
+    "HorizontalPodAutoscaler": {**_METADATA_ONLY, "status.conditions": _CONDITIONS_BY_TYPE},
     "ValidatingWebhookConfiguration": {
         **_METADATA_ONLY,
         "webhooks": ("merge", "name"),

@@ -355,6 +355,28 @@ MESSAGES: Mapping[str, Message] = {
         string(2, "reason"),
         string(3, "evaluationError"),
     )),
+    "authorization.v1.SelfSubjectRulesReview": Message((
+        message(1, "metadata", OBJECT_META),
+        message(2, "spec", "authorization.v1.SelfSubjectRulesReviewSpec"),
+        message(3, "status", "authorization.v1.SubjectRulesReviewStatus"),
+    )),
+    "authorization.v1.SelfSubjectRulesReviewSpec": Message((string(1, "namespace"),)),
+    "authorization.v1.SubjectRulesReviewStatus": Message((
+        messages(1, "resourceRules", "authorization.v1.ResourceRule", "always"),
+        messages(2, "nonResourceRules", "authorization.v1.NonResourceRule", "always"),
+        boolean(3, "incomplete", "always"),
+        string(4, "evaluationError"),
+    )),
+    "authorization.v1.ResourceRule": Message((
+        strings(1, "verbs", "always"),
+        strings(2, "apiGroups"),
+        strings(3, "resources"),
+        strings(4, "resourceNames"),
+    )),
+    "authorization.v1.NonResourceRule": Message((
+        strings(1, "verbs", "always"),
+        strings(2, "nonResourceURLs"),
+    )),
     # ExtraValue is a Go []string: its JSON form is the list (null when empty).
     "authorization.v1.ExtraValue": Message((strings(1, "items", "always"),), _only("items")),
     # k8s.io/api/authentication/v1/generated.proto
@@ -446,6 +468,8 @@ KINDS: Mapping[tuple[str, str], str] = {
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"):
         "authorization.v1.SelfSubjectAccessReview",
     ("authorization.k8s.io/v1", "SubjectAccessReview"): "authorization.v1.SubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"):
+        "authorization.v1.SelfSubjectRulesReview",
     ("authorization.k8s.io/v1", "LocalSubjectAccessReview"):
         "authorization.v1.SubjectAccessReview",
     ("authentication.k8s.io/v1", "TokenRequest"): "authentication.v1.TokenRequest",

@@ -1,0 +1,342 @@
+"""Field ownership (`metadata.managedFields`) and server-side apply, after
+k8s.io/apiserver's fieldmanager on structured-merge-diff, for the shapes the project's kinds
+have.
+
+A field is a path of steps: `("f", name)` a map field, `("k", '{"name":"app"}')` the item of
+an associative list with that key. Leaves are scalars, atomic lists and empty maps; an
+associative list's item is itself a field (fieldsV1's `"."`). Which lists are associative,
+and by which key, is the `LIST_KEYS` table (upstream reads it from the OpenAPI schema).
+
+Every write records its manager: an apply replaces the applier's set (operation Apply); any
+other write gives its manager (operation Update) the fields it changed and takes them from
+the others. An apply that changes a field another manager owns is a conflict (409) unless
+forced, which moves the field to the applier. Fields the applier owned and no longer
+applies are removed unless another manager owns them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim.types import Obj
+
+from .errors import ApiError
+
+Step = tuple[str, str]
+Path = tuple[Step, ...]
+ITEM = object()  # the value of an associative list's item as a field of its own
+
+# field name of a list -> the keys of its items (the first set all items carry)
+LIST_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "containers": (("name",),), "initContainers": (("name",),),
+    "ephemeralContainers": (("name",),), "env": (("name",),), "volumes": (("name",),),
+    "volumeMounts": (("mountPath",),), "imagePullSecrets": (("name",),),
+    "webhooks": (("name",),), "matchConditions": (("name",),),
+    "ports": (("containerPort", "protocol"), ("port", "protocol")),
+    "ownerReferences": (("uid",),), "conditions": (("type",),),
+}  # fmt: skip
+# key fields an applied configuration may leave out, with the default the server gives them
+KEY_DEFAULTS = {"protocol": "TCP"}
+# metadata fields a manager may own; the rest is the server's
+OWNED_METADATA = ("labels", "annotations", "ownerReferences", "finalizers")
+
+
+def _list_key(field_name: str, items: list[Any]) -> tuple[str, ...] | None:
+    for keys in LIST_KEYS.get(field_name, ()):
+        if items and all(isinstance(i, dict) and keys[0] in i for i in items):
+            return keys
+    return None
+
+
+def _item_step(keys: tuple[str, ...], item: Obj) -> Step:
+    key = {k: item.get(k, KEY_DEFAULTS.get(k)) for k in keys}
+    return ("k", json.dumps(key, separators=(",", ":"), sort_keys=True))
+
+
+# Maps owned whole: metav1.LabelSelector is `+structType=atomic`, a Service's selector
+# `+mapType=atomic`.
+ATOMIC_MAPS = frozenset({"selector", "namespaceSelector", "objectSelector", "labelSelector",
+                         "podSelector"})  # fmt: skip
+
+
+def _atomic_map(field_name: str) -> bool:
+    return field_name in ATOMIC_MAPS
+
+
+def _leaves(value: Any, path: Path, field_name: str) -> Iterator[tuple[Path, Any]]:
+    if isinstance(value, dict) and value and not _atomic_map(field_name):
+        for name, child in value.items():
+            yield from _leaves(child, (*path, ("f", name)), name)
+        return
+    key = _list_key(field_name, value) if isinstance(value, list) else None
+    if key is None:
+        yield path, value
+        return
+    for item in value:
+        item_path = (*path, _item_step(key, item))
+        yield item_path, ITEM
+        for name, child in item.items():
+            yield from _leaves(child, (*item_path, ("f", name)), name)
+
+
+def fields(obj: Obj, subresource: str = "") -> dict[Path, Any]:
+    """Every field a manager can own in `obj`, with its value: the status for the status
+    subresource; otherwise the rest, with only the owned metadata."""
+    if subresource == "status":
+        return dict(_leaves(obj.get("status") or {}, (("f", "status"),), "status"))
+    out: dict[Path, Any] = {}
+    meta = obj.get("metadata") or {}
+    for name in OWNED_METADATA:
+        if name in meta:
+            out.update(_leaves(meta[name], (("f", "metadata"), ("f", name)), name))
+    for name, value in obj.items():
+        if name not in ("apiVersion", "kind", "metadata", "status"):
+            out.update(_leaves(value, (("f", name),), name))
+    return out
+
+
+# --- managedFields entries ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Manager:
+    name: str
+    operation: str  # Apply or Update
+    api_version: str
+    subresource: str = ""
+
+
+def encode(paths: set[Path]) -> Obj:
+    """A set of fields as fieldsV1."""
+    root: Obj = {}
+    for path in sorted(paths):
+        node = root
+        for kind, name in path:
+            node = node.setdefault(f"{kind}:{name}", {})
+        if path and path[-1][0] == "k":
+            node.setdefault(".", {})
+    return root
+
+
+def decode(fields_v1: Obj, prefix: Path = ()) -> set[Path]:
+    out: set[Path] = set()
+    for key, child in fields_v1.items():
+        if key == ".":
+            out.add(prefix)
+            continue
+        kind, _, name = key.partition(":")
+        path = (*prefix, (kind, name))
+        if child:
+            out |= decode(child, path)
+        else:
+            out.add(path)
+    return out
+
+
+Owners = dict[Manager, set[Path]]
+
+
+def owners(obj: Obj | None) -> Owners:
+    out: Owners = {}
+    for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
+        if isinstance(entry, dict) and entry.get("fieldsType") == "FieldsV1":
+            manager = Manager(str(entry.get("manager", "")), str(entry.get("operation", "")),
+                              str(entry.get("apiVersion", "")),
+                              str(entry.get("subresource") or ""))  # fmt: skip
+            out[manager] = decode(entry.get("fieldsV1") or {})
+    return out
+
+
+def entries(owned: Owners, times: Mapping[Manager, str]) -> list[Obj]:
+    """managedFields, sorted as upstream sorts them (operation, time, manager, ...)."""
+    out = []
+    for manager, paths in owned.items():
+        if not paths:
+            continue
+        entry: Obj = {"manager": manager.name, "operation": manager.operation,
+                      "apiVersion": manager.api_version, "time": times[manager],
+                      "fieldsType": "FieldsV1", "fieldsV1": encode(paths)}  # fmt: skip
+        if manager.subresource:
+            entry["subresource"] = manager.subresource
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["operation"], e["time"], e["manager"], e["apiVersion"],
+                                      e.get("subresource", "")))  # fmt: skip
+
+
+def _times(obj: Obj | None) -> dict[Manager, str]:
+    out = {}
+    for entry in ((obj or {}).get("metadata") or {}).get("managedFields") or []:
+        if isinstance(entry, dict):
+            manager = Manager(str(entry.get("manager", "")), str(entry.get("operation", "")),
+                              str(entry.get("apiVersion", "")),
+                              str(entry.get("subresource") or ""))  # fmt: skip
+            out[manager] = str(entry.get("time", ""))
+    return out
+
+
+def track_update(current: Obj | None, new: Obj, manager: Manager, now: str) -> None:
+    """Set `new`'s managedFields after a write that is not an apply."""
+    owned = owners(current)
+    before = fields(current, manager.subresource) if current is not None else {}
+    after = fields(new, manager.subresource)
+    changed = {p for p, v in after.items() if p not in before or before[p] != v}
+    removed = set(before) - set(after)
+    for paths in owned.values():
+        paths -= changed | removed
+    times = _times(current)
+    if changed:
+        owned.setdefault(manager, set()).update(changed)
+        times[manager] = now
+    new["metadata"]["managedFields"] = entries(owned, times)
+
+
+# --- apply --------------------------------------------------------------------------------
+
+
+def _path_string(path: Path) -> str:
+    """fieldpath.Path.String(): `.spec.replicas`, `.spec.containers[name="app"].image`."""
+    out = ""
+    for kind, name in path:
+        if kind == "f":
+            out += f".{name}"
+        else:
+            key = json.loads(name)
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in key.items()) + "]"
+    return out
+
+
+def _manager_text(manager: Manager) -> str:
+    """printManager: the name quoted; an Update manager with its apiVersion and time."""
+    text = json.dumps(manager.name)
+    if manager.subresource:
+        text += f" with subresource {json.dumps(manager.subresource)}"
+    if manager.operation == "Update":  # the manager's identity carries no time
+        return f"{text} using {manager.api_version}"
+    return text
+
+
+def conflict_error(conflicts: list[tuple[Manager, Path]]) -> ApiError:
+    """NewConflictError: 409 Conflict, one cause per conflicting field."""
+    shown = _manager_text
+
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {shown(m)}",
+               "field": _path_string(p)} for m, p in conflicts]  # fmt: skip
+    if len(conflicts) == 1:
+        manager, path = conflicts[0]
+        message = f"Apply failed with 1 conflict: conflict with {shown(manager)}: " + (
+            _path_string(path)
+        )
+    else:
+        by_manager: dict[Manager, list[Path]] = {}
+        for manager, path in conflicts:
+            by_manager.setdefault(manager, []).append(path)
+        lines = []
+        for manager in sorted(by_manager, key=lambda m: m.name):
+            lines.append(f"conflicts with {shown(manager)}:")
+            lines += [f"- {_path_string(p)}" for p in by_manager[manager]]
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return ApiError(409, message, "Conflict", {"causes": causes})
+
+
+def _find_item(items: list[Any], step: Step) -> Obj | None:
+    key = json.loads(step[1])
+    for item in items:
+        if isinstance(item, dict) and all(
+            item.get(k, KEY_DEFAULTS.get(k)) == v for k, v in key.items()
+        ):
+            return item
+    return None
+
+
+def _container(root: Obj, path: Path, create: bool) -> Any:
+    """The dict or list holding the last step of `path` (None when missing)."""
+    node: Any = root
+    for index, step in enumerate(path[:-1]):
+        following = path[index + 1]
+        if step[0] == "f":
+            if not isinstance(node, dict):
+                return None
+            if step[1] not in node or not isinstance(node[step[1]], dict | list):
+                if not create:
+                    return None
+                node[step[1]] = [] if following[0] == "k" else {}
+            node = node[step[1]]
+        else:
+            item = _find_item(node, step) if isinstance(node, list) else None
+            if item is None:
+                if not create or not isinstance(node, list):
+                    return None
+                item = dict(json.loads(step[1]))
+                node.append(item)
+            node = item
+    return node
+
+
+def _set(root: Obj, path: Path, value: Any) -> None:
+    holder = _container(root, path, create=True)
+    last = path[-1]
+    if last[0] == "f" and isinstance(holder, dict):
+        existing = holder.get(last[1])
+        # An empty map or list merges into what is there (others' entries stay).
+        if value in ({}, []) and isinstance(existing, type(value)):
+            return
+        holder[last[1]] = copy.deepcopy(value)
+    elif last[0] == "k" and isinstance(holder, list) and _find_item(holder, last) is None:
+        holder.append(dict(json.loads(last[1])))
+
+
+def _remove(root: Obj, path: Path) -> None:
+    holder = _container(root, path, create=False)
+    last = path[-1]
+    if last[0] == "f" and isinstance(holder, dict):
+        holder.pop(last[1], None)
+    elif last[0] == "k" and isinstance(holder, list):
+        item = _find_item(holder, last)
+        if item is not None:
+            holder.remove(item)
+
+
+@dataclass(frozen=True)
+class Applied:
+    obj: Obj
+    owned: Owners
+    times: dict[Manager, str]
+
+
+def apply(current: Obj, applied: Obj, manager: Manager, force: bool, now: str) -> Applied:
+    """Merge `applied` into `current` for `manager`; ApiError 409 on conflicts."""
+    owned = owners(current)
+    times = _times(current)
+    have = fields(current)
+    want = fields(applied)
+    conflicts = [
+        (other, path)
+        for path, value in want.items()
+        if path in have and have[path] != value
+        for other, paths in owned.items()
+        if other != manager and other.subresource == "" and path in paths
+    ]
+    if conflicts and not force:
+        raise conflict_error(conflicts)
+    for other, path in conflicts:
+        owned[other].discard(path)
+    merged = copy.deepcopy(current)
+    for path, value in want.items():
+        if value is not ITEM:
+            _set(merged, path, value)
+        else:
+            _set(merged, path, None)
+    others = set().union(*(p for m, p in owned.items() if m != manager and not m.subresource))
+    kept = others | set(want)
+    # A field still holding fields someone owns stays; removing an item removes its fields.
+    holding = {path[:i] for path in kept for i in range(1, len(path))}
+    dropped = owned.get(manager, set()) - kept - holding
+    for path in sorted(dropped, key=len):
+        _remove(merged, path)
+    owned[manager] = set(want)
+    times[manager] = now
+    return Applied(merged, owned, times)

@@ -1,0 +1,149 @@
+"""Field ownership and server-side apply (managed_fields.py): which fields a write gives its
+manager, what an apply merges, removes and refuses. The same behaviour is compared with
+kube-apiserver in tests/e2e/differential (interactions_api.py, test_kubectl_api.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.managed_fields import (
+    Manager,
+    apply,
+    decode,
+    encode,
+    fields,
+    owners,
+    track_update,
+)
+
+Obj = dict[str, Any]
+NOW = "2026-01-01T00:00:00Z"
+ALICE = Manager("alice", "Apply", "v1")
+BOB = Manager("bob", "Apply", "v1")
+CAROL = Manager("carol", "Update", "v1")
+
+
+def cm(**data: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "labels": {"tier": "a"}}, "data": data}  # fmt: skip
+
+
+def applied_by(manager: Manager, current: Obj, config: Obj, force: bool = False) -> Obj:
+    result = apply(current, config, manager, force, NOW)
+    obj = result.obj
+    obj["metadata"]["managedFields"] = [
+        {"manager": m.name, "operation": m.operation, "apiVersion": m.api_version,
+         "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": encode(p)}
+        for m, p in result.owned.items() if p
+    ]  # fmt: skip
+    return obj
+
+
+def owned_names(obj: Obj) -> dict[str, list[str]]:
+    return {m.name: sorted("/".join(n for _, n in p) for p in paths)
+            for m, paths in owners(obj).items()}  # fmt: skip
+
+
+def test_fields_of_a_pod_template_key_lists_and_leave_out_server_metadata() -> None:
+    deployment = {"metadata": {"name": "d", "uid": "u", "labels": {"a": "1"}},
+                  "spec": {"template": {"spec": {"containers": [
+                      {"name": "web", "image": "i", "ports": [{"containerPort": 80}]}]}}},
+                  "status": {"replicas": 1}}  # fmt: skip
+    found = {"/".join(f"{k}:{n}" for k, n in path) for path in fields(deployment)}
+    item = 'f:spec/f:template/f:spec/f:containers/k:{"name":"web"}'
+    assert found == {
+        "f:metadata/f:labels/f:a", item, f"{item}/f:name", f"{item}/f:image",
+        f'{item}/f:ports/k:{{"containerPort":80,"protocol":"TCP"}}',
+        f'{item}/f:ports/k:{{"containerPort":80,"protocol":"TCP"}}/f:containerPort',
+    }  # fmt: skip
+
+
+def test_fields_v1_round_trips() -> None:
+    paths = set(fields({"spec": {"containers": [{"name": "a", "image": "x"}]},
+                        "data": {"k": "v"}}))  # fmt: skip
+    assert decode(encode(paths)) == paths
+    assert encode({(("f", "data"), ("f", "k"))}) == {"f:data": {"f:k": {}}}
+
+
+def test_a_conflicting_apply_is_refused_unless_forced() -> None:
+    first = applied_by(ALICE, {"metadata": {"name": "cm"}}, cm(a="1"))
+    with pytest.raises(ApiError) as refused:
+        apply(first, cm(a="2"), BOB, False, NOW)
+    assert refused.value.code == 409
+    assert refused.value.message == 'Apply failed with 1 conflict: conflict with "alice": .data.a'
+    assert refused.value.details == {"causes": [
+        {"reason": "FieldManagerConflict", "message": 'conflict with "alice"', "field": ".data.a"}
+    ]}  # fmt: skip
+    forced = applied_by(BOB, first, cm(a="2"), force=True)
+    assert forced["data"] == {"a": "2"}
+    assert owned_names(forced) == {"alice": ["metadata/labels/tier"],
+                                   "bob": ["data/a", "metadata/labels/tier"]}  # fmt: skip
+
+
+def test_an_update_manager_is_named_with_its_api_version() -> None:
+    first = applied_by(ALICE, {"metadata": {"name": "cm"}}, cm(a="1"))
+    changed = {**first, "data": {"a": "2"}}
+    track_update(first, changed, CAROL, NOW)
+    with pytest.raises(ApiError) as refused:
+        apply(changed, cm(a="3"), ALICE, False, NOW)
+    assert refused.value.message == (
+        'Apply failed with 1 conflict: conflict with "carol" using v1: .data.a'
+    )
+
+
+def test_several_conflicts_are_listed_by_manager() -> None:
+    first = applied_by(ALICE, {"metadata": {"name": "cm"}}, cm(a="1", b="1"))
+    with pytest.raises(ApiError) as refused:
+        apply(first, cm(a="2", b="2"), BOB, False, NOW)
+    assert refused.value.message == (
+        'Apply failed with 2 conflicts: conflicts with "alice":\n- .data.a\n- .data.b'
+    )
+
+
+def test_same_values_are_shared_and_a_field_given_up_goes_only_when_nobody_owns_it() -> None:
+    first = applied_by(ALICE, {"metadata": {"name": "cm"}}, cm(a="1", b="2"))
+    shared = applied_by(BOB, first, cm(a="1"))
+    alice_gives_up = applied_by(ALICE, shared, cm())
+    assert alice_gives_up["data"] == {"a": "1"}  # bob still owns a; nobody owns b
+    assert owned_names(alice_gives_up)["bob"] == ["data/a", "metadata/labels/tier"]
+
+
+def test_list_items_merge_by_key_and_go_when_given_up() -> None:
+    def svc(*ports: int) -> Obj:
+        return {"spec": {"ports": [{"port": p, "name": f"p{p}"} for p in ports]}}
+
+    base = {"metadata": {"name": "s"}, "spec": {"ports": []}}
+    first = applied_by(ALICE, base, svc(80))
+    both = applied_by(BOB, first, svc(443))
+    assert [p["port"] for p in both["spec"]["ports"]] == [80, 443]
+    left = applied_by(ALICE, both, svc())
+    assert [p["port"] for p in left["spec"]["ports"]] == [443]
+
+
+def test_update_gives_changed_fields_to_its_manager_and_drops_removed_ones() -> None:
+    old = cm(a="1", b="2")
+    track_update(None, old, CAROL, NOW)
+    assert owned_names(old) == {"carol": ["data/a", "data/b", "metadata/labels/tier"]}
+    dave = Manager("dave", "Update", "v1")
+    new = {**old, "data": {"a": "9"}}
+    track_update(old, new, dave, NOW)
+    assert owned_names(new) == {"carol": ["metadata/labels/tier"], "dave": ["data/a"]}
+
+
+@pytest.mark.parametrize(
+    ("obj", "paths"),
+    [
+        ({"spec": {"selector": {"matchLabels": {"a": "1"}}}}, {"f:spec/f:selector"}),
+        ({"spec": {"selector": {"app": "web"}}}, {"f:spec/f:selector"}),
+        ({"webhooks": [{"name": "w", "namespaceSelector": {"matchLabels": {"a": "1"}}}]},
+         {'f:webhooks/k:{"name":"w"}', 'f:webhooks/k:{"name":"w"}/f:name',
+          'f:webhooks/k:{"name":"w"}/f:namespaceSelector'}),
+        ({"spec": {"nodeSelector": {"zone": "a"}}}, {"f:spec/f:nodeSelector/f:zone"}),
+        ({"spec": {"args": ["a", "b"]}}, {"f:spec/f:args"}),
+    ],
+)  # fmt: skip
+def test_atomic_maps_and_lists_are_one_field(obj: Obj, paths: set[str]) -> None:
+    assert {"/".join(f"{k}:{n}" for k, n in p) for p in fields(obj)} == paths
