@@ -45,8 +45,13 @@ def webhook_configuration(hooks: int = 2) -> dict[str, Any]:
         "webhooks": [
             {
                 "name": f"hook-{index}.graceful-drain.stonal.com",
-                "clientConfig": {
-                    "service": {"namespace": HOOK_NS, "name": HOOK_SVC, "path": "/validate"}
+                "clientConfig": {  # port as the API server defaults it
+                    "service": {
+                        "namespace": HOOK_NS,
+                        "name": HOOK_SVC,
+                        "path": "/validate",
+                        "port": 443,
+                    }
                 },
                 "rules": EVICTION_RULES,
                 "failurePolicy": "Fail",

@@ -79,6 +79,10 @@ async def observe(endpoint: Endpoint, name: str, namespace: str) -> list[Observa
         await interaction(api)
         return api.observations
     finally:
+        # Nothing an interaction made outlives it: later suites drain the same nodes, and a
+        # Deployment left Ready on one would be in their drains.
+        with contextlib.suppress(ApiStatusError):
+            await client.delete(f"/api/v1/namespaces/{namespace}")
         await client.close()
 
 

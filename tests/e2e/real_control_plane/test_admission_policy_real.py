@@ -27,6 +27,7 @@ RESTARTED_AT = "/metadata/annotations/graceful-drain.stonal.com~1restarted-at"
 COMPLETED_AT = "/metadata/annotations/graceful-drain.stonal.com~1completed-at"
 TEMPLATE_ANNOTATIONS = "/spec/template/metadata/annotations"
 STAMP = "2026-12-01T12:00:00.000001Z"
+PROBE = "/metadata/annotations/graceful-drain-e2e~1enforcement-probe"
 
 ADMITTED: dict[str, Ops] = {
     "stamp restarted-at": [{"op": "add", "path": RESTARTED_AT, "value": STAMP}],
@@ -60,8 +61,7 @@ async def outcome(client: KubeClient, path: str, ops: Ops) -> tuple[int, str]:
 
 
 def denied_by_the_policy(answer: tuple[int, str]) -> bool:
-    """The policy's own denial: a 403 while kube-apiserver still loads the policy (a binding
-    whose policy it has not compiled yet fails closed) is not yet enforcement."""
+    """The policy's own denial, not any 403."""
     code, message = answer
     return code == 403 and "denied request: graceful-drain may change no" in message
 
@@ -69,11 +69,14 @@ def denied_by_the_policy(answer: tuple[int, str]) -> bool:
 async def until_enforced(controller: KubeClient, path: str) -> None:
     """Until kube-apiserver's admission enforces the policy: it loads policies through an
     informer of its own, some time after they are stored, and says so nowhere in the API; a
-    write the policy refuses is the only sign. Each probe asks for another replica count (a
-    write that changes nothing is admitted by any policy)."""
+    write the policy refuses is the only sign. Each probe sets another value of an annotation
+    of its own (a write that changes nothing is admitted by any policy), so that probes
+    admitted before enforcement leave nothing the refused writes below would repeat: probing
+    with replica counts once left replicas at 3, and the refused "replicas: 3" then changed
+    nothing and was admitted."""
     async with asyncio.timeout(BOUND):
-        for replicas in itertools.count(2):
-            probe = [{"op": "replace", "path": "/spec/replicas", "value": replicas}]
+        for attempt in itertools.count():
+            probe = [{"op": "add", "path": PROBE, "value": str(attempt)}]
             if denied_by_the_policy(await outcome(controller, path, probe)):
                 return
             await asyncio.sleep(0.2)
