@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -63,6 +64,10 @@ class RunResult:
     zero_ready: tuple[float, ...]  # per Deployment, seconds with no Ready pod from drain start
     surge_ready: tuple[float | None, ...]  # per Deployment, from drain start to 2 Ready pods
     rejections: int  # 429s the client was answered
+    # CPU seconds this process (kubesim's API server, controllers, scheduler, kubelets, the
+    # drain client and the recorder) spent from the drain's start until every Deployment was
+    # Ready again; None where not measured (the real control plane's rows)
+    cpu_seconds: float | None = None
 
     @property
     def zero_ready_max(self) -> float:
@@ -157,6 +162,7 @@ async def measure_drain(drain: DrainClient, recorder: AvailabilityRecorder, node
                         names: Sequence[str]) -> RunResult:  # fmt: skip
     """One drain of `node` by `drain`, cut at its bound, then watched until every Deployment
     in `names` is Ready again: what the recorder saw of it, from the drain's start."""
+    cpu_started = time.process_time()
     started = recorder.mark_drain_started(node, drain.name).at
     result: DrainResult | None = None
     with contextlib.suppress(TimeoutError):
@@ -173,6 +179,7 @@ async def measure_drain(drain: DrainClient, recorder: AvailabilityRecorder, node
             )
             await recorder.wait_until(lambda: all_ready(recorder, namespace, names))
     settled = recorder.mark("settled", node=node).at
+    cpu_seconds = time.process_time() - cpu_started
     timelines = [recorder.timeline(name, namespace) for name in names]
     return RunResult(
         client=drain.name,
@@ -184,6 +191,7 @@ async def measure_drain(drain: DrainClient, recorder: AvailabilityRecorder, node
         zero_ready=tuple(t.zero_ready_seconds(started, settled) for t in timelines),
         surge_ready=tuple(first_reaching(t.samples, 2, started, settled) for t in timelines),
         rejections=0 if result is None else sum(result.rejections.values()),
+        cpu_seconds=cpu_seconds,
     )
 
 
