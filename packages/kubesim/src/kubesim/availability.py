@@ -148,6 +148,7 @@ class AvailabilityLedger:
         self._owner: dict[Key, Key | None] = {}  # pod -> the Deployment it counts for
         self._members: dict[Key, set[Key]] = {}  # Deployment -> its pods
         self._by_replicaset: dict[Key, set[Key]] = {}  # ReplicaSet -> pods it controls
+        self._counts: dict[Key, int] = {}  # what ready_counts() answers, kept per event
         self.samples: dict[Key, list[Sample]] = {}
         self.replicasets_created: dict[Key, list[tuple[float, str]]] = {}
         self.marks: list[Mark] = []
@@ -172,17 +173,19 @@ class AvailabilityLedger:
 
     def ready_counts(self) -> dict[Key, int]:
         """Ready pods per Deployment: every Deployment seen, and every one a pod counts for."""
-        keys = self._deployments | {key for key, pods in self._members.items() if pods}
-        return {key: self._ready(key) for key in keys}
+        return dict(self._counts)
 
     def _ready(self, deployment: Key) -> int:
         return sum(1 for pod in self._members.get(deployment, ()) if is_serving(self._pods[pod]))
 
     def _refresh(self, at: float, touched: Iterable[Key | None]) -> None:
         for key in touched:
-            if key is None or (key not in self._deployments and not self._members.get(key)):
+            if key is None:
+                continue
+            if key not in self._deployments and not self._members.get(key):
+                self._counts.pop(key, None)
                 continue  # not in ready_counts(): its series stays as it was
-            count = self._ready(key)
+            count = self._counts[key] = self._ready(key)
             series = self.samples.setdefault(key, [])
             if not series or series[-1][1] != count:
                 series.append((at, count))

@@ -42,7 +42,9 @@ class AvailabilityRecorder(Lifecycle):
             resource_path("apps/v1", "replicasets", namespace): self.ledger.replicaset_event,
             resource_path("apps/v1", "deployments", namespace): self.ledger.deployment_event,
         }
-        self.log = WatchLog(client, list(feeds), clock=clock)
+        # The ledger keeps what it needs; the log keeping every event too would make a long
+        # recording hold every version of every pod (and the garbage collector walk them).
+        self.log = WatchLog(client, list(feeds), clock=clock, keep=False)
         self.log.add_listener(lambda path, type_, obj, at: feeds[path](at, type_, obj))
 
     # lifecycle

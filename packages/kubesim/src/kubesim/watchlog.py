@@ -32,10 +32,14 @@ class WatchLog(Lifecycle):
         paths: str | Sequence[str],
         *,
         clock: Callable[[], float] = time.monotonic,
+        keep: bool = True,
     ) -> None:
+        """`keep=False`: hand each change to the listeners and waiters without keeping it in
+        `events` (a long recording then holds no old objects; `until` is not available)."""
         self.client = client
         self.paths = [paths] if isinstance(paths, str) else list(paths)
         self.clock = clock
+        self.keep = keep
         self.events: list[tuple[str, Obj]] = []
         self.times: list[float] = []
         self.listeners: list[Listener] = []
@@ -47,8 +51,9 @@ class WatchLog(Lifecycle):
 
         def keep(type_: str, obj: Obj, _old: Obj | None) -> None:
             at = self.clock()
-            self.events.append((type_, obj))
-            self.times.append(at)
+            if self.keep:
+                self.events.append((type_, obj))
+                self.times.append(at)
             for listener in self.listeners:
                 listener(path, type_, obj, at)
             self.notify()
@@ -95,6 +100,8 @@ class WatchLog(Lifecycle):
 
         `within` bounds the wait (seconds) so a broken expectation fails instead of hanging.
         """
+        if not self.keep:
+            raise RuntimeError("this WatchLog keeps no events (keep=False): wait_until instead")
         index = since
 
         def seen() -> bool:

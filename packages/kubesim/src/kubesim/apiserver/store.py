@@ -5,6 +5,11 @@ resource keeps a bounded history of changes so a watch can resume from a
 resourceVersion; resuming from before the history answers 410 Gone, as the
 real watch cache does. Stored objects are never mutated after commit: readers
 may share them.
+
+The history keeps each change's objects encoded (JSON bytes): a resumed watch
+decodes the few it replays, and the thousands of superseded versions a busy
+cluster leaves behind are a few blobs each instead of trees of dicts and lists
+that every full garbage collection would walk.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from kubesim import jsoncodec
 from kubesim.types import Key, Obj
 
 from .errors import gone
@@ -30,6 +36,20 @@ class Change:
     object: Obj
     previous: Obj | None
     resource_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A change as the history keeps it: its objects encoded."""
+
+    type: EventType
+    object: bytes
+    previous: bytes | None
+    resource_version: int
+
+    def change(self) -> Change:
+        previous = None if self.previous is None else jsoncodec.loads(self.previous)
+        return Change(self.type, jsoncodec.loads(self.object), previous, self.resource_version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +125,12 @@ class Ordered:
 
 
 class _Bucket:
-    __slots__ = ("compacted_through", "history", "objects", "ordered", "watchers")
+    __slots__ = ("compacted_through", "encoded", "history", "objects", "ordered", "watchers")
 
     def __init__(self, history_limit: int) -> None:
         self.objects: dict[Key, Obj] = {}
-        self.history: deque[Change] = deque(maxlen=history_limit)
+        self.encoded: dict[Key, bytes] = {}  # each object's encoding, for the next change
+        self.history: deque[_Kept] = deque(maxlen=history_limit)
         self.compacted_through = 0
         self.watchers: set[Watcher] = set()
         self.ordered: Ordered | None = None  # built on demand, dropped by the next write
@@ -168,28 +189,44 @@ class ObjectStore:
         previous = bucket.objects.get(okey)
         bucket.objects[okey] = obj
         bucket.ordered = None
+        encoded_previous = self._encoded_previous(bucket, okey, previous)
+        encoded = bucket.encoded[okey] = jsoncodec.dumps(obj)
         change = Change(
             "ADDED" if previous is None else "MODIFIED",
             obj,
             previous,
             int(obj["metadata"]["resourceVersion"]),
         )
-        self._publish(key, bucket, change)
+        self._publish(key, bucket, change, encoded, encoded_previous)
         return change
 
     def remove(self, key: StorageKey, obj: Obj) -> Change:
         """Delete; `obj` is the final state, stamped with a fresh resourceVersion."""
         bucket = self._bucket(key)
-        previous = bucket.objects.pop(object_key(obj), None)
+        okey = object_key(obj)
+        previous = bucket.objects.pop(okey, None)
         bucket.ordered = None
+        encoded_previous = self._encoded_previous(bucket, okey, previous)
+        bucket.encoded.pop(okey, None)
         change = Change("DELETED", obj, previous, int(obj["metadata"]["resourceVersion"]))
-        self._publish(key, bucket, change)
+        self._publish(key, bucket, change, jsoncodec.dumps(obj), encoded_previous)
         return change
 
-    def _publish(self, key: StorageKey, bucket: _Bucket, change: Change) -> None:
+    @staticmethod
+    def _encoded_previous(bucket: _Bucket, okey: Key, previous: Obj | None) -> bytes | None:
+        """The replaced object's encoding, kept from when it was written."""
+        if previous is None:
+            return None
+        encoded = bucket.encoded.get(okey)
+        return jsoncodec.dumps(previous) if encoded is None else encoded
+
+    def _publish(self, key: StorageKey, bucket: _Bucket, change: Change, encoded: bytes,
+                 encoded_previous: bytes | None) -> None:  # fmt: skip
         if len(bucket.history) == bucket.history.maxlen:
             bucket.compacted_through = bucket.history[0].resource_version
-        bucket.history.append(change)
+        bucket.history.append(
+            _Kept(change.type, encoded, encoded_previous, change.resource_version)
+        )
         for watcher in list(bucket.watchers):
             watcher.offer(change)
             if watcher.closed:
@@ -214,9 +251,9 @@ class ObjectStore:
         else:
             if since < bucket.compacted_through:
                 raise gone(f"too old resource version: {since} ({bucket.compacted_through + 1})")
-            for change in bucket.history:
-                if change.resource_version > since:
-                    watcher.offer(change)
+            for kept in bucket.history:
+                if kept.resource_version > since:
+                    watcher.offer(kept.change())
         bucket.watchers.add(watcher)
         return watcher
 
