@@ -32,6 +32,7 @@ from .node_lifecycle import NodeLifecycleController
 from .nodeset import NodeSet
 from .nodestatus import NodeShape
 from .replicaset import ReplicaSetController
+from .runtime import SharedInformers
 from .scheduler import Scheduler
 from .statefulset import StatefulSetController
 
@@ -121,6 +122,8 @@ class Cluster(Lifecycle):
         self.enabled = [name for name in self.registry if name in wanted]
         self.components: dict[str, Component] = {}
         self._contexts: list[ComponentContext] = []
+        # Per identity, as kube-controller-manager's controllers share one informer factory.
+        self._shared: dict[tuple[str, tuple[str, ...]], SharedInformers] = {}
         self._node_shapes = dict(nodes) if isinstance(nodes, Mapping) else list(nodes)
         self._kubelet_config = kubelet_config
         self.nodes: NodeSet | None = None
@@ -131,7 +134,8 @@ class Cluster(Lifecycle):
                 spec = self.registry[name]
                 ctx = ComponentContext(self.sim, name, spec.user, spec.groups)
                 self._contexts.append(ctx)
-                component = spec.factory(ctx)
+                with self._shared_informers(spec).building():
+                    component = spec.factory(ctx)
                 await component.start()
                 self.components[name] = component
             if self._node_shapes:
@@ -147,6 +151,15 @@ class Cluster(Lifecycle):
             raise
         return self
 
+    def _shared_informers(self, spec: ComponentSpec) -> SharedInformers:
+        identity = (spec.user, spec.groups)
+        shared = self._shared.get(identity)
+        if shared is None:
+            ctx = ComponentContext(self.sim, "shared-informers", spec.user, spec.groups)
+            self._contexts.append(ctx)
+            shared = self._shared[identity] = SharedInformers(ctx.client())
+        return shared
+
     async def stop(self) -> None:
         if self.nodes is not None:
             await self.nodes.stop()
@@ -157,6 +170,9 @@ class Cluster(Lifecycle):
             except Exception:
                 log.exception("stopping %s failed", name)
         self.components.clear()
+        for shared in self._shared.values():
+            await shared.stop()
+        self._shared.clear()
         for ctx in self._contexts:
             await ctx.close()
         self._contexts.clear()

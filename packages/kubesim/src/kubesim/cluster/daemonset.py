@@ -6,9 +6,9 @@ and ControllerRevisions are not simulated: pods carry no `controller-revision-ha
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 
+from kubesim import jsoncodec
 from kubesim.types import Key, Obj
 
 from ..client import KubeClient
@@ -48,7 +48,7 @@ def daemon_tolerations(pod_spec: Obj) -> list[Obj]:
 
 def pinned_to(node_name: str, affinity: Obj | None) -> Obj:
     """util.ReplaceDaemonSetPodNodeNameNodeAffinity: a single required term on the node name."""
-    pinned = copy.deepcopy(affinity or {})
+    pinned: Obj = jsoncodec.copy(affinity or {})
     node_affinity = pinned.setdefault("nodeAffinity", {})
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
         "nodeSelectorTerms": [{"matchFields": [

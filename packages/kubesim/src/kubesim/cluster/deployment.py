@@ -13,12 +13,12 @@ reads, and `ScalingReplicaSet` events. The decisions are pure functions in
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime as dt
 import logging
 from collections.abc import Sequence
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.types import Key, Obj
 
@@ -179,7 +179,7 @@ class DeploymentController(Controller):
         desired, most = du.replicas(d), du.replicas(d) + du.max_surge(d)
         if not size_changes and not du.replicas_annotations_need_update(rs, desired, most):
             return False, rs
-        body = copy.deepcopy(rs)
+        body = jsoncodec.copy(rs)
         body["spec"]["replicas"] = new_scale
         du.set_replicas_annotations(body, desired, most)
         updated = await self._update_rs(body)
@@ -211,7 +211,7 @@ class DeploymentController(Controller):
         cached = self.deployments.get(*key)
         if cached is None:
             return None
-        d = copy.deepcopy(cached)
+        d = jsoncodec.copy(cached)
         if selects_everything(_selector(d)):
             await self.recorder.emit(
                 d,
@@ -283,7 +283,7 @@ class DeploymentController(Controller):
         status.setdefault("conditions", [])
         has_deadline = du.progress_deadline(d) is not None
         if existing is not None:
-            rs = copy.deepcopy(existing)
+            rs: Obj = jsoncodec.copy(existing)
             changed = du.set_new_replica_set_annotations(d, rs, new_revision, exists=True)
             if changed or du.min_ready_seconds(rs) != du.min_ready_seconds(d):
                 rs["spec"]["minReadySeconds"] = du.min_ready_seconds(d)
@@ -329,12 +329,12 @@ class DeploymentController(Controller):
         return created
 
     def _new_rs_object(self, d: Obj, old_rss: Sequence[Obj], revision: int) -> Obj:
-        template = copy.deepcopy(du.template_of(d))
+        template = jsoncodec.copy(du.template_of(d))
         status = d.get("status") or {}
         pod_hash = du.compute_hash(template, status.get("collisionCount"))
         meta = template.setdefault("metadata", {})
         meta["labels"] = {**(meta.get("labels") or {}), du.POD_TEMPLATE_HASH: pod_hash}
-        selector = copy.deepcopy(_selector(d)) or {}
+        selector = jsoncodec.copy(_selector(d)) or {}
         selector["matchLabels"] = {
             **(selector.get("matchLabels") or {}),
             du.POD_TEMPLATE_HASH: pod_hash,

@@ -8,10 +8,10 @@ Statuses are built in wire form: zero-valued `omitempty` fields are left out.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from collections.abc import Sequence
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 from ..apiserver.meta import parse_time, rfc3339
@@ -121,7 +121,7 @@ def calculate_status(
         "readyReplicas": _sum(all_rss, "readyReplicas"),
         "availableReplicas": available,
         "unavailableReplicas": unavailable,
-        "conditions": copy.deepcopy(current.get("conditions") or []),
+        "conditions": jsoncodec.copy(current.get("conditions") or []),
         "collisionCount": current.get("collisionCount"),
     }
     if available >= replicas(d) - max_unavailable(d):

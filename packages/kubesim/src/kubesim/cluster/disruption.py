@@ -12,11 +12,11 @@ stale DisruptionTarget pod conditions. The arithmetic is in `pdb_status`.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import logging
 from collections.abc import Awaitable
 
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Key, Obj
@@ -260,7 +260,7 @@ class DisruptionController(Controller):
         return str(ref["uid"]), int((scale.get("spec") or {}).get("replicas", 0) or 0)
 
     async def _write_status(self, pdb: Obj, status: Obj) -> None:
-        body = copy.deepcopy(pdb)
+        body = jsoncodec.copy(pdb)
         body["status"] = status
         meta = pdb["metadata"]
         await self.client.replace(
@@ -304,7 +304,7 @@ class DisruptionController(Controller):
         if wait > 0:
             self.stale_queue.add_after(key, wait)
             return
-        body = copy.deepcopy(pod)
+        body = jsoncodec.copy(pod)
         conditions = body["status"]["conditions"]
         for index, cond in enumerate(conditions):
             if cond.get("type") == "DisruptionTarget":

@@ -11,9 +11,9 @@ are two steps here)."""
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 
+from kubesim import jsoncodec
 from kubesim.types import Key, Obj
 
 from ..apiserver.meta import rfc3339
@@ -76,7 +76,7 @@ class JobController(PodOwnerController):
             return None
         pods = await self.claimed_pods(job)
         spec = job.get("spec") or {}
-        status = copy.deepcopy(job.get("status") or {})
+        status = jsoncodec.copy(job.get("status") or {})
         now = rfc3339(dt.datetime.now(dt.UTC))
         status.setdefault("startTime", now)
         # Counted first, then released: the status is the record of a pod that has left.

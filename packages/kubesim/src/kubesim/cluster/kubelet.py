@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.cluster.pressure_eviction import (
     IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS,
@@ -172,10 +172,10 @@ class Kubelet:
             return
         worker = self.workers.get(uid)
         if worker is None:
-            worker = self.workers[uid] = PodWorker(self, copy.deepcopy(pod))
+            worker = self.workers[uid] = PodWorker(self, jsoncodec.copy(pod))
             worker.start()
         else:
-            worker.update(copy.deepcopy(pod))
+            worker.update(jsoncodec.copy(pod))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -252,7 +252,7 @@ class Kubelet:
                         raise
                     self._lease = await self._create_lease(renew)
                     return
-            lease = copy.deepcopy(self._lease)
+            lease = jsoncodec.copy(self._lease)
             lease.setdefault("spec", {}).update(
                 holderIdentity=self.node_name,
                 leaseDurationSeconds=self.config.lease_duration_seconds,

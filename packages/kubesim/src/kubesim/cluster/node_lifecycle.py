@@ -8,9 +8,9 @@ removed when the state clears. Taint-based NoExecute eviction is not modelled.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 
+from kubesim import jsoncodec
 from kubesim.types import Key, Obj
 
 from ..apiserver.meta import rfc3339
@@ -75,7 +75,7 @@ class NodeLifecycleController(Controller):
         taints = reconciled_taints(node, rfc3339(dt.datetime.now(dt.UTC)))
         if taints is None:
             return None
-        updated = copy.deepcopy(node)
+        updated = jsoncodec.copy(node)
         updated.setdefault("spec", {})["taints"] = taints
         if not taints:
             del updated["spec"]["taints"]

@@ -4,10 +4,10 @@ pkg/kubelet/kubelet_node_status.go and pkg/kubelet/nodestatus/setters.go.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 KUBELET_VERSION = "v1.32.0"
@@ -81,7 +81,7 @@ def update_conditions(
     event reasons the setters record on transitions.
     """
     under = set(pressure)
-    current = [copy.deepcopy(c) for c in conditions if isinstance(c, dict)]
+    current = [jsoncodec.copy(c) for c in conditions if isinstance(c, dict)]
     events: list[str] = []
     by_type = {c.get("type"): c for c in current}
     out: list[Obj] = [c for c in current if c.get("type") not in (*PRESSURE_TEXT, "Ready")]

@@ -9,10 +9,10 @@ Writes are PUTs carrying the cached resourceVersion, so a stale cache gets a 409
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 from ..client import ApiStatusError, KubeClient, resource_path
@@ -83,7 +83,7 @@ def _path(obj: Obj, plural: str) -> str:
 
 async def adopt(client: KubeClient, obj: Obj, plural: str, owner: Obj) -> Obj | None:
     """Add `owner` as controller of `obj`; None if `obj` is gone."""
-    body = copy.deepcopy(obj)
+    body = jsoncodec.copy(obj)
     refs = body["metadata"].setdefault("ownerReferences", [])
     refs.append(new_controller_ref(owner))
     try:
@@ -98,7 +98,7 @@ async def adopt(client: KubeClient, obj: Obj, plural: str, owner: Obj) -> Obj | 
 
 
 async def release(client: KubeClient, obj: Obj, plural: str, owner_uid: str) -> None:
-    body = copy.deepcopy(obj)
+    body = jsoncodec.copy(obj)
     refs = body["metadata"].get("ownerReferences") or []
     body["metadata"]["ownerReferences"] = [r for r in refs if r.get("uid") != owner_uid]
     try:

@@ -8,12 +8,12 @@ condition), with apimachinery's `meta.SetStatusCondition`.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 from ..apiserver.meta import parse_time, rfc3339
@@ -210,7 +210,7 @@ def new_status(
         "currentHealthy": current_healthy,
         "desiredHealthy": desired_healthy,
         "expectedPods": expected,
-        "conditions": copy.deepcopy(status.get("conditions") or []),
+        "conditions": jsoncodec.copy(status.get("conditions") or []),
     }
     if disrupted:
         out["disruptedPods"] = dict(disrupted)
@@ -220,7 +220,7 @@ def new_status(
 
 def fail_safe_status(pdb: Obj, message: str, now: dt.datetime) -> Obj:
     """failSafe: no disruptions allowed, DisruptionAllowed=False reason SyncFailed."""
-    status = copy.deepcopy(pdb.get("status") or {})
+    status = jsoncodec.copy(pdb.get("status") or {})
     status["disruptionsAllowed"] = 0
     conditions = status.setdefault("conditions", [])
     set_status_condition(

@@ -5,8 +5,7 @@ events, and status writes through the status subresource."""
 
 from __future__ import annotations
 
-import copy
-
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.types import Key, Obj
 
@@ -111,7 +110,7 @@ class PodOwnerController(Controller):
             status["observedGeneration"] = generation
         if (owner.get("status") or {}) == status:
             return
-        body = copy.deepcopy(owner)
+        body = jsoncodec.copy(owner)
         body["status"] = status
         meta = owner["metadata"]
         path = resource_path(self.api_version, self.plural, meta.get("namespace"), meta["name"])

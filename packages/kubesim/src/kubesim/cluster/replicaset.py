@@ -10,12 +10,12 @@ not yet seen its own creates and deletes.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.types import Key, Obj
 
@@ -81,7 +81,7 @@ def pod_from_template(rs: Obj) -> Obj:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": pod_meta,
-        "spec": copy.deepcopy(template.get("spec") or {}),
+        "spec": jsoncodec.copy(template.get("spec") or {}),
     }
 
 
@@ -205,7 +205,7 @@ class ReplicaSetController(Controller):
         return next_availability_check(rs, pods, now)
 
     async def _write_status(self, rs: Obj, status: Obj) -> None:
-        body = copy.deepcopy(rs)
+        body = jsoncodec.copy(rs)
         status = dict(status)
         generation = int(rs["metadata"].get("generation", 0))
         if generation:

@@ -5,10 +5,10 @@ After pkg/controller/replicaset/replica_set_utils.go (`calculateStatus`).
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from collections.abc import Sequence
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 from ..apiserver.meta import rfc3339
@@ -30,7 +30,7 @@ def calculate_status(
 ) -> Obj:
     """The new status (wire form) for `rs` owning `active_pods`; `manage_error` is the message
     of a failed create or delete, which sets the ReplicaFailure condition."""
-    status = copy.deepcopy(rs.get("status") or {})
+    status = jsoncodec.copy(rs.get("status") or {})
     template_labels = (template_of(rs).get("metadata") or {}).get("labels") or {}
     mrs = min_ready_seconds(rs)
     fully = sum(1 for p in active_pods if _fully_labeled(p, template_labels))

@@ -7,13 +7,21 @@ metadata.name) is skipped and logged, and a handler that raises is logged: neith
 informer. A `WorkQueue` deduplicates keys, delays re-adds and rate-limits retries per key; a
 `Controller` is the one retry loop over it. Components start and stop informers with
 `Informer.start()`/`stop()`; nothing polls.
+
+Controllers built while `SharedInformers.building(...)` is in effect share one informer per
+collection, as kube-controller-manager's controllers share its SharedInformerFactory: one
+list and one watch per resource for all of them, one cache whose objects they must not
+mutate (they copy before changing anything), and a handler added to a running informer is
+first handed every cached object as ADDED, as client-go's AddEventHandler does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from kubesim.lifecycle import cancel_and_wait
 
@@ -96,6 +104,11 @@ class Informer:
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
+        for obj in list(self.cache.values()):  # a running (shared) informer: catch up
+            try:
+                handler("ADDED", obj, None)
+            except Exception:
+                log.exception("informer %s: handler failed on ADDED", self.path)
 
     def get(self, namespace: str, name: str) -> Obj | None:
         return self.cache.get((namespace, name))
@@ -195,6 +208,47 @@ class Informer:
         return True
 
 
+class SharedInformers:
+    """One informer per collection for every controller built while it is `building`."""
+
+    _current: contextvars.ContextVar[SharedInformers | None] = contextvars.ContextVar(
+        "shared_informers", default=None
+    )
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._informers: dict[tuple[str, str, str, str | None], Informer] = {}
+
+    @classmethod
+    def current(cls) -> SharedInformers | None:
+        return cls._current.get()
+
+    @contextlib.contextmanager
+    def building(self) -> Iterator[None]:
+        """Controllers constructed inside take their informers from here."""
+        token = self._current.set(self)
+        try:
+            yield
+        finally:
+            self._current.reset(token)
+
+    def informer(
+        self, api_version: str, plural: str, kind: str, field_selector: str | None = None
+    ) -> Informer:
+        key = (api_version, plural, kind, field_selector)
+        inf = self._informers.get(key)
+        if inf is None:
+            inf = Informer(self.client, api_version, plural, kind, field_selector=field_selector)
+            self._informers[key] = inf
+        return inf
+
+    def owns(self, inf: Informer) -> bool:
+        return any(inf is mine for mine in self._informers.values())
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(inf.stop() for inf in self._informers.values()))
+
+
 class WorkQueue:
     """Deduplicating queue of keys with delayed and rate-limited re-adds, like client-go's."""
 
@@ -263,6 +317,7 @@ class Controller:
         self.client = client
         self.queue = WorkQueue()
         self.informers: list[Informer] = []
+        self._shared = SharedInformers.current()
         self._loops: list[tuple[str, WorkQueue, Reconcile]] = [
             ("reconcile", self.queue, self.reconcile)
         ]
@@ -271,7 +326,10 @@ class Controller:
     def informer(
         self, api_version: str, plural: str, kind: str, field_selector: str | None = None
     ) -> Informer:
-        inf = Informer(self.client, api_version, plural, kind, field_selector=field_selector)
+        if self._shared is not None:
+            inf = self._shared.informer(api_version, plural, kind, field_selector)
+        else:
+            inf = Informer(self.client, api_version, plural, kind, field_selector=field_selector)
         self.informers.append(inf)
         return inf
 
@@ -296,7 +354,11 @@ class Controller:
             queue.close()
         workers, self._workers = self._workers, []
         await cancel_and_wait(*workers)
-        await asyncio.gather(*(inf.stop() for inf in self.informers))
+        shared = self._shared
+        # shared informers are stopped by whoever shares them, after every controller
+        await asyncio.gather(
+            *(inf.stop() for inf in self.informers if shared is None or not shared.owns(inf))
+        )
 
     async def _work(self, what: str, queue: WorkQueue, handle: Reconcile) -> None:
         while True:

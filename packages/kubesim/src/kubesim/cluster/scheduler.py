@@ -18,12 +18,12 @@ taints, labels, allocatable or cordon, a pod leaving), never by polling.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.cluster.event_recorder import EventRecorder
 from kubesim.lifecycle import cancel_and_wait
 from kubesim.types import Obj
@@ -295,7 +295,7 @@ class Scheduler:
             if err.code in (404, 409):  # gone, or bound by someone else meanwhile
                 return
             raise
-        assumed = copy.deepcopy(pod)
+        assumed = jsoncodec.copy(pod)
         assumed["spec"]["nodeName"] = node
         self._assumed[meta.get("uid", "")] = (node, assumed)
         await self.recorder.emit(
@@ -366,7 +366,7 @@ class Scheduler:
         for _ in range(5):
             if current["metadata"].get("uid") != meta.get("uid"):
                 return False
-            updated = copy.deepcopy(current)
+            updated = jsoncodec.copy(current)
             if not mutate(updated.setdefault("status", {})):
                 return True
             try:
