@@ -62,6 +62,14 @@ COMPARISONS = (
         target=Target("time to synced, this ÷ baseline", Bound.AT_MOST, 0.5),
     ),
     Comparison("drain", "drain", "drain with graceful-drain (s)", largest="count", key=("client",)),
+    Comparison(
+        "drain",
+        "cpu",
+        "kubesim CPU of that drain (s)",
+        largest="count",
+        key=("client",),
+        target=Target("kubesim CPU per rollout, this ÷ baseline", Bound.AT_MOST, 0.5),
+    ),
 )
 
 

@@ -59,6 +59,25 @@ def test_rows_are_matched_by_their_key_columns_at_the_largest_count() -> None:
     assert table.verdicts == []
 
 
+def test_the_shipped_comparisons_hold_kubesims_cpu_per_rollout_to_half() -> None:
+    this: list[Row] = [
+        {"client": "kubectl", "count": 50, "drain": 5.0, "cpu": 3.0},
+        {"client": "karpenter", "count": 50, "drain": 5.0, "cpu": 4.0},
+    ]
+    old: list[Row] = [
+        {"client": "kubectl", "count": 50, "drain": 9.0, "cpu": 7.0},
+        {"client": "karpenter", "count": 50, "drain": 9.0, "cpu": 7.0},
+    ]
+    table = compare("abc", {"drain": this}, {"drain": old}, baseline.COMPARISONS)
+    cpu = {str(row["where"]): row["ratio"] for row in table.rows if "CPU" in str(row["what"])}
+    assert cpu == {"karpenter, count = 50": pytest.approx(4 / 7),
+                   "kubectl, count = 50": pytest.approx(3 / 7)}  # fmt: skip
+    assert [(v.met, v.where) for v in table.verdicts] == [
+        (False, "karpenter, count = 50"),
+        (True, "kubectl, count = 50"),
+    ]
+
+
 def test_a_name_that_is_no_commit_is_refused_with_its_name() -> None:
     with pytest.raises(BaselineError, match="no-such-ref"):
         baseline.resolve("no-such-ref")

@@ -168,19 +168,21 @@ def test_the_scenario_has_n_surgeable_deployments_and_optional_pdbs() -> None:
 
 
 def result(mode: Mode, duration: float | None, zero: float, surge: float | None = 0.5,
-           client: str = "kubectl", count: int = 1) -> RunResult:  # fmt: skip
+           client: str = "kubectl", count: int = 1,
+           cpu: float | None = None) -> RunResult:  # fmt: skip
     return RunResult(client, mode.value, count, duration is not None, None, duration,
-                     (zero,), (surge,), 3)  # fmt: skip
+                     (zero,), (surge,), 3, cpu)  # fmt: skip
 
 
 def test_tables_judge_graceful_drain_and_line_up_the_alternatives() -> None:
     profile = DrainProfile(clients=("kubectl",), counts=(1,), timings=DrainTimings(0.1))
     tables = build_tables([
-        result(Mode.CONTROLLER, 1.7, 0.0, 1.1), result(Mode.NONE, 0.2, 1.05),
+        result(Mode.CONTROLLER, 1.7, 0.0, 1.1, cpu=0.8), result(Mode.NONE, 0.2, 1.05, cpu=0.3),
         result(Mode.PDB, None, 0.0), result(Mode.POLLING, 4.5, 0.0),
     ], profile)  # fmt: skip
     main, alternatives = tables
     assert main.rows[0]["drain"] == 1.7 and main.rows[0]["surge"] == 1.1
+    assert main.rows[0]["cpu"] == 0.8  # the graceful-drain drain's, not another mode's
     assert main.rows[0]["after"] == pytest.approx(0.6)
     assert [(v.met, v.where) for v in main.verdicts] == [(True, "kubectl, N=1")] * 2
     row = alternatives.rows[0]
