@@ -202,13 +202,11 @@ def should_call(
     namespace_labels: NamespaceLabels,
 ) -> Invocation | None:
     """generic.Webhook.ShouldCallHook. Raises ApiError for a selector or namespace error,
-    but only when a rule matched (upstream does not fail requests a webhook ignores)."""
-    ns_matches, ns_error = namespace_selector_matches(webhook, attrs, namespace_labels)
-    if not ns_matches and ns_error is None:
-        return None
-    obj_matches, obj_error = object_selector_matches(webhook, attrs)
-    if not obj_matches and obj_error is None:
-        return None
+    but only when a rule matched (upstream does not fail requests a webhook ignores).
+
+    The rules are matched first, upstream's selectors after: the answer is the same (a
+    request no rule matches is never called nor failed, whatever the selectors say), and
+    most writes match no rule of most webhooks."""
     rules = webhook.get("rules") or []
     invocation: Invocation | None = None
     for rule in rules:
@@ -219,6 +217,12 @@ def should_call(
     if invocation is None and webhook.get("matchPolicy", "Equivalent") == "Equivalent":
         invocation = _equivalent_invocation(webhook, rules, attrs, equivalents)
     if invocation is None:
+        return None
+    ns_matches, ns_error = namespace_selector_matches(webhook, attrs, namespace_labels)
+    if not ns_matches and ns_error is None:
+        return None
+    obj_matches, obj_error = object_selector_matches(webhook, attrs)
+    if not obj_matches and obj_error is None:
         return None
     if ns_error is not None:
         raise ns_error

@@ -140,6 +140,8 @@ class ValidatingWebhookDispatcher:
         self.calls: list[WebhookCall] = []
         self._session: aiohttp.ClientSession | None = None
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        self._equivalents_of: object = None  # the resource types the cache below is for
+        self._equivalents_cache: dict[tuple[object, ...], list[Equivalent]] = {}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -182,6 +184,18 @@ class ValidatingWebhookDispatcher:
         return labels
 
     def _equivalents(self, rt: ResourceType, subresource: str) -> list[Equivalent]:
+        """The resources stored as `rt` is, with the kind of `subresource` in each; kept until
+        the set of resource types changes (a CRD)."""
+        types = self.resources.types
+        if types is not self._equivalents_of:
+            self._equivalents_of, self._equivalents_cache = types, {}
+        key = (rt.storage_key, rt.group, rt.version, rt.plural, subresource)
+        cached = self._equivalents_cache.get(key)
+        if cached is None:
+            cached = self._equivalents_cache[key] = self._find_equivalents(rt, subresource)
+        return cached
+
+    def _find_equivalents(self, rt: ResourceType, subresource: str) -> list[Equivalent]:
         out: list[Equivalent] = []
         for other in self.resources.types:
             if other.virtual or other.storage_key != rt.storage_key:
