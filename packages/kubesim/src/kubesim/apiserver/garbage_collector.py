@@ -29,7 +29,13 @@ class GarbageCollector:
         self._queue: asyncio.Queue[tuple[StorageKey, Change]] = asyncio.Queue()
         self._uids: dict[str, tuple[StorageKey, str, str]] = {}
         self._types = {t.storage_key: t for t in registry.resources.stored()}
+        # owner uid -> its dependents' (storage key, namespace, name), kept on every change
+        # so a deletion finds them without walking every stored object
+        self._dependents_of: dict[str, dict[tuple[StorageKey, str, str], None]] = {}
         self._task: asyncio.Task[None] | None = None
+        for key in self._types:
+            for obj in registry.store.iter_all(key):
+                self._index(key, None, obj)
         registry.store.add_listener(self._on_change)
 
     def start(self) -> None:
@@ -38,7 +44,21 @@ class GarbageCollector:
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
 
+    def _index(self, key: StorageKey, before: Obj | None, after: Obj | None) -> None:
+        meta = (after or before or {}).get("metadata") or {}
+        where = (key, meta.get("namespace", "") or "", meta.get("name", ""))
+        old, new = _owner_uids(before), _owner_uids(after)
+        for uid in old - new:
+            dependents = self._dependents_of.get(uid)
+            if dependents is not None:
+                dependents.pop(where, None)
+                if not dependents:
+                    del self._dependents_of[uid]
+        for uid in new - old:
+            self._dependents_of.setdefault(uid, {})[where] = None
+
     def _on_change(self, key: StorageKey, change: Change) -> None:
+        self._index(key, change.previous, None if change.type == "DELETED" else change.object)
         meta = change.object["metadata"]
         uid = meta.get("uid", "")
         if change.type == "DELETED":
@@ -62,11 +82,13 @@ class GarbageCollector:
 
     def _dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
         out = []
-        for key, rt in self._types.items():
-            for obj in self.registry.store.iter_all(key):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == uid for r in refs):
-                    out.append((rt, obj))
+        for key, namespace, name in list(self._dependents_of.get(uid, ())):
+            rt = self._types.get(key)
+            obj = None if rt is None else self.registry.store.get(key, namespace, name)
+            if rt is not None and obj is not None and uid in _owner_uids(obj):
+                out.append((rt, obj))
+        order = {key: i for i, key in enumerate(self._types)}
+        out.sort(key=lambda found: order[found[0].storage_key])  # stable: by type, as stored
         return out
 
     def _process(self, key: StorageKey, change: Change) -> None:
@@ -179,3 +201,10 @@ class GarbageCollector:
         new = copy.deepcopy(ns)
         new["spec"]["finalizers"] = []
         self.registry.commit_update(ns_rt, ns, new)
+
+
+def _owner_uids(obj: Obj | None) -> set[str]:
+    if obj is None:
+        return set()
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return {str(r.get("uid")) for r in refs if isinstance(r, dict) and r.get("uid")}

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.types import Obj
 
 from .rollout_math import IntOrString
@@ -166,7 +167,7 @@ def _semantic(value: Any) -> Any:
 
 
 def _without_hash(template: Obj) -> Any:
-    copy = json.loads(json.dumps(template or {}))
+    copy = jsoncodec.copy(template or {})
     labels = (copy.get("metadata") or {}).get("labels")
     if isinstance(labels, dict):
         labels.pop(POD_TEMPLATE_HASH, None)
@@ -210,8 +211,9 @@ def template_of(obj: Obj) -> Obj:
 
 def find_new_replica_set(d: Obj, rss: Sequence[Obj]) -> Obj | None:
     """The oldest ReplicaSet whose template equals the Deployment's, ignoring the hash label."""
+    wanted = _without_hash(template_of(d))
     for rs in sorted_by_creation(rss):
-        if equal_ignore_hash(template_of(rs), template_of(d)):
+        if _without_hash(template_of(rs)) == wanted:
             return rs
     return None
 

@@ -170,12 +170,14 @@ class Kubelet:
             if worker is not None:
                 self._spawn(worker.cancel())
             return
+        # The worker only reads its pod (its writes send new bodies): the informer's object is
+        # shared, not copied, on each of the pod's events.
         worker = self.workers.get(uid)
         if worker is None:
-            worker = self.workers[uid] = PodWorker(self, jsoncodec.copy(pod))
+            worker = self.workers[uid] = PodWorker(self, pod)
             worker.start()
         else:
-            worker.update(jsoncodec.copy(pod))
+            worker.update(pod)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

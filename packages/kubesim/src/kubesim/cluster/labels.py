@@ -11,46 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..apiserver.selectors import LabelSelector, SelectorError, label_selector_from_object
+from ..apiserver.selectors import SelectorError, label_selector_from_object
 
 Labels = Mapping[str, str]
-
-# Compiled selectors by content: the controllers match one owner's selector against every pod
-# of its namespace on each sync, and compiling it is most of the cost of one match.
-_COMPILED: dict[Any, LabelSelector | None] = {}  # None: invalid, selects nothing
-_COMPILED_LIMIT = 4096
-
-
-def _compiled(selector: dict[str, Any]) -> LabelSelector | None:
-    try:
-        key: Any = (
-            tuple(sorted((selector.get("matchLabels") or {}).items())),
-            repr(selector.get("matchExpressions")),
-        )
-        cached = _COMPILED.get(key, _COMPILED)
-    except TypeError:  # something unhashable where a string belongs: no cache
-        key, cached = None, _COMPILED
-    if cached is not _COMPILED:
-        return cached  # type: ignore[return-value]
-    try:
-        compiled: LabelSelector | None = label_selector_from_object(selector)
-    except SelectorError:
-        compiled = None
-    if key is not None:
-        if len(_COMPILED) >= _COMPILED_LIMIT:
-            _COMPILED.clear()
-        _COMPILED[key] = compiled
-    return compiled
 
 
 def selector_matches(selector: Any, labels: Labels | None) -> bool:
     """Whether `selector` (a LabelSelector dict, or None) selects an object with `labels`."""
-    if selector is None:
-        return False  # a null selector selects nothing
-    if not isinstance(selector, dict):
+    if selector is not None and not isinstance(selector, dict):
         return False
-    compiled = _compiled(selector)
-    return compiled is not None and compiled.matches(labels or {})
+    try:
+        return label_selector_from_object(selector).matches(labels or {})
+    except SelectorError:
+        return False
 
 
 def selects_everything(selector: Any) -> bool:

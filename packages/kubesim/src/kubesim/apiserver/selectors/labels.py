@@ -271,6 +271,38 @@ def label_selector_from_object(selector: Mapping[str, Any] | None) -> LabelSelec
     """
     if selector is None:
         return NOTHING
+    try:
+        key: Any = (
+            # the value's type too: 1 and True are equal keys, not equal selectors
+            tuple(
+                sorted((k, v.__class__, v) for k, v in (selector.get("matchLabels") or {}).items())
+            ),
+            repr(selector.get("matchExpressions")),
+        )
+        known = _COMPILED.get(key)
+    except TypeError:  # something unhashable where a string belongs: compiled afresh
+        return _compile(selector)
+    if known is None:
+        try:
+            known = _compile(selector)
+        except SelectorError as err:
+            known = str(err)
+        if len(_COMPILED) >= _COMPILED_LIMIT:
+            _COMPILED.clear()
+        _COMPILED[key] = known
+    if isinstance(known, str):
+        raise SelectorError(known)
+    return known
+
+
+# Compiled selectors (or the error text) by content: controllers match one owner's selector
+# against every pod of a namespace, and the eviction subresource every budget's against the
+# pod, on each call; compiling is most of the cost of one match.
+_COMPILED: dict[Any, LabelSelector | str] = {}
+_COMPILED_LIMIT = 4096
+
+
+def _compile(selector: Mapping[str, Any]) -> LabelSelector:
     match_labels: Mapping[str, str] = selector.get("matchLabels") or {}
     match_expressions: Sequence[Mapping[str, Any]] = selector.get("matchExpressions") or ()
     if not match_labels and not match_expressions:
