@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kubesim.backoff import Backoff
 from kubesim.client import ApiStatusError, KubeClient
-from kubesim.cluster.runtime import Controller, Informer, Unkeyable, key_of
+from kubesim.cluster.runtime import Controller, Informer, SharedInformers, Unkeyable, key_of
 from kubesim.types import Key, Obj
 
 
@@ -223,3 +223,43 @@ async def test_extra_loops_retry_too_and_stop_with_the_controller() -> None:
         assert attempts == [("ns", "p")] * 3
     finally:
         await controller.stop()
+
+
+class Watching(Controller):
+    """Records what its pods informer hands it."""
+
+    def __init__(self, client: KubeClient) -> None:
+        super().__init__(client)
+        self.pods = self.informer("v1", "pods", "Pod")
+        self.seen: list[tuple[str, str]] = []
+        self.pods.add_handler(lambda type_, obj, _old: self.seen.append(
+            (type_, obj["metadata"]["name"])))  # fmt: skip
+
+    async def reconcile(self, key: Key) -> float | None:
+        return None
+
+
+async def test_controllers_built_together_share_one_informer_and_catch_up() -> None:
+    listed = {"metadata": {"resourceVersion": "1"}, "items": [pod("a", "1")]}
+    client = ScriptedClient([listed], [[{"type": "ADDED", "object": pod("b", "2")}]])
+    shared = SharedInformers(cast(KubeClient, client))
+    with shared.building():
+        first = Watching(cast(KubeClient, client))
+    async with asyncio.timeout(10):
+        await first.start()
+        await client.idle.wait()
+        with shared.building():
+            late = Watching(cast(KubeClient, client))  # built once the informer runs
+        await late.start()
+    unshared = Watching(cast(KubeClient, client))  # outside `building`: an informer of its own
+    try:
+        assert late.pods is first.pods and unshared.pods is not first.pods
+        assert client.calls == ["list", "watch@1", "watch@2"]  # one list and watch for both
+        assert first.seen == [("ADDED", "a"), ("ADDED", "b")]
+        assert late.seen == [("ADDED", "a"), ("ADDED", "b")]  # the cache, handed over
+        await first.stop()  # a controller leaves the informer it shares running
+        assert first.pods._task is not None
+    finally:
+        await late.stop()
+        await shared.stop()
+    assert first.pods._task is None

@@ -850,3 +850,24 @@ def test_field_selector_string_round_trips(
     assert sorted(selector.requirements, key=str) == sorted(terms, key=str)
     assert str(selector) == ",".join(sorted(str(term) for term in terms))
     assert selector.matches_fields(fields) == all(term.matches_fields(fields) for term in terms)
+
+
+def test_compiled_selectors_are_kept_by_content_not_by_identity() -> None:
+    labels, expression = {"app": "a"}, {"key": "tier", "operator": "In", "values": ["x"]}
+    selector: dict[str, Any] = {"matchLabels": labels, "matchExpressions": [expression]}
+    assert label_selector_from_object(selector).matches({"app": "a", "tier": "x"})
+    labels["app"] = "b"  # the same dicts, changed: compiled afresh
+    expression["values"] = ["y"]
+    compiled = label_selector_from_object(selector)
+    assert compiled.matches({"app": "b", "tier": "y"})
+    assert not compiled.matches({"app": "a", "tier": "x"})
+
+
+def test_a_refused_selector_is_refused_every_time_with_upstreams_text() -> None:
+    bad = {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}
+    messages = []
+    for _ in range(2):
+        with pytest.raises(SelectorError) as refused:
+            label_selector_from_object(bad)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1] and "Bogus" in messages[0]
