@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from kubesim.backoff import Backoff
 from kubesim.client import ApiStatusError, KubeClient
-from kubesim.cluster.runtime import Controller, Informer, SharedInformers, Unkeyable, key_of
+from kubesim.cluster.runtime import (
+    Controller,
+    Informer,
+    SharedInformers,
+    Unkeyable,
+    WorkQueue,
+    key_of,
+)
 from kubesim.types import Key, Obj
 
 
@@ -263,3 +270,18 @@ async def test_controllers_built_together_share_one_informer_and_catch_up() -> N
         await late.stop()
         await shared.stop()
     assert first.pods._task is None
+
+
+async def test_a_key_is_handed_to_one_worker_at_a_time() -> None:
+    queue = WorkQueue()
+    queue.add(("ns", "a"))
+    assert await queue.get() == ("ns", "a")
+    queue.add(("ns", "a"))  # changed again while a worker has it
+    queue.add(("ns", "b"))
+    assert await queue.get() == ("ns", "b")  # not a second copy of a
+    queue.done(("ns", "b"))
+    queue.done(("ns", "a"))  # now it is queued again, once
+    queue.add(("ns", "a"))
+    assert len(queue) == 1
+    assert await queue.get() == ("ns", "a")
+    assert len(queue) == 0
