@@ -27,7 +27,8 @@ from graceful_drain.termination.verdict import Action, Cause, Fact, Source
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import STRATEGIC_MERGE_PATCH, resource_path
 from kubesim.sim import KubeSim
-from tests.e2e.watching import annotations_of, is_ready, watch_until
+from kubesim.watchlog import watch_until
+from tests.e2e.watching import annotations_of, is_ready
 
 from .drain_cluster import DrainCluster, Obj, drain_cluster
 from .drain_workloads import (

@@ -28,13 +28,13 @@ from typing import Any, Protocol
 
 from kubesim.client import KubeClient
 from kubesim.kubeconfig import write_kubeconfig
+from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster, free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
 from tests.e2e.controller import drain_workloads
 from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.replica import container_invocation
-from tests.e2e.watching import watch_until
 
 from .apiproxy import ApiProxy
 from .loadbalancer import LoadBalancer

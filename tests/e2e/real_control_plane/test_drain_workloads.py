@@ -27,10 +27,11 @@ import pytest
 from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.runtime import Informer
 from kubesim.sim import KubeSim
+from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster
 from tests.e2e.controller.drain_cluster import drain_cluster
 from tests.e2e.controller.installed import WORKLOADS
-from tests.e2e.watching import is_ready, watch_until
+from tests.e2e.watching import is_ready
 
 from .harness import KUBECTL_DRAIN_TIMEOUT, Installation, admin_client, kubectl, web
 

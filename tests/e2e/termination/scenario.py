@@ -36,8 +36,7 @@ from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
 from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
-from kubesim.watchlog import WatchLog
-from tests.e2e.watching import watch_until
+from kubesim.watchlog import WatchLog, watch_until
 
 Obj = dict[str, Any]
 NS = "shop"
