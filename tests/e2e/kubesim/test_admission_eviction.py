@@ -15,7 +15,7 @@ import os
 import socket
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,20 +125,6 @@ async def hooks(sim: KubeSim, tmp_path: Path) -> AsyncIterator[ReviewServer]:
                 "metadata": {"name": NS, "labels": {"team": "shop"}}})  # fmt: skip
     yield server
     await server.stop()
-
-
-@pytest.fixture
-def core(sim: KubeSim) -> Iterator[kubernetes.client.CoreV1Api]:
-    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
-    yield kubernetes.client.CoreV1Api(api)
-    api.close()
-
-
-@pytest.fixture
-async def raw(sim: KubeSim) -> AsyncIterator[KubeClient]:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
 
 
 # cluster setup, in process
