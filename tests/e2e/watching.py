@@ -17,6 +17,13 @@ def annotations_of(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
 
 
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """`obj`'s status condition of type `kind`, if it has one (`obj` must exist)."""
+    assert obj is not None
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
 def is_ready(pod: Obj) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -33,6 +33,7 @@ from kubesim.apiserver.eviction import EvictionRetry
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
+from tests.e2e.watching import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -218,12 +219,6 @@ async def refused(core: kubernetes.client.CoreV1Api, name: str, dry_run: str | N
 def status_of(err: ApiException) -> Obj:
     body: Obj = json.loads(err.body)
     return body
-
-
-def condition(pod_obj: Obj | None, kind: str) -> Obj | None:
-    assert pod_obj is not None
-    conditions = (pod_obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind), None)
 
 
 def untouched(before: Obj, after: Obj | None) -> bool:
