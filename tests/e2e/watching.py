@@ -4,6 +4,7 @@ fails the test instead of the run; nothing is asserted on time), shared with the
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kubesim.watchlog import WATCH_BOUND
@@ -11,6 +12,8 @@ from kubesim.watchlog import WATCH_BOUND
 Obj = dict[str, Any]
 
 BOUND = WATCH_BOUND  # every e2e wait on a watch: a guard against hangs only
+# The controller's restarted-at and completed-at stamps: RFC 3339 in UTC with microseconds.
+MICROSECOND_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def annotations_of(obj: Obj) -> dict[str, str]:
