@@ -157,24 +157,6 @@ async def fresh_namespace(cluster: RealCluster) -> AsyncIterator[str]:
                       check=False)  # fmt: skip
 
 
-async def run_cli(*args: str, env: Mapping[str, str]) -> tuple[int, bytes, bytes]:
-    """`graceful-drain ARGS` from the product's sources as a process of its own, with exactly
-    `env` and the sources on PYTHONPATH: (exit status, stdout, stderr)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "graceful_drain.cli", *args,
-        env={**env, "PYTHONPATH": str(product_source())},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(BOUND):
-            out, err = await process.communicate()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    return int(process.returncode or 0), out, err
-
-
 # --- the install ---------------------------------------------------------------------------
 
 

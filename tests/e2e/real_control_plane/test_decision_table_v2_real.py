@@ -31,6 +31,7 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import MERGE_PATCH, ApiStatusError, KubeClient
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.e2e.cli import run_cli
 from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.drain_workloads import annotated, template_restarted_at, with_strategy
 from tests.e2e.controller.replica import container_invocation
@@ -52,9 +53,9 @@ from .harness import (
     kubectl_json,
     pods,
     product_checkout,
+    product_source,
     refused,
     requests_of,
-    run_cli,
     settle,
     until,
     until_audited,
@@ -387,7 +388,7 @@ async def test_a_namespace_list_naming_none_stops_the_controller_with_exit_2(
     kubeconfig = await installation.service_account_kubeconfig("empty-scope")
     code, _, err = await run_cli(
         "controller", *args, "--kubeconfig", str(kubeconfig), "--namespaces", ",,",
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": "/usr/bin:/bin", **env}, bound=BOUND, source=product_source(),
     )  # fmt: skip
 
     assert code == 2, err.decode()

@@ -24,17 +24,19 @@ from graceful_drain.controller.events import DRAIN_COMPLETED
 from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
+from tests.e2e.cli import run_cli
 from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 
 from .harness import (
+    BOUND,
     Installation,
     Obj,
     kubectl,
     kubectl_json,
     product_checkout,
+    product_source,
     refused,
     requests_of,
-    run_cli,
     watch_objects,
     web,
 )
@@ -105,8 +107,9 @@ async def run_detector(
         "NODE_NAME": pod["spec"]["nodeName"],
     }
     code, out, err = await run_cli(
-        "termination-cause", "--json", "--kubeconfig", str(kubeconfig), *grace, *args, env=env
-    )
+        "termination-cause", "--json", "--kubeconfig", str(kubeconfig), *grace, *args,
+        env=env, bound=BOUND, source=product_source(),
+    )  # fmt: skip
     assert out, err.decode()
     return code, json.loads(out)
 
