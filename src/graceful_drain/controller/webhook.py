@@ -204,7 +204,7 @@ class EvictionWebhook:
             outcome.pod = pod_lookup.pod
         decision = decide_eviction(
             request, pod_lookup, self.cluster.replicaset, self.cluster.deployment, self.config,
-            self._clock(),
+            self._clock(), prechecked=True,
         )  # fmt: skip
         outcome.attempts = 1
         while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
@@ -236,7 +236,9 @@ class EvictionWebhook:
                     decision = reread_failed(decision, owner.detail)
                     break
                 outcome.attempts += 1
-                decision = decide(request, pod_lookup, owner, self.config, self._clock())
+                decision = decide(
+                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True
+                )
                 continue
             outcome.stamped = True
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
