@@ -137,6 +137,18 @@ class HttpSite:
             self._runner = None
 
 
+def webhook_site(
+    app: web.Application,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext,
+    guard: ConnectionGuard | None = None,
+) -> HttpSite:
+    """The webhook's HTTPS site as the controller serves it, behind a `ConnectionGuard` (the
+    benchmark serves its webhook through this very function)."""
+    return HttpSite("webhook", app, host, port, ssl_context, guard or ConnectionGuard())
+
+
 class ControllerApp:
     def __init__(
         self,
@@ -201,9 +213,9 @@ class ControllerApp:
             "health", health_app(self.metrics, self.readiness), config.bind_address,
             config.metrics_port,
         )  # fmt: skip
-        self.webhook_site = HttpSite(
-            "webhook", self.webhook.app(), config.bind_address, config.webhook_port,
-            self.tls.context, connection_guard or ConnectionGuard(),
+        self.webhook_site = webhook_site(
+            self.webhook.app(), config.bind_address, config.webhook_port, self.tls.context,
+            connection_guard,
         )  # fmt: skip
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("caches-fresh", lambda: self.cache.fresh)
