@@ -198,12 +198,14 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
             mismatches = await verify_rows(webhook, options.requests)
             clock = breakdown.StageClock()
-            app = webhook.app()
-            app.router.add_post(breakdown.TIMED_PATH, breakdown.timed_handler(webhook, clock))
+            routes = {
+                WEBHOOK_PATH: webhook.handle,
+                breakdown.TIMED_PATH: breakdown.timed_handler(webhook, clock),
+                breakdown.CANNED_PATH: canned,
+            }
             tls = ReloadingTLS(cert, key)
             await tls.start()
-            app.router.add_post(breakdown.CANNED_PATH, canned)
-            site = webhook_site(app, "127.0.0.1", 0, tls.context)  # as the controller serves it
+            site = webhook_site(routes, "127.0.0.1", 0, tls.context)  # as the controller serves it
         else:
             fill_seconds = 0.0
             context = server_context()
@@ -231,7 +233,7 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         connection.send("stopped")
 
 
-async def canned(request: web.Request) -> web.Response:
+async def canned(request: web.BaseRequest) -> web.Response:
     """The reference's handler: read the body, answer a canned AdmissionResponse."""
     await request.read()
     return web.Response(body=CANNED_RESPONSE, content_type="application/json")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -34,7 +34,7 @@ DEFAULT_MAX_CONNECTIONS = 512  # ~60 KB each: about 30 MB, far below the 512 MiB
 
 _log = get_logger("connections")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
 @dataclass(eq=False, slots=True)
@@ -154,7 +154,21 @@ class ConnectionGuard:
     # --- the application side ---------------------------------------------------------------
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """`serve` as an aiohttp middleware, for a site with an Application."""
+        return await self.serve(request, cast(Handler, handler))  # it only ever gets `request`
+
+    def guarded(self, handler: Handler) -> Handler:
+        """`serve` around a low-level handler (aiohttp's web.Server, no middleware chain)."""
+
+        async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+            return await self.serve(request, handler)
+
+        return guarded
+
+    async def serve(self, request: web.BaseRequest, handler: Handler) -> web.StreamResponse:
         """Reads the body under the connection's read deadline, then runs the handler."""
         transport = request.transport
         if transport is None or transport.is_closing():

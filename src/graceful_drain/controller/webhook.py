@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from graceful_drain.controller.admission import (
-    MAX_REVIEW_BYTES,
     MalformedReview,
     answer_malformed,
     encode_review_response,
@@ -148,7 +147,7 @@ class EvictionWebhook:
 
     # --- HTTP -----------------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.BaseRequest) -> web.Response:
         """aiohttp handler: always HTTP 200 with an AdmissionReview."""
         started = time.perf_counter()
         try:
@@ -163,11 +162,6 @@ class EvictionWebhook:
             payload, outcome = await self.review(body)
         self._observe(outcome, time.perf_counter() - started)
         return web.Response(body=payload, content_type="application/json")
-
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES + 1)
-        app.router.add_post(WEBHOOK_PATH, self.handle)
-        return app
 
     # --- the review -----------------------------------------------------------------------------
 
