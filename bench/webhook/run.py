@@ -23,9 +23,10 @@ from kubesim.pki import CertificateAuthority
 THROUGHPUT_TARGET = Target("webhook req/s ÷ reference req/s", Bound.AT_LEAST, 0.5)
 CPU_TARGET = Target("webhook CPU per request ÷ reference's", Bound.AT_MOST, 2.2)
 P99_TARGET = Target("webhook p99", Bound.BELOW, 5.0, " ms")
-# The stages timed under load plus the reference's whole request account for the webhook's CPU.
-BREAKDOWN_TARGET = Target("|(stages + reference) ÷ webhook CPU per request - 1|", Bound.AT_MOST,
-                          0.2)  # fmt: skip
+# The stages timed under load, the stack around them and the timing's own cost account for the
+# webhook's CPU.
+BREAKDOWN_TARGET = Target("|(stages + stack + timing) ÷ webhook CPU per request - 1|",
+                          Bound.AT_MOST, 0.2)  # fmt: skip
 TARGET_CONCURRENCY = 32
 CLIENT_SATURATED = 0.9  # of one core: above this the client may be what limits the rate
 START_TIMEOUT = 300.0  # filling 50,000 pods on a busy machine
