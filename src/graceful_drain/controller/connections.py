@@ -74,6 +74,7 @@ class ConnectionGuard:
         # read_timeout, so a new one never comes before those already set, and a request
         # costs a float instead of a loop timer made and cancelled.
         self._sweep_timer: asyncio.TimerHandle | None = None
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None  # a stopped site's may be gone
 
     # --- the protocol side ------------------------------------------------------------------
 
@@ -118,8 +119,8 @@ class ConnectionGuard:
     def _arm(self, connection: _Connection) -> None:
         loop = asyncio.get_running_loop()
         connection.deadline = deadline = loop.time() + self.read_timeout
-        if self._sweep_timer is None:
-            self._sweep_timer = loop.call_at(deadline, self._sweep)
+        if self._sweep_timer is None or self._sweep_loop is not loop:
+            self._sweep_timer, self._sweep_loop = loop.call_at(deadline, self._sweep), loop
 
     def _sweep(self) -> None:
         """Abort every connection past its deadline; wake again at the earliest one left."""
