@@ -65,6 +65,14 @@ COMPARISONS = (
 )
 
 
+def compared_parts(
+    parts: Sequence[str], comparisons: Sequence[Comparison] = COMPARISONS
+) -> list[str]:
+    """The parts the baseline must run: those a comparison reads (each compared table is the
+    first table of the part of the same name)."""
+    return [part for part in parts if any(c.table == part for c in comparisons)]
+
+
 def resolve(ref: str, repo: Path = ROOT) -> str:
     """The full commit id `ref` names in `repo`; BaselineError when it names none."""
     found = subprocess.run(

@@ -151,11 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     baseline_rows: dict[str, list[Row]] | None = None
+    compared = baseline.compared_parts(args.only)
+    if args.baseline is not None and not compared:
+        print(f"python -m bench: --baseline compares only {baseline.compared_parts(PARTS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.baseline is not None:
         try:
             commit = baseline.resolve(args.baseline)
-            progress(f"bench: the baseline {commit[:12]} first...")
-            document = baseline.run_parts(commit, args.only, _baseline_args(args))
+            progress(f"bench: the baseline {commit[:12]} first ({', '.join(compared)})...")
+            document = baseline.run_parts(commit, compared, _baseline_args(args))
         except baseline.BaselineError as error:
             print(f"python -m bench: {error}", file=sys.stderr)
             return 2

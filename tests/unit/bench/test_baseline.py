@@ -59,6 +59,14 @@ def test_rows_are_matched_by_their_key_columns_at_the_largest_count() -> None:
     assert table.verdicts == []
 
 
+def test_the_baseline_runs_only_the_parts_a_comparison_reads() -> None:
+    from bench.cli import PARTS
+
+    assert baseline.compared_parts(PARTS) == ["memory", "drain"]
+    assert baseline.compared_parts(["webhook", "drain"]) == ["drain"]
+    assert baseline.compared_parts(["webhook", "detector"]) == []
+
+
 def test_a_name_that_is_no_commit_is_refused_with_its_name() -> None:
     with pytest.raises(BaselineError, match="no-such-ref"):
         baseline.resolve("no-such-ref")
