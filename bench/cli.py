@@ -4,6 +4,7 @@
     PYTHONPATH=src python -m bench --json           # the same as JSON on stdout
     PYTHONPATH=src python -m bench --only webhook,memory
     PYTHONPATH=src python -m bench --smoke             # tiny sizes, seconds; writes nothing
+    PYTHONPATH=src python -m bench --only memory,drain --baseline main~3   # old beside new
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores
@@ -13,6 +14,7 @@ bounded in time and request count; the whole full profile takes about 10 minutes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -20,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import decode, machine
+from bench import baseline, decode, machine
 from bench.detector import run as detector
 from bench.drain import run as drain
 from bench.drain.timings import DrainTimings
 from bench.memory import run as memory
-from bench.report import Table, json_document, markdown
+from bench.report import Row, Table, json_document, markdown
 from bench.webhook import run as webhook
 from bench.webhook.population import PopulationSpec
 
@@ -90,7 +92,32 @@ def parser() -> argparse.ArgumentParser:
         help="where latest.md and latest.json go (default: bench/results; --smoke: nowhere)",
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run the parts against commit REF's src/ and packages/kubesim/src, first, "
+        "in the same run, and compare (bench/baseline.py)",
+    )
+    parser.add_argument(
+        "--kubesim-only",
+        action="store_true",
+        help="leave out the drain part's real control plane (its series take ~4 minutes)",
+    )
     return parser
+
+
+def _chosen_profile(args: argparse.Namespace) -> Profile:
+    profile = SMOKE if args.smoke else FULL
+    if not args.kubesim_only:
+        return profile
+    real = dataclasses.replace(profile.drain.real, skip="left out (--kubesim-only)")
+    return dataclasses.replace(profile, drain=dataclasses.replace(profile.drain, real=real))
+
+
+def _baseline_args(args: argparse.Namespace) -> list[str]:
+    """The flags the baseline's child run shares with this one (never its real control plane:
+    the comparison is of kubesim and the product, and the real series take minutes)."""
+    return [flag for flag, chosen in (("--smoke", args.smoke), ("--kubesim-only", True)) if chosen]
 
 
 def runners(profile: Profile) -> dict[str, Callable[[], list[Table]]]:
@@ -116,10 +143,28 @@ def run(parts: Sequence[str], profile: Profile, progress: Callable[[str], None])
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    profile = SMOKE if args.smoke else FULL
+    profile = _chosen_profile(args)
     header = machine.describe()
     started = time.perf_counter()
-    tables = run(args.only, profile, lambda line: print(line, file=sys.stderr, flush=True))
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    baseline_rows: dict[str, list[Row]] | None = None
+    if args.baseline is not None:
+        try:
+            commit = baseline.resolve(args.baseline)
+            progress(f"bench: the baseline {commit[:12]} first...")
+            document = baseline.run_parts(commit, args.only, _baseline_args(args))
+        except baseline.BaselineError as error:
+            print(f"python -m bench: {error}", file=sys.stderr)
+            return 2
+        baseline_rows = baseline.rows_by_table(document)
+        header["baseline"] = f"{commit} ({args.baseline}), run first"
+    tables = run(args.only, profile, progress)
+    if baseline_rows is not None:
+        this = {table.key: table.rows for table in tables}
+        tables.append(baseline.compare(commit, this, baseline_rows))
     header["load average at end (1/5/15 min)"] = machine.load_average()
     header["total time"] = f"{time.perf_counter() - started:.0f} s"
     if args.smoke:

@@ -7,6 +7,7 @@ import platform
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 
 
 def _cpu_model() -> str:
@@ -58,4 +59,14 @@ def describe() -> dict[str, str]:
             f"lightkube {_version('lightkube')}, msgspec {_version('msgspec')}"
         ),
         "load average at start (1/5/15 min)": load_average(),
+        "code": code_folders(),
     }
+
+
+def code_folders() -> str:
+    """Where the product and kubesim are imported from (a --baseline run's are elsewhere)."""
+    import graceful_drain
+    import kubesim
+
+    return ", ".join(str(Path(module.__file__ or "?").parent.parent)
+                     for module in (graceful_drain, kubesim))  # fmt: skip

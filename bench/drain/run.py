@@ -33,6 +33,7 @@ class RealProfile:
     clients: tuple[str, ...] = CLIENT_NAMES
     counts: tuple[int, ...] = (1, 10, 50)
     build: bool = True  # build the binaries when missing (minutes); False: skip the part
+    skip: str | None = None  # why the real control plane is not run at all (--kubesim-only)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ def run_real(profile: DrainProfile) -> RealRun:
     """The real control plane's series, or why they did not run."""
     started = time.monotonic()
     real = profile.real
+    if real.skip is not None:
+        return RealRun(skipped=real.skip)
     try:
         options = RealOptions(_bin_dir(real.build), real.clients, real.counts, profile.timings,
                               profile.uvloop)  # fmt: skip

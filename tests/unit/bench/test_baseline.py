@@ -1,0 +1,83 @@
+"""`--baseline REF`: another commit's figures beside this checkout's (bench/baseline.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench import baseline
+from bench.baseline import BaselineError, Comparison, compare
+from bench.report import Row
+from bench.stats import Bound, Target
+
+SYNC = Comparison("memory", "seconds", "time to synced", largest="pods",
+                  target=Target("this ÷ baseline", Bound.AT_MOST, 0.5))  # fmt: skip
+DRAIN = Comparison("drain", "drain", "drain s", largest="count", key=("client",))
+
+
+def memory_rows(*seconds_by_size: tuple[int, float | None]) -> list[Row]:
+    return [{"pods": pods, "seconds": seconds} for pods, seconds in seconds_by_size]
+
+
+@pytest.mark.parametrize(
+    ("this", "old", "expected_ratio", "met"),
+    [
+        (memory_rows((10, 0.1), (100, 2.0)), memory_rows((10, 0.1), (100, 4.0)), 0.5, True),
+        (memory_rows((10, 0.1), (100, 3.0)), memory_rows((10, 9.0), (100, 4.0)), 0.75, False),
+        # a size missing from one run is shown, never met
+        (memory_rows((10, 0.1), (100, None)), memory_rows((100, 4.0)), None, False),
+    ],
+)
+def test_the_largest_size_is_compared_and_its_target_evaluated(
+    this: list[Row], old: list[Row], expected_ratio: float | None, met: bool
+) -> None:
+    table = compare("0123456789abcdef", {"memory": this}, {"memory": old}, [SYNC])
+    (row,) = table.rows
+    assert row["where"] == "pods = 100"
+    assert row["ratio"] == (None if expected_ratio is None else pytest.approx(expected_ratio))
+    assert [verdict.met for verdict in table.verdicts] == [met]
+    assert "0123456789ab" in table.title
+
+
+def test_rows_are_matched_by_their_key_columns_at_the_largest_count() -> None:
+    this: list[Row] = [
+        {"client": "kubectl", "count": 1, "drain": 1.0},
+        {"client": "kubectl", "count": 50, "drain": 5.0},
+        {"client": "karpenter", "count": 50, "drain": 4.0},
+    ]
+    old: list[Row] = [
+        {"client": "karpenter", "count": 50, "drain": 8.0},
+        {"client": "kubectl", "count": 50, "drain": 10.0},
+    ]
+    table = compare("abc", {"drain": this}, {"drain": old}, [DRAIN])
+    assert [(row["where"], row["ratio"]) for row in table.rows] == [
+        ("karpenter, count = 50", 0.5),
+        ("kubectl, count = 50", 0.5),
+    ]
+    assert table.verdicts == []
+
+
+def test_a_name_that_is_no_commit_is_refused_with_its_name() -> None:
+    with pytest.raises(BaselineError, match="no-such-ref"):
+        baseline.resolve("no-such-ref")
+
+
+def test_the_export_holds_the_commits_product_and_kubesim() -> None:
+    with baseline.exported(baseline.resolve("HEAD")) as folders:
+        assert [folder.name for folder in folders] == ["src", "src"]
+        assert (folders[0] / "graceful_drain" / "__init__.py").is_file()
+        assert (folders[1] / "kubesim" / "__init__.py").is_file()
+    assert not folders[0].exists()
+
+
+def test_the_command_line_refuses_a_bad_baseline_with_exit_2() -> None:
+    root = Path(baseline.ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "memory", "--baseline", "no-such-ref",
+         "--no-write"],
+        cwd=root, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--baseline 'no-such-ref': not a commit" in done.stderr
