@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,7 +50,10 @@ async def read_chunk(reader: asyncio.StreamReader) -> bytes:
     return data
 
 
-async def test_a_burst_goes_out_in_one_chunk_in_order(sim: KubeSim) -> None:
+@asynccontextmanager
+async def raw_watch(sim: KubeSim) -> AsyncIterator[asyncio.StreamReader]:
+    """A watch of default's ConfigMaps over a bare TLS connection, past its response head
+    (sent once the watch is registered): its body's chunks are kubesim's writes."""
     url = urlsplit(sim.url)
     context = ssl.create_default_context(cadata=sim.ca_pem.decode())
     reader, writer = await asyncio.open_connection(url.hostname, url.port, ssl=context)
@@ -59,19 +64,41 @@ async def test_a_burst_goes_out_in_one_chunk_in_order(sim: KubeSim) -> None:
             f"Authorization: Bearer {sim.admin_token}\r\nAccept: application/json\r\n\r\n".encode()
         )
         async with asyncio.timeout(DEADLINE):
-            head = await reader.readuntil(b"\r\n\r\n")  # sent once the watch is registered
-            assert head.startswith(b"HTTP/1.1 200")
-            assert b"transfer-encoding: chunked" in head.lower()
-            names = burst(sim, "one-chunk")
-            chunk = await read_chunk(reader)
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        assert b"transfer-encoding: chunked" in head.lower()
+        yield reader
     finally:
         writer.close()
+
+
+def assert_the_burst(chunk: bytes, names: list[str]) -> None:
     lines = chunk.decode().splitlines()
-    assert len(lines) == BURST  # every event of the burst in the first chunk
+    assert len(lines) == BURST  # every event of the burst in this one chunk
     events = [json.loads(line) for line in lines]
     assert [e["type"] for e in events] == ["ADDED"] * BURST
     assert [e["object"]["metadata"]["name"] for e in events] == names
     assert [e["object"]["data"]["k"] for e in events] == [text_of(n) for n in names]
+
+
+async def test_a_burst_goes_out_in_one_chunk_in_order(sim: KubeSim) -> None:
+    async with raw_watch(sim) as reader:
+        names = burst(sim, "one-chunk")
+        async with asyncio.timeout(DEADLINE):
+            chunk = await read_chunk(reader)
+    assert_the_burst(chunk, names)
+
+
+async def test_every_watch_of_a_collection_gets_the_burst(sim: KubeSim) -> None:
+    """The lines are encoded once and shared (jsoncodec.WatchLines): each watch still gets
+    every event, whole and in order."""
+    async with raw_watch(sim) as one, raw_watch(sim) as two, raw_watch(sim) as three:
+        names = burst(sim, "fan-out")
+        async with asyncio.timeout(DEADLINE):
+            chunks = [await read_chunk(reader) for reader in (one, two, three)]
+    for chunk in chunks:
+        assert_the_burst(chunk, names)
+    assert chunks[0] == chunks[1] == chunks[2]
 
 
 async def test_lightkube_decodes_a_burst_in_order(sim: KubeSim, lk: AsyncClient) -> None:

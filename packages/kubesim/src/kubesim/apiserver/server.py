@@ -211,6 +211,7 @@ class ApiServer:
         self.faults = faults
         self.minor_version = server_minor_version
         self.bookmark_interval = bookmark_interval
+        self.watch_lines = jsoncodec.WatchLines()
         self.authorizer: Authorizer | None = None
         self.rules_resolver: Callable[[UserInfo, str], RulesReview] | None = None
         self.admitters: list[Admitter] = []
@@ -586,7 +587,11 @@ class ApiServer:
                         obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
                                               include_columns=first)  # fmt: skip
                         first = False
-                    lines.append(jsoncodec.watch_event(event.type, obj))
+                        lines.append(jsoncodec.watch_event(event.type, obj))
+                    elif obj is event.object:  # the stored object itself: shared by watches
+                        lines.append(self.watch_lines.line(event.type, obj))
+                    else:
+                        lines.append(jsoncodec.watch_event(event.type, obj))
                     if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
                         break
                     event = watcher.queue.get_nowait()
