@@ -494,13 +494,17 @@ class ApiServer:
             table["metadata"].update(meta)
             return negotiated_json_response(ctx.request, table)
         # Items of a typed list carry no kind/apiVersion upstream.
-        out_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                     for o in out_items]  # fmt: skip
+        list_items = []
+        for obj in out_items:  # a shallow copy and two pops: a third of a dict comprehension
+            item = obj.copy()
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+            list_items.append(item)
         body = {
             "kind": f"{ctx.rt.kind}List",
             "apiVersion": ctx.rt.api_version,
             "metadata": meta,
-            "items": out_items,
+            "items": list_items,
         }
         return negotiated_json_response(ctx.request, body)
 
