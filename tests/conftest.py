@@ -6,14 +6,19 @@ import os
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 from realcluster.binaries import go_available
+
+if TYPE_CHECKING:
+    import kubernetes
 
 KUBECTL_TIMEOUT = 60
 # Set to 1 (CI does) and the real control plane's tests fail instead of being skipped when
@@ -61,6 +66,24 @@ async def lk(sim: KubeSim) -> AsyncIterator[AsyncClient]:
     client = AsyncClient(KubeConfig.from_file(str(sim.kubeconfig_path)))
     yield client
     await client.close()
+
+
+@pytest.fixture
+async def raw(sim: KubeSim) -> AsyncIterator[KubeClient]:
+    """kubesim's own raw-JSON client, as admin."""
+    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def core(sim: KubeSim) -> Iterator[kubernetes.client.CoreV1Api]:
+    """The official Python client's CoreV1Api (imported here only: it is slow to import)."""
+    import kubernetes
+
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
+    yield kubernetes.client.CoreV1Api(api)
+    api.close()
 
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
