@@ -17,7 +17,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import ConfigMap
 
 from kubesim.sim import KubeSim
-from tests.conftest import kubectl_cache_args
+from tests.conftest import kubectl_watching
 
 pytestmark = pytest.mark.e2e
 
@@ -113,11 +113,9 @@ async def test_lightkube_decodes_a_burst_in_order(sim: KubeSim, lk: AsyncClient)
     assert seen == [("ADDED", name, text_of(name)) for name in names]
 
 
-async def test_the_official_client_decodes_a_burst_in_order(sim: KubeSim) -> None:
+async def test_the_official_client_decodes_a_burst_in_order(sim: KubeSim, core: Any) -> None:
     import kubernetes
 
-    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
-    core = kubernetes.client.CoreV1Api(api)
     since = revision(sim)
     names = burst(sim, "official")
 
@@ -132,31 +130,19 @@ async def test_the_official_client_decodes_a_burst_in_order(sim: KubeSim) -> Non
                 watcher.stop()
         return seen
 
-    try:
-        seen = await asyncio.wait_for(asyncio.to_thread(watch), DEADLINE)
-    finally:
-        api.close()
+    seen = await asyncio.wait_for(asyncio.to_thread(watch), DEADLINE)
     assert seen == [("ADDED", name, text_of(name)) for name in names]
 
 
 async def test_kubectl_get_watch_prints_a_burst_in_order(sim: KubeSim) -> None:
     marker = {"name": "marker", "namespace": "default"}
     sim.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": marker, "data": {"k": "-"}})
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(sim.kubeconfig_path),
-        *kubectl_cache_args(sim.kubeconfig_path), "get", "configmaps", "-n", "default",
-        "-w", "-o", "jsonpath={.metadata.name}={.data.k}{\"\\n\"}", "--request-timeout=30s",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
+    jsonpath = 'jsonpath={.metadata.name}={.data.k}{"\\n"}'
+    async with kubectl_watching(sim.kubeconfig_path, "get", "configmaps", "-n", "default", "-w",
+                                "-o", jsonpath, "--request-timeout=30s") as out:  # fmt: skip
         async with asyncio.timeout(DEADLINE):
-            listed = []
-            while (line := (await proc.stdout.readline()).decode().rstrip("\n")) != "marker=-":
-                listed.append(line)  # kube-root-ca.crt and the like, listed before it
+            while (await out.readline()).decode().rstrip("\n") != "marker=-":
+                pass  # kube-root-ca.crt and the like, listed before it
             names = burst(sim, "kubectl")  # after the list: kubectl's watch carries them
-            printed = [(await proc.stdout.readline()).decode().rstrip("\n") for _ in names]
-    finally:
-        proc.kill()
-        await proc.wait()
+            printed = [(await out.readline()).decode().rstrip("\n") for _ in names]
     assert printed == [f"{name}={text_of(name)}" for name in names]
