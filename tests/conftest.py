@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,6 +95,22 @@ def kubectl_cache_args(kubeconfig: Path) -> list[str]:
     """A discovery cache per cluster: kubesim ports are reused across tests, and the kubectl
     dispatcher picks its release from the cached server version of a host:port."""
     return [f"--cache-dir={kubeconfig.parent / 'kubectl-cache'}"]
+
+
+@asynccontextmanager
+async def kubectl_watching(kubeconfig: Path, *args: str) -> AsyncIterator[asyncio.StreamReader]:
+    """`kubectl <args>` (a `get -w`) running for the block: its standard output, line by line;
+    killed when the block ends."""
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", str(kubeconfig), *kubectl_cache_args(kubeconfig), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        yield proc.stdout
+    finally:
+        proc.kill()
+        await proc.wait()
 
 
 def run_kubectl(kubeconfig: Path, *args: str, check: bool = True,

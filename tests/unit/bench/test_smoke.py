@@ -50,7 +50,7 @@ def test_memory_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert all(row["cached"].endswith("/ 2 / 2") for row in memory["rows"])
     [target] = memory["targets"]
     assert target["value"] is not None
-    assert len(tables["decode"]["rows"]) == 4
+    assert len(tables["decode"]["rows"]) == 5
 
 
 def test_unknown_parts_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
