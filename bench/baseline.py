@@ -1,12 +1,12 @@
 """Another commit measured in the same run: `python -m bench --baseline REF`.
 
 The commit's `src/` and `packages/kubesim/src` are exported with `git archive` into a
-temporary folder, and the chosen parts run once more in a child `python -m bench` whose
-PYTHONPATH puts those folders first. Spawned benchmark processes inherit that path, so the
-product and kubesim are the commit's while the benchmark code stays this checkout's (the
-commit must offer the kubesim and product APIs the benchmarks call). The child's tables come
-back as JSON; each `Comparison` then puts one figure of both runs side by side as
-this ÷ baseline, with its target where the issue sets one.
+temporary folder, and the compared parts run once more, with the same profiles, in a child
+(`bench/baseline_child.py`) whose PYTHONPATH puts those folders first. Spawned benchmark
+processes inherit that path, so the product and kubesim are the commit's while the benchmark
+code stays this checkout's (the commit must offer the kubesim and product APIs the compared
+parts call). The child's tables come back as JSON; each `Comparison` then puts one figure of
+both runs side by side as this ÷ baseline, with its target where the issue sets one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tarfile
@@ -73,6 +74,14 @@ COMPARISONS = (
 )
 
 
+def compared_parts(
+    parts: Sequence[str], comparisons: Sequence[Comparison] = COMPARISONS
+) -> list[str]:
+    """The parts the baseline must run: those a comparison reads (each compared table is the
+    first table of the part of the same name)."""
+    return [part for part in parts if any(c.table == part for c in comparisons)]
+
+
 def resolve(ref: str, repo: Path = ROOT) -> str:
     """The full commit id `ref` names in `repo`; BaselineError when it names none."""
     found = subprocess.run(
@@ -88,10 +97,14 @@ def resolve(ref: str, repo: Path = ROOT) -> str:
 
 @contextlib.contextmanager
 def exported(commit: str, repo: Path = ROOT) -> Iterator[list[Path]]:
-    """The commit's code folders, exported into a temporary folder removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as folder:
+    """The commit's code folders (those of CODE_FOLDERS it has: before kubesim became its own
+    distribution, `src/` held both), exported into a temporary folder removed afterwards."""
+    present = [folder for folder in CODE_FOLDERS if _has_folder(repo, commit, folder)]
+    if not present:
+        raise BaselineError(f"{commit[:12]} has none of {', '.join(CODE_FOLDERS)}")
+    with tempfile.TemporaryDirectory(prefix="bench-baseline-") as temporary:
         archive = subprocess.run(
-            ["git", "-C", str(repo), "archive", "--format=tar", commit, *CODE_FOLDERS],
+            ["git", "-C", str(repo), "archive", "--format=tar", commit, *present],
             capture_output=True,
             check=False,
         )
@@ -99,22 +112,31 @@ def exported(commit: str, repo: Path = ROOT) -> Iterator[list[Path]]:
             detail = archive.stderr.decode(errors="replace").strip()
             raise BaselineError(f"git archive {commit[:12]} failed: {detail}")
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(folder, filter="data")
-        yield [Path(folder, name) for name in CODE_FOLDERS]
+            tar.extractall(temporary, filter="data")
+        yield [Path(temporary, name) for name in present]
 
 
-def run_parts(commit: str, parts: Sequence[str], extra_args: Sequence[str]) -> dict[str, Any]:
-    """The commit's tables for `parts`, from a child `python -m bench --json`."""
+def _has_folder(repo: Path, commit: str, folder: str) -> bool:
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "-d", "--name-only", commit, "--", folder],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return listed.stdout.strip() == folder
+
+
+def run_parts(commit: str, requests: Sequence[tuple[str, object]]) -> dict[str, Any]:
+    """The commit's tables for the (part, profile) pairs, from `bench/baseline_child.py`."""
     with exported(commit) as folders:
         environment = dict(os.environ)
         path = [str(folder) for folder in folders] + [str(ROOT)]
         environment["PYTHONPATH"] = os.pathsep.join(path)
-        command = [sys.executable, "-m", "bench", "--only", ",".join(parts), "--json",
-                   "--no-write", *extra_args]  # fmt: skip
         try:
             child = subprocess.run(
-                command, cwd=ROOT, env=environment, stdout=subprocess.PIPE,
-                timeout=CHILD_TIMEOUT, check=False,
+                [sys.executable, "-m", "bench.baseline_child"], input=pickle.dumps(list(requests)),
+                cwd=ROOT, env=environment, stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT,
+                check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             raise BaselineError(f"the baseline run took over {CHILD_TIMEOUT:.0f} s") from None
@@ -122,9 +144,8 @@ def run_parts(commit: str, parts: Sequence[str], extra_args: Sequence[str]) -> d
             raise BaselineError(f"the baseline run exited with {child.returncode} (see above)")
         document: dict[str, Any] = json.loads(child.stdout)
         code = document["machine"].get("code", "")
-        imported = code.split(", ")
-        if len(imported) != len(folders) or not all(
-            where.startswith(str(folder)) for where, folder in zip(imported, folders, strict=True)
+        if not all(
+            any(where.startswith(str(folder)) for folder in folders) for where in code.split(", ")
         ):
             raise BaselineError(f"the baseline run imported this checkout's code ({code})")
     return document

@@ -114,10 +114,15 @@ def _chosen_profile(args: argparse.Namespace) -> Profile:
     return dataclasses.replace(profile, drain=dataclasses.replace(profile.drain, real=real))
 
 
-def _baseline_args(args: argparse.Namespace) -> list[str]:
-    """The flags the baseline's child run shares with this one (never its real control plane:
+def _baseline_requests(profile: Profile, parts: Sequence[str]) -> list[tuple[str, object]]:
+    """The compared parts' profiles for the baseline's run (never the real control plane:
     the comparison is of kubesim and the product, and the real series take minutes)."""
-    return [flag for flag, chosen in (("--smoke", args.smoke), ("--kubesim-only", True)) if chosen]
+    real = dataclasses.replace(profile.drain.real, skip="not run for a baseline")
+    chosen: dict[str, object] = {
+        "memory": profile.memory,
+        "drain": dataclasses.replace(profile.drain, real=real),
+    }
+    return [(part, chosen[part]) for part in parts]
 
 
 def runners(profile: Profile) -> dict[str, Callable[[], list[Table]]]:
@@ -151,11 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     baseline_rows: dict[str, list[Row]] | None = None
+    compared = baseline.compared_parts(args.only)
+    if args.baseline is not None and not compared:
+        print(f"python -m bench: --baseline compares only {baseline.compared_parts(PARTS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.baseline is not None:
         try:
             commit = baseline.resolve(args.baseline)
-            progress(f"bench: the baseline {commit[:12]} first...")
-            document = baseline.run_parts(commit, args.only, _baseline_args(args))
+            progress(f"bench: the baseline {commit[:12]} first ({', '.join(compared)})...")
+            document = baseline.run_parts(commit, _baseline_requests(profile, compared))
         except baseline.BaselineError as error:
             print(f"python -m bench: {error}", file=sys.stderr)
             return 2

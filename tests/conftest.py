@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 from realcluster.binaries import go_available
+
+if TYPE_CHECKING:
+    import kubernetes
 
 KUBECTL_TIMEOUT = 60
 # Set to 1 (CI does) and the real control plane's tests fail instead of being skipped when
@@ -63,6 +70,24 @@ async def lk(sim: KubeSim) -> AsyncIterator[AsyncClient]:
     await client.close()
 
 
+@pytest.fixture
+async def raw(sim: KubeSim) -> AsyncIterator[KubeClient]:
+    """kubesim's own raw-JSON client, as admin."""
+    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def core(sim: KubeSim) -> Iterator[kubernetes.client.CoreV1Api]:
+    """The official Python client's CoreV1Api (imported here only: it is slow to import)."""
+    import kubernetes
+
+    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
+    yield kubernetes.client.CoreV1Api(api)
+    api.close()
+
+
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -70,6 +95,22 @@ def kubectl_cache_args(kubeconfig: Path) -> list[str]:
     """A discovery cache per cluster: kubesim ports are reused across tests, and the kubectl
     dispatcher picks its release from the cached server version of a host:port."""
     return [f"--cache-dir={kubeconfig.parent / 'kubectl-cache'}"]
+
+
+@asynccontextmanager
+async def kubectl_watching(kubeconfig: Path, *args: str) -> AsyncIterator[asyncio.StreamReader]:
+    """`kubectl <args>` (a `get -w`) running for the block: its standard output, line by line;
+    killed when the block ends."""
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "--kubeconfig", str(kubeconfig), *kubectl_cache_args(kubeconfig), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        yield proc.stdout
+    finally:
+        proc.kill()
+        await proc.wait()
 
 
 def run_kubectl(kubeconfig: Path, *args: str, check: bool = True,

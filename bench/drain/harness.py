@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -31,13 +31,13 @@ from bench.drain.poller import DRAIN_TAINTS, RestartOnCordon
 from bench.drain.timings import DrainTimings
 from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.kubeletconfig import KubeletConfig
-from kubesim.cluster.runtime import Informer
 from kubesim.drain import DrainClient, DrainResult
 from kubesim.drain.api import list_pods_on_node
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.scenario import DrainSpec
 from kubesim.scenario_runner import ScenarioRun
 from kubesim.sim import KubeSim
+from kubesim.watchlog import watch_until
 
 # The kubelet's minimum kill grace (2 s upstream) would put an unscaled floor under every pod
 # exit; the pods here exit at once on SIGTERM.
@@ -130,25 +130,6 @@ def budgets_computed(pdbs: list[Obj], count: int) -> bool:
         if (pdb.get("status") or {}).get("observedGeneration") == pdb["metadata"].get("generation")
         and (pdb.get("status") or {}).get("currentHealthy", 0) >= 1
     )
-
-
-async def watch_until(client: KubeClient, api_version: str, plural: str, kind: str,
-                      predicate: Callable[[list[Obj]], bool], bound: float) -> None:  # fmt: skip
-    """Until `predicate(every object)` holds, re-checked on each watch event of the namespace."""
-    informer = Informer(client, api_version, plural, kind, namespace=workload.NAMESPACE)
-    changed = asyncio.Event()
-    informer.add_handler(lambda *_: changed.set())
-    task = asyncio.get_running_loop().create_task(informer.run())
-    try:
-        async with asyncio.timeout(bound):
-            await informer.synced.wait()
-            while not predicate(informer.items()):
-                changed.clear()
-                await changed.wait()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def all_ready(recorder: AvailabilityRecorder, namespace: str, names: Sequence[str]) -> bool:
@@ -244,7 +225,8 @@ class Series:
 
         await watch_until(
             self.api, "policy/v1", "poddisruptionbudgets", "PodDisruptionBudget",
-            lambda pdbs: budgets_computed(pdbs, self.count), SETTLE_SECONDS,
+            workload.NAMESPACE, lambda pdbs: budgets_computed(pdbs, self.count),
+            bound=SETTLE_SECONDS,
         )  # fmt: skip
 
     async def delete_pdbs(self) -> None:

@@ -16,7 +16,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from bench.procs import rss_bytes, run_child
-from graceful_drain.controller.view import ClusterCache
+
+try:
+    from graceful_drain.controller.view import ClusterCache
+except ImportError:  # a --baseline commit from before kube/ became generic (b67cf4e: issue 14's)
+    from graceful_drain.kube.cache import ClusterCache  # type: ignore[attr-defined,no-redef]
 from graceful_drain.kube.client import create_client
 from graceful_drain.logs import configure_logging
 

@@ -10,6 +10,7 @@ between sizes is the pods' alone.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -19,6 +20,7 @@ from bench import objects
 from bench.procs import receive_async, run_child
 from kubesim.sim import KubeSim
 
+SETTLE_STEPS = 10_000
 # Fields the API server assigns: a create must not carry them.
 _ASSIGNED = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 
@@ -76,6 +78,18 @@ class Seeder:
             self.count += 1
 
 
+async def _settled(sim: KubeSim) -> None:
+    """Until kubesim's garbage collector has looked at every seeded object: it reacts to each
+    write after the fact (one queued item per pod), and that backlog must not run during the
+    sync being measured. Bounded: the collector drains its queue in one loop step."""
+    backlog = sim.gc._queue
+    for _ in range(SETTLE_STEPS):
+        if backlog.empty():
+            return
+        await asyncio.sleep(0)  # one loop iteration: the collector's turn
+    raise RuntimeError(f"kubesim's garbage collector still busy after {SETTLE_STEPS} steps")
+
+
 async def _serve(connection: Connection, options: SeedOptions) -> None:
     # The watch history would hold a second reference to every seeded pod; nobody resumes.
     async with KubeSim(history_limit=1000) as sim:
@@ -85,6 +99,7 @@ async def _serve(connection: Connection, options: SeedOptions) -> None:
             _, total = command
             started = time.perf_counter()
             seeder.grow(total)
+            await _settled(sim)
             connection.send(("seeded", seeder.count, time.perf_counter() - started))
     connection.send("stopped")
 

@@ -1,10 +1,12 @@
 """The two HTTPS servers the webhook benchmark loads, each in its own process.
 
-- `webhook`: the controller's `EvictionWebhook` behind the same aiohttp site, TLS source and
-  JSON logging (at info, one line per admission, written to /dev/null) as the controller
-  process, deciding against a `ClusterCache` filled through its informers' list path
-  (transform + store + indexes) from objects generated in memory instead of an API server.
-  ROLLOUT_REQUESTED's restarted-at PATCH goes to a patcher that returns at once.
+- `webhook`: the controller's `EvictionWebhook` behind the same aiohttp site and connection
+  guard (`app.webhook_site`), TLS source and JSON logging (at info, one line per admission,
+  written to /dev/null) as the controller process, deciding against a `ClusterCache` filled
+  through its informers' list path (transform + store + indexes) from objects generated in
+  memory instead of an API server. ROLLOUT_REQUESTED's restarted-at PATCH goes to a patcher
+  that returns at once. It also answers on breakdown.TIMED_PATH (the handler, timed stage by
+  stage) and breakdown.CANNED_PATH (the reference's handler: the stack in this process).
 - `reference`: a trivial aiohttp handler on the same TLS settings that reads the body and
   returns a canned AdmissionResponse: the cost of the stack itself.
 
@@ -38,7 +40,7 @@ from lightkube.resources.core_v1 import Pod
 from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
-from graceful_drain.controller.app import HttpSite
+from graceful_drain.controller.app import HttpSite, webhook_site
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
@@ -196,11 +198,14 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
             mismatches = await verify_rows(webhook, options.requests)
             clock = breakdown.StageClock()
-            app = webhook.app()
-            app.router.add_post(breakdown.TIMED_PATH, breakdown.timed_handler(webhook, clock))
+            routes = {
+                WEBHOOK_PATH: webhook.handle,
+                breakdown.TIMED_PATH: breakdown.timed_handler(webhook, clock),
+                breakdown.CANNED_PATH: canned,
+            }
             tls = ReloadingTLS(cert, key)
             await tls.start()
-            site = HttpSite("webhook", app, "127.0.0.1", 0, tls.context)
+            site = webhook_site(routes, "127.0.0.1", 0, tls.context)  # as the controller serves it
         else:
             fill_seconds = 0.0
             context = server_context()
@@ -228,11 +233,13 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         connection.send("stopped")
 
 
-def reference_app() -> web.Application:
-    async def canned(request: web.Request) -> web.Response:
-        await request.read()
-        return web.Response(body=CANNED_RESPONSE, content_type="application/json")
+async def canned(request: web.BaseRequest) -> web.Response:
+    """The reference's handler: read the body, answer a canned AdmissionResponse."""
+    await request.read()
+    return web.Response(body=CANNED_RESPONSE, content_type="application/json")
 
+
+def reference_app() -> web.Application:
     app = web.Application()
     app.router.add_post(WEBHOOK_PATH, canned)
     return app

@@ -1,46 +1,30 @@
-"""Waiting on what the API shows, for every end-to-end suite: one watch, re-checked on every
-event, bounded so that a hang fails the test instead of the run (nothing is asserted on time)."""
+"""What the end-to-end suites read off the objects they wait for. The wait itself is
+`kubesim.watchlog.watch_until` (one watch, re-checked on every event, bounded so that a hang
+fails the test instead of the run; nothing is asserted on time), shared with the benchmarks."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
+import re
 from typing import Any
 
-from kubesim.client import KubeClient
-from kubesim.cluster.runtime import Informer
+from kubesim.watchlog import WATCH_BOUND
 
 Obj = dict[str, Any]
 
-BOUND = 90.0  # a guard against hangs only
-
-
-async def watch_until(
-    client: KubeClient, api_version: str, plural: str, kind: str, namespace: str | None,
-    predicate: Callable[[list[Obj]], bool], *, bound: float = BOUND,
-) -> list[Obj]:  # fmt: skip
-    """Return the objects once `predicate(all objects)` holds, re-checked on every watch event
-    (list, then watch, from kubesim's informer: bookmarks, re-list on 410)."""
-    informer = Informer(client, api_version, plural, kind, namespace=namespace)
-    changed = asyncio.Event()
-    informer.add_handler(lambda *_: changed.set())
-    task = asyncio.get_running_loop().create_task(informer.run())
-    try:
-        async with asyncio.timeout(bound):
-            await informer.synced.wait()
-            while not predicate(informer.items()):
-                changed.clear()
-                await changed.wait()
-        return informer.items()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+BOUND = WATCH_BOUND  # every e2e wait on a watch: a guard against hangs only
+# The controller's restarted-at and completed-at stamps: RFC 3339 in UTC with microseconds.
+MICROSECOND_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def annotations_of(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """`obj`'s status condition of type `kind`, if it has one (`obj` must exist)."""
+    assert obj is not None
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind), None)
 
 
 def is_ready(pod: Obj) -> bool:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -34,19 +34,17 @@ DEFAULT_MAX_CONNECTIONS = 512  # ~60 KB each: about 30 MB, far below the 512 MiB
 
 _log = get_logger("connections")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Connection:
     transport: asyncio.BaseTransport | None = None
     busy: bool = False  # a handler runs for it
-    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    deadline: float | None = None  # loop time by which the request must have arrived whole
 
     def disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.deadline = None
 
 
 @dataclass
@@ -72,6 +70,11 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.stats = ConnectionStats()
         self._open: dict[asyncio.BaseTransport, _Connection] = {}  # insertion order: oldest first
+        # One timer for every deadline, at the earliest one: a deadline is always now +
+        # read_timeout, so a new one never comes before those already set, and a request
+        # costs a float instead of a loop timer made and cancelled.
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None  # a stopped site's may be gone
 
     # --- the protocol side ------------------------------------------------------------------
 
@@ -95,8 +98,8 @@ class ConnectionGuard:
         return True
 
     def _make_room(self) -> bool:
-        idle = [c for c in self._open.values() if not c.busy and c.timer is None]
-        reading = [c for c in self._open.values() if not c.busy and c.timer is not None]
+        idle = [c for c in self._open.values() if not c.busy and c.deadline is None]
+        reading = [c for c in self._open.values() if not c.busy and c.deadline is not None]
         for victim in (*idle, *reading):
             self.stats.evicted += 1
             self._abort(victim)
@@ -104,7 +107,7 @@ class ConnectionGuard:
         return False
 
     def _data(self, connection: _Connection) -> None:
-        if not connection.busy and connection.timer is None:
+        if not connection.busy and connection.deadline is None:
             self._arm(connection)  # the first byte of a new request
 
     def _closed(self, connection: _Connection) -> None:
@@ -114,16 +117,28 @@ class ConnectionGuard:
         self.stats.open = len(self._open)
 
     def _arm(self, connection: _Connection) -> None:
-        connection.disarm()
         loop = asyncio.get_running_loop()
-        connection.timer = loop.call_later(self.read_timeout, self._expired, connection)
+        connection.deadline = deadline = loop.time() + self.read_timeout
+        if self._sweep_timer is None or self._sweep_loop is not loop:
+            self._sweep_timer, self._sweep_loop = loop.call_at(deadline, self._sweep), loop
 
-    def _expired(self, connection: _Connection) -> None:
-        connection.timer = None
-        if connection.busy:
-            return
-        self.stats.timed_out += 1
-        self._abort(connection)
+    def _sweep(self) -> None:
+        """Abort every connection past its deadline; wake again at the earliest one left."""
+        self._sweep_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        earliest: float | None = None
+        for connection in list(self._open.values()):
+            deadline = connection.deadline
+            if deadline is None or connection.busy:
+                continue
+            if deadline <= now:
+                self.stats.timed_out += 1
+                self._abort(connection)
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._sweep_timer = loop.call_at(earliest, self._sweep)
 
     def _abort(self, connection: _Connection) -> None:
         connection.disarm()
@@ -140,7 +155,21 @@ class ConnectionGuard:
     # --- the application side ---------------------------------------------------------------
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """`serve` as an aiohttp middleware, for a site with an Application."""
+        return await self.serve(request, cast(Handler, handler))  # it only ever gets `request`
+
+    def guarded(self, handler: Handler) -> Handler:
+        """`serve` around a low-level handler (aiohttp's web.Server, no middleware chain)."""
+
+        async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+            return await self.serve(request, handler)
+
+        return guarded
+
+    async def serve(self, request: web.BaseRequest, handler: Handler) -> web.StreamResponse:
         """Reads the body under the connection's read deadline, then runs the handler."""
         transport = request.transport
         if transport is None or transport.is_closing():

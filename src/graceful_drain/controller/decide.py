@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -248,13 +249,21 @@ def decide_eviction(
     find_deployment: Callable[[str, str], DeploymentInfo | None],
     config: DecisionConfig,
     now: datetime,
+    *,
+    prechecked: bool = False,
 ) -> Decision:
     """The first decision for a request whose pod was looked up: owner resolution, then the
-    table. The webhook and `graceful-drain plan` both decide through here."""
-    owner: OwnerLookup = NoDeployment("pod not found")  # never read unless PodFound
-    if isinstance(pod, PodFound):
-        owner = resolve_owner(pod.pod, find_replicaset, find_deployment)
-    return decide(request, pod, owner, config, now)
+    table. The webhook and `graceful-drain plan` both decide through here; `prechecked` as for
+    `decide`."""
+    owner: OwnerLookup = (
+        resolve_owner(pod.pod, find_replicaset, find_deployment)
+        if isinstance(pod, PodFound)
+        else _POD_NOT_FOUND  # never read unless PodFound
+    )
+    return decide(request, pod, owner, config, now, prechecked=prechecked)
+
+
+_POD_NOT_FOUND = NoDeployment("pod not found")
 
 
 # --- the answer -------------------------------------------------------------------------------
@@ -277,14 +286,64 @@ class StampIntent:
         return stamp_patch(self.deployment, self.stamped_at)
 
 
-@dataclass(frozen=True, slots=True)
+# A decision's message, or what renders it: most decisions are allowed without anyone reading
+# their message (only denials, warnings and Events carry it), so the table hands in a function.
+Message = str | Callable[[], str]
+
+
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class Decision:
     allowed: bool
     reason: Reason
-    message: str  # human readable; the 429 message kubectl drain prints
-    deployment: ObjectRef | None = None
-    waited: timedelta | None = None  # since restarted-at, when the Deployment carries it
-    stamp: StampIntent | None = None  # Reason.ROLLOUT_REQUESTED only
+    deployment: ObjectRef | None
+    waited: timedelta | None  # since restarted-at, when the Deployment carries it
+    stamp: StampIntent | None  # Reason.ROLLOUT_REQUESTED only
+    _message: Message
+
+    def __init__(
+        self,
+        allowed: bool,
+        reason: Reason,
+        message: Message,
+        deployment: ObjectRef | None = None,
+        waited: timedelta | None = None,
+        stamp: StampIntent | None = None,
+    ) -> None:
+        setattr_ = object.__setattr__  # frozen
+        setattr_(self, "allowed", allowed)
+        setattr_(self, "reason", reason)
+        setattr_(self, "_message", message)
+        setattr_(self, "deployment", deployment)
+        setattr_(self, "waited", waited)
+        setattr_(self, "stamp", stamp)
+
+    @property
+    def message(self) -> str:
+        """Human readable; the 429 message kubectl drain prints. Rendered on first read."""
+        message = self._message
+        if isinstance(message, str):
+            return message
+        text = message()
+        object.__setattr__(self, "_message", text)
+        return text
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.allowed, self.reason, self.message, self.deployment, self.waited, self.stamp)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(allowed={self.allowed!r}, reason={self.reason!r}, "
+            f"message={self.message!r}, deployment={self.deployment!r}, "
+            f"waited={self.waited!r}, stamp={self.stamp!r})"
+        )
 
     @property
     def warning_event(self) -> bool:
@@ -303,12 +362,23 @@ def _detail(text: str) -> str:
     return text
 
 
-def _allow(reason: Reason, message: str, **fields: Any) -> Decision:
-    return Decision(allowed=True, reason=reason, message=_PREFIX + message, **fields)
+def _prefixed(render: Callable[[], str]) -> str:
+    return _PREFIX + render()
+
+
+def _with_prefix(message: Message) -> Message:
+    return _PREFIX + message if isinstance(message, str) else partial(_prefixed, message)
+
+
+def _allow(reason: Reason, message: Message, **fields: Any) -> Decision:
+    """Most allowed decisions are never read beyond their reason: the table hands in a function
+    that renders the message when someone reads it (a warning, an Event, a log line)."""
+    return Decision(True, reason, _with_prefix(message), **fields)
 
 
 def _deny(reason: Reason, message: str, **fields: Any) -> Decision:
-    return Decision(allowed=False, reason=reason, message=_PREFIX + message, **fields)
+    """A denial always sends its message: rendered at once."""
+    return Decision(False, reason, _PREFIX + message, **fields)
 
 
 def _waiting_message(deployment: ObjectRef, waited: timedelta, timeout: timedelta) -> str:
@@ -355,15 +425,19 @@ def precheck(request: EvictionRequest) -> Decision | None:
     if not request.is_pod_eviction_create:  # 2
         return _allow(
             Reason.NOT_EVICTION,
-            f"not a CREATE of pods/eviction of kind policy Eviction ({request.operation} "
-            f"{request.resource}/{request.sub_resource}, kind "
-            f"{request.kind_group or 'core'}/{request.kind or '(none)'})",
+            lambda: (
+                f"not a CREATE of pods/eviction of kind policy Eviction ({request.operation} "
+                f"{request.resource}/{request.sub_resource}, kind "
+                f"{request.kind_group or 'core'}/{request.kind or '(none)'})"
+            ),
         )
     if not (is_dns_label(request.namespace) and is_dns_subdomain(request.name)):  # 2
         return _allow(
             Reason.INVALID_NAME,
-            f"{_detail(repr(request.namespace))}/{_detail(repr(request.name))} is not a valid "
-            "pod namespace/name; not looked up",
+            lambda: (
+                f"{_detail(repr(request.namespace))}/{_detail(repr(request.name))} is not a valid "
+                "pod namespace/name; not looked up"
+            ),
         )
     return None
 
@@ -374,10 +448,13 @@ def decide(
     owner: OwnerLookup,
     config: DecisionConfig,
     now: datetime,
+    *,
+    prechecked: bool = False,
 ) -> Decision:
     """The first matching row of the table. A bug raises: the webhook's one catch-all answers
-    it `Reason.ERROR` (allow), and `plan` reports it as the error it is."""
-    return _first_matching_row(request, pod, owner, config, as_utc(now))
+    it `Reason.ERROR` (allow), and `plan` reports it as the error it is. `prechecked`: the
+    caller has already had None from `precheck(request)` (the webhook, before its lookups)."""
+    return _first_matching_row(request, pod, owner, config, as_utc(now), prechecked)
 
 
 def _first_matching_row(
@@ -386,18 +463,21 @@ def _first_matching_row(
     owner: OwnerLookup,
     config: DecisionConfig,
     now: datetime,
+    prechecked: bool,
 ) -> Decision:
-    early = precheck(request)  # 1, 2
+    early = None if prechecked else precheck(request)  # 1, 2
     if early is not None:
         return early
 
     if isinstance(pod_lookup, PodGone):  # 3
-        return _allow(Reason.POD_GONE, f"pod {request.pod_ref} no longer exists")
+        return _allow(Reason.POD_GONE, lambda: f"pod {request.pod_ref} no longer exists")
     if isinstance(pod_lookup, PodOutOfScope) or not config.in_scope(request.namespace):  # 3b
         return _allow(
             Reason.NAMESPACE_OUT_OF_SCOPE,
-            f"namespace {request.namespace} is outside the controller's --namespaces; "
-            f"pod {request.pod_ref} is not protected",
+            lambda: (
+                f"namespace {request.namespace} is outside the controller's --namespaces; "
+                f"pod {request.pod_ref} is not protected"
+            ),
         )
     if isinstance(pod_lookup, PodUnavailable):  # 4: cold-cache caution, the one "deny on doubt"
         return _deny(
@@ -409,23 +489,27 @@ def _first_matching_row(
 
     if pod.terminating or pod.terminal:  # 5
         state = "terminating" if pod.terminating else f"finished (phase {pod.phase})"
-        return _allow(Reason.POD_TERMINATING, f"pod {pod.ref} is already {state}")
+        return _allow(Reason.POD_TERMINATING, lambda: f"pod {pod.ref} is already {state}")
 
     if request.precondition_uid is not None and request.precondition_uid != pod.uid:  # 6
         return _allow(
             Reason.UID_MISMATCH,
-            f"eviction precondition uid {request.precondition_uid!r} does not match pod "
-            f"{pod.ref} uid {pod.uid!r}; the API server will reject it",
+            lambda: (
+                f"eviction precondition uid {request.precondition_uid!r} does not match pod "
+                f"{pod.ref} uid {pod.uid!r}; the API server will reject it"
+            ),
         )
 
     if isinstance(owner, NoDeployment):  # 7
         return _allow(
-            Reason.NO_DEPLOYMENT, f"pod {pod.ref} has no owning Deployment ({owner.detail})"
+            Reason.NO_DEPLOYMENT, lambda: f"pod {pod.ref} has no owning Deployment ({owner.detail})"
         )
     if isinstance(owner, OwnerUnresolved):  # 7, could not tell: never block a drain on it
         return _allow(
             Reason.OWNER_UNRESOLVED,
-            f"could not resolve the Deployment owning pod {pod.ref} ({_detail(owner.detail)})",
+            lambda: (
+                f"could not resolve the Deployment owning pod {pod.ref} ({_detail(owner.detail)})"
+            ),
         )
     deployment = owner.deployment
     ref = deployment.ref
@@ -441,28 +525,36 @@ def _first_matching_row(
     )
 
     if deployment.deleting:  # 8
-        return _allow(Reason.DEPLOYMENT_DELETING, f"Deployment {ref} is being deleted", **known)
+        return _allow(
+            Reason.DEPLOYMENT_DELETING, lambda: f"Deployment {ref} is being deleted", **known
+        )
 
     key, enablement = config.enabled_key, deployment.enablement
     if enablement is Enablement.INVALID:  # 9
         return _allow(
             Reason.ENABLED_ANNOTATION_INVALID,
-            f"Deployment {ref} has {key}: {_detail(repr(deployment.enabled_value))}, which is "
-            'neither "true" nor "false"; treated as disabled',
+            lambda: (
+                f"Deployment {ref} has {key}: {_detail(repr(deployment.enabled_value))}, which is "
+                'neither "true" nor "false"; treated as disabled'
+            ),
             **known,
         )
     if enablement is Enablement.OFF:  # 9
-        return _allow(Reason.OPTED_OUT, f'Deployment {ref} opted out ({key}: "false")', **known)
+        return _allow(
+            Reason.OPTED_OUT, lambda: f'Deployment {ref} opted out ({key}: "false")', **known
+        )
     if config.enabled_annotation is not None and enablement is not Enablement.ON:  # 9
         return _allow(
-            Reason.NOT_ENABLED, f'Deployment {ref} has not opted in ({key}: "true")', **known
+            Reason.NOT_ENABLED,
+            lambda: f'Deployment {ref} has not opted in ({key}: "true")',
+            **known,
         )
 
     if deployment.replicas != 1:  # 10
         count = "a malformed" if deployment.replicas is None else str(deployment.replicas)
         return _allow(
             Reason.REPLICAS_NOT_ONE,
-            f"Deployment {ref} has {count} spec.replicas; a PodDisruptionBudget handles it",
+            lambda: f"Deployment {ref} has {count} spec.replicas; a PodDisruptionBudget handles it",
             **known,
         )
 
@@ -470,31 +562,37 @@ def _first_matching_row(
     if cannot_surge is not None:  # 11
         return _allow(
             Reason.CANNOT_SURGE,
-            f"Deployment {ref} cannot surge a replacement ({cannot_surge}); evicting pod "
-            f"{pod.ref} without one",
+            lambda: (
+                f"Deployment {ref} cannot surge a replacement ({cannot_surge}); evicting pod "
+                f"{pod.ref} without one"
+            ),
             **known,
         )
     cannot_protect = None if ours_under_way else _cannot_protect_why(deployment)
     if cannot_protect is not None:  # 11
         return _allow(
             Reason.CANNOT_PROTECT,
-            f"Deployment {ref} cannot keep a Ready pod through a restart ({cannot_protect}); "
-            f"evicting pod {pod.ref} without starting one",
+            lambda: (
+                f"Deployment {ref} cannot keep a Ready pod through a restart ({cannot_protect}); "
+                f"evicting pod {pod.ref} without starting one"
+            ),
             **known,
         )
 
     if not pod.ready:  # 12
         return _allow(
             Reason.POD_NOT_READY,
-            f"pod {pod.ref} is not Ready; a restart cannot make things worse",
+            lambda: f"pod {pod.ref} is not Ready; a restart cannot make things worse",
             **known,
         )
 
     if deployment.ready_replicas >= 2:  # 13
         return _allow(
             Reason.SURGE_READY,
-            f"Deployment {ref} has {deployment.ready_replicas} Ready replicas; "
-            "the replacement is up",
+            lambda: (
+                f"Deployment {ref} has {deployment.ready_replicas} Ready replicas; "
+                "the replacement is up"
+            ),
             **known,
         )
 
@@ -505,14 +603,16 @@ def _first_matching_row(
         if waited >= timeout or from_the_future:  # 14: the escape hatch
             return _allow(
                 Reason.ROLLOUT_TIMEOUT,
-                f"gave up waiting for a Ready replacement of Deployment {ref} "
-                + (
-                    f"(restarted-at {deployment.restarted_at_raw} is too far in the future)"
-                    if from_the_future
-                    else f"after {format_go_duration(waited)} "
-                    f"(rolloutTimeout {format_go_duration(timeout)})"
-                )
-                + f"; evicting pod {pod.ref}",
+                lambda: (
+                    f"gave up waiting for a Ready replacement of Deployment {ref} "
+                    + (
+                        f"(restarted-at {deployment.restarted_at_raw} is too far in the future)"
+                        if from_the_future
+                        else f"after {format_go_duration(waited)} "
+                        f"(rolloutTimeout {format_go_duration(timeout)})"
+                    )
+                    + f"; evicting pod {pod.ref}"
+                ),
                 **known,
             )
         return _deny(  # 15

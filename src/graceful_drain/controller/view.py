@@ -32,11 +32,13 @@ from graceful_drain.controller.decide import (
     PodUnavailable,
 )
 from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.model_fast import pod_info_fast
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import BackoffFactory, ListWatchFactory, ResourceCache
 from graceful_drain.kube.client import RawApi, error_detail, http_status
 from graceful_drain.kube.informer import (
     DEFAULT_SILENCE_LIMIT_SECONDS,
+    FastDecode,
     Indexer,
     Informer,
     LightkubeListWatch,
@@ -84,6 +86,7 @@ class ClusterCache:
             plural: str,
             transform: Callable[[Mapping[str, Any]], T],
             indexers: Mapping[str, Indexer[T]],
+            fast_decode: FastDecode[T] | None = None,
         ) -> ResourceCache[T]:
             return ResourceCache(
                 plural,
@@ -95,13 +98,18 @@ class ClusterCache:
                         indexers=indexers,
                         backoff=backoff(),
                         silence_limit=silence_limit,
+                        fast_decode=fast_decode,
                     )
                     for scope in scopes
                 },
             )
 
         self.pods: ResourceCache[PodInfo] = informers(
-            Pod, "pods", PodInfo.from_object, {PODS_BY_REPLICASET: _owner_replicaset}
+            Pod,
+            "pods",
+            PodInfo.from_object,
+            {PODS_BY_REPLICASET: _owner_replicaset},
+            pod_info_fast,
         )
         self.replicasets: ResourceCache[ReplicaSetInfo] = informers(
             ReplicaSet,

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from graceful_drain.controller.admission import (
-    MAX_REVIEW_BYTES,
     MalformedReview,
     answer_malformed,
     encode_review_response,
@@ -148,7 +147,7 @@ class EvictionWebhook:
 
     # --- HTTP -----------------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.BaseRequest) -> web.Response:
         """aiohttp handler: always HTTP 200 with an AdmissionReview."""
         started = time.perf_counter()
         try:
@@ -163,11 +162,6 @@ class EvictionWebhook:
             payload, outcome = await self.review(body)
         self._observe(outcome, time.perf_counter() - started)
         return web.Response(body=payload, content_type="application/json")
-
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES + 1)
-        app.router.add_post(WEBHOOK_PATH, self.handle)
-        return app
 
     # --- the review -----------------------------------------------------------------------------
 
@@ -204,7 +198,7 @@ class EvictionWebhook:
             outcome.pod = pod_lookup.pod
         decision = decide_eviction(
             request, pod_lookup, self.cluster.replicaset, self.cluster.deployment, self.config,
-            self._clock(),
+            self._clock(), prechecked=True,
         )  # fmt: skip
         outcome.attempts = 1
         while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
@@ -236,7 +230,9 @@ class EvictionWebhook:
                     decision = reread_failed(decision, owner.detail)
                     break
                 outcome.attempts += 1
-                decision = decide(request, pod_lookup, owner, self.config, self._clock())
+                decision = decide(
+                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True
+                )
                 continue
             outcome.stamped = True
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)

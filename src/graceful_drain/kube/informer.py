@@ -22,7 +22,10 @@ by the server); /readyz and `graceful_drain_cache_staleness_seconds` report it.
 
 Raw JSON never outlives the event it came in: the store keeps only what `transform` returns.
 Objects the transform rejects (MalformedObject, or any exception) are skipped, counted and
-logged, never fatal.
+logged, never fatal. A list page's items may come still encoded (msgspec.Raw, as
+LightkubeListWatch hands them out): `fast_decode`, when given, turns one into its key and view
+directly (typed decoding that skips the fields the view does not keep), and whatever it
+declines (None) is decoded to dicts and goes through `_key_of` and `transform` as before.
 
 Handlers (`add_handler`) see every change, including the ones a re-list implies, after the
 store has applied it; they run synchronously on the loop and must not block.
@@ -38,6 +41,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import msgspec
 from lightkube.core.resource import NamespacedResource, Resource
 
 from graceful_drain.kube.backoff import Backoff
@@ -55,6 +59,8 @@ T = TypeVar("T")
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 ChangeType = Literal["ADDED", "MODIFIED", "DELETED"]
 Indexer = Callable[[T], str | None]  # a value within the object's namespace, or None
+# A listed object's raw JSON to its key and view, or None to take the tolerant path.
+FastDecode = Callable[[msgspec.Raw], tuple[Key, T] | None]
 
 LIST_PAGE_SIZE = 500
 BOOKMARK_INTERVAL_SECONDS = 60.0  # kube-apiserver's watch cache: one bookmark a minute
@@ -69,7 +75,7 @@ _log = get_logger("informer")
 @dataclass(frozen=True, slots=True)
 class ListChunk:
     resource_version: str
-    items: Iterable[Any]  # raw JSON objects, possibly decoded lazily
+    items: Iterable[Any]  # raw JSON objects: decoded (mappings) or not yet (msgspec.Raw)
 
 
 class ListWatch(Protocol):
@@ -103,8 +109,9 @@ class LightkubeListWatch:
         self._field_selector = field_selector  # e.g. metadata.name=x: RBAC resourceNames apply
 
     async def list(self) -> AsyncIterator[ListChunk]:
-        """The pages in order; each next page is requested before the current one is handed
-        out, so the server prepares it while this process decodes and stores the current."""
+        """The pages in order, their items still encoded (msgspec.Raw: the informer decodes
+        them); each next page is requested before the current one is handed out, so the
+        server prepares and sends it while this process decodes and stores the current."""
         pending = asyncio.ensure_future(self._page(None))
         try:
             while True:
@@ -112,7 +119,7 @@ class LightkubeListWatch:
                 if page.continue_token:
                     pending = asyncio.ensure_future(self._page(page.continue_token))
                     await asyncio.sleep(0)  # the request goes out before our consumer's work
-                yield ListChunk(page.resource_version, (decode(item) for item in page.items))
+                yield ListChunk(page.resource_version, page.items)
                 if not page.continue_token:
                     return
         finally:
@@ -253,6 +260,7 @@ class Informer(Generic[T]):
         rng: random.Random | None = None,
         silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        fast_decode: FastDecode[T] | None = None,
     ) -> None:
         if silence_limit <= 0:
             raise ValueError("silence_limit must be positive")
@@ -262,6 +270,7 @@ class Informer(Generic[T]):
         self._last_heard: float | None = None  # never synced yet
         self._source = source
         self._transform = transform
+        self._fast_decode = fast_decode
         self._indexers: Mapping[str, Indexer[T]] = dict(indexers or {})
         self._store: Store[T] = Store(self._indexers)
         self._backoff = backoff or Backoff()
@@ -358,6 +367,12 @@ class Informer(Generic[T]):
         async for chunk in self._source.list():
             resource_version = chunk.resource_version or resource_version
             for raw in chunk.items:
+                if isinstance(raw, msgspec.Raw):
+                    found = None if self._fast_decode is None else self._fast_decode(raw)
+                    if found is not None:
+                        fresh.put(*found)
+                        continue
+                    raw = decode(raw)
                 key = _key_of(raw)
                 if key is None:
                     self._skip(raw, "no metadata.name")

@@ -185,22 +185,23 @@ class LeaderElector:
 
     async def stop(self) -> None:
         """Stop leading (the `leading` component first), then release the Lease."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._is_leader:
-            await self._set_leader(False)
+        if await self._halt():
             await self._release()
 
     async def abandon(self) -> None:
         """Stop without releasing, as a crashed replica would (tests, and SIGKILL semantics)."""
+        await self._halt()
+
+    async def _halt(self) -> bool:
+        """End the election loop and stop leading; whether this replica was leading."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self._is_leader:
-            await self._set_leader(False)
+        if not self._is_leader:
+            return False
+        await self._set_leader(False)
+        return True
 
     # --- the loop ----------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ decision order; see its docstring for the rules these readings implement.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -22,6 +23,7 @@ from graceful_drain.termination.evidence import (
 from graceful_drain.termination.kubelet import (
     EVICTED_REASON,
     PREEMPTING_REASON,
+    EvictionMessage,
     KubeletTermination,
     PressuredResource,
     kubelet_termination_kind,
@@ -250,20 +252,13 @@ def _kubelet_status_finding(
         parsed = parse_eviction_message(pod.message)
         if not parsed.recognised and condition_message:
             parsed = parse_eviction_message(condition_message)
-        return Finding(
-            Cause.INVOLUNTARY_EVICTION,
-            parsed.resource,
-            make_item(
-                Source.POD,
-                Fact.KUBELET_STATUS,
-                f"The kubelet evicted this pod (node pressure or local-storage limit); "
-                f"pressured resource: {parsed.resource}.",
-                resource=parsed.resource.value,
-                resource_name=parsed.resource_name,
-                threshold=parsed.threshold,
-                available=parsed.available,
-                **values,
-            ),
+        return _eviction_finding(
+            parsed,
+            Source.POD,
+            Fact.KUBELET_STATUS,
+            f"The kubelet evicted this pod (node pressure or local-storage limit); "
+            f"pressured resource: {parsed.resource}.",
+            values,
         )
     if kind is KubeletTermination.PREEMPTION:
         return Finding(
@@ -436,19 +431,33 @@ def _ago(moment: datetime | None, now: datetime) -> str:
 
 def _evicted_event_finding(event: EventRecord, now: datetime) -> Finding:
     parsed = parse_eviction_message(event.message, event.starved_resource)
+    return _eviction_finding(
+        parsed,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        f"The kubelet recorded a Warning Evicted event for this UID "
+        f"({_ago(event.observed_at, now)}); pressured resource: {parsed.resource}.",
+        _event_values(event),
+    )
+
+
+def _eviction_finding(
+    parsed: EvictionMessage, source: Source, fact: Fact, detail: str,
+    values: Mapping[str, str | int | datetime | None],
+) -> Finding:  # fmt: skip
+    """A kubelet eviction, with what its message says of the pressured resource."""
     return Finding(
         Cause.INVOLUNTARY_EVICTION,
         parsed.resource,
         make_item(
-            Source.EVENTS,
-            Fact.KUBELET_EVICTED_EVENT,
-            f"The kubelet recorded a Warning Evicted event for this UID "
-            f"({_ago(event.observed_at, now)}); pressured resource: {parsed.resource}.",
+            source,
+            fact,
+            detail,
             resource=parsed.resource.value,
             resource_name=parsed.resource_name,
             threshold=parsed.threshold,
             available=parsed.available,
-            **_event_values(event),
+            **values,
         ),
     )
 

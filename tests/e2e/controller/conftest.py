@@ -91,13 +91,6 @@ async def https(certs: WebhookCerts) -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-@pytest.fixture
-async def raw(sim: KubeSim) -> AsyncIterator[KubeClient]:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
-
-
 def eviction_review(namespace: str, pod: str, *, dry_run: bool = False,
                     precondition_uid: str | None = None) -> dict[str, Any]:  # fmt: skip
     """An AdmissionReview as kube-apiserver builds it for POST pods/{name}/eviction."""

@@ -40,8 +40,9 @@ from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.nodestatus import NodeShape
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
 from kubesim.sim import KubeSim
+from kubesim.watchlog import watch_until
 from tests.conftest import run_kubectl
-from tests.e2e.watching import annotations_of, is_ready, watch_until
+from tests.e2e.watching import annotations_of, is_ready
 
 from .conftest import quick_backoff
 from .drain_workloads import web

@@ -24,12 +24,6 @@ def web(
     behaviour = {READY_DELAY: ready_delay}
     if never_ready:
         behaviour[NEVER_READY] = "true"
-    prefer_a = {
-        "weight": 100,
-        "preference": {"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
-        ]},
-    }  # fmt: skip
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -45,9 +39,7 @@ def web(
                 "metadata": {"labels": labels, "annotations": behaviour},
                 "spec": {
                     "terminationGracePeriodSeconds": 5,
-                    "affinity": {"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a],
-                    }},
+                    "affinity": preferring_node_a(),
                     "containers": [{
                         "name": "app", "image": "registry.example/web:1",
                         "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
@@ -56,6 +48,16 @@ def web(
             },
         },
     }  # fmt: skip
+
+
+def preferring_node_a() -> Obj:
+    """A pod's affinity that prefers node-a (the node the drain tests drain)."""
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
+        ]},
+    }]}}  # fmt: skip
 
 
 def with_strategy(deployment: Obj, **rolling_update: Any) -> Obj:
@@ -71,12 +73,6 @@ def annotated(deployment: Obj, annotations: dict[str, str]) -> Obj:
 def statefulset(name: str) -> Obj:
     """A one-replica StatefulSet whose pod (`<name>-0`) prefers node-a."""
     labels = {"app": name}
-    prefer_a = {
-        "weight": 100,
-        "preference": {"matchExpressions": [
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]},
-        ]},
-    }  # fmt: skip
     return {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": WORKLOADS},
@@ -85,9 +81,7 @@ def statefulset(name: str) -> Obj:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "affinity": {"nodeAffinity": {
-                        "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a],
-                    }},
+                    "affinity": preferring_node_a(),
                     "containers": [{"name": "db", "image": "registry.example/db:1"}],
                 },
             },

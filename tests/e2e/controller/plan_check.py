@@ -21,8 +21,9 @@ from typing import Any
 
 from kubesim.client import KubeClient
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
+from kubesim.watchlog import watch_until
 from tests.conftest import run_kubectl
-from tests.e2e.watching import is_ready, watch_until
+from tests.e2e.watching import is_ready
 from tests.unit.inspection.documented_schema import problems
 
 from .drain_workloads import pod_on, web

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,12 +18,11 @@ from lightkube.resources.coordination_v1 import Lease
 
 from graceful_drain.controller.webhook import WEBHOOK_PATH
 from kubesim.sim import KubeSim
+from tests.e2e.cli import SRC, run_cli
 
 from .conftest import DEADLINE, WebhookCerts
 
 pytestmark = pytest.mark.e2e
-
-SRC = Path(__file__).resolve().parents[3] / "src"
 
 
 async def next_log(stream: asyncio.StreamReader, message: str) -> dict[str, Any]:
@@ -100,16 +98,12 @@ async def test_a_namespace_list_naming_none_stops_the_controller_with_exit_2(
 ) -> None:
     """v2: ",," used to mean "every namespace", the opposite of a scoped install."""
     flags = [] if env else ["--namespaces", ",,"]
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "graceful_drain.cli", "controller", "--self-signed",
-        "--kubeconfig", str(sim.kubeconfig_path), *flags,
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(SRC), **env},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    code, _, err = await run_cli(
+        "controller", "--self-signed", "--kubeconfig", str(sim.kubeconfig_path), *flags,
+        env={"PATH": os.environ.get("PATH", ""), **env}, bound=DEADLINE,
     )  # fmt: skip
-    async with asyncio.timeout(DEADLINE):
-        _, err = await process.communicate()
 
-    assert process.returncode == 2
+    assert code == 2
     assert "--namespaces (GRACEFUL_DRAIN_NAMESPACES): ',,' names no namespace" in err.decode()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +26,8 @@ from graceful_drain.termination.verdict import Action, Cause, Fact, Source
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import STRATEGIC_MERGE_PATCH, resource_path
 from kubesim.sim import KubeSim
-from tests.e2e.watching import annotations_of, is_ready, watch_until
+from kubesim.watchlog import watch_until
+from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 
 from .drain_cluster import DrainCluster, Obj, drain_cluster
 from .drain_workloads import (
@@ -43,7 +43,6 @@ pytestmark = pytest.mark.e2e
 
 ENABLED = "graceful-drain.stonal.com/enabled"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
-MICROSECOND_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 async def patch_spec(cluster: DrainCluster, spec: Obj, name: str = "web") -> None:

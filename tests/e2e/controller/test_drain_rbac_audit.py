@@ -27,7 +27,8 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient, resource_path
 from kubesim.drain import KubectlDrain
 from kubesim.sim import KubeSim
-from tests.e2e.watching import annotations_of, is_ready, watch_until
+from kubesim.watchlog import watch_until
+from tests.e2e.watching import annotations_of, is_ready
 
 from .drain_cluster import DrainCluster, drain_cluster, forbidden
 from .drain_workloads import pod_on

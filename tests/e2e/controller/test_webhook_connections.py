@@ -147,3 +147,44 @@ async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
     assert guard.stats.refused == 1 and guard.stats.evicted == 1
     for connection in list(guard._open.values()):
         connection.disarm()
+
+
+async def test_each_slow_reader_is_cut_at_its_own_deadline_and_a_busy_one_never() -> None:
+    """The guard alone: one timer at the earliest deadline serves every connection's."""
+    from graceful_drain.controller.connections import _Connection
+
+    loop = asyncio.get_running_loop()
+    aborts: list[float] = []
+    two_aborted = asyncio.Event()
+
+    class Transport(asyncio.Transport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.aborted_at: float | None = None
+
+        def abort(self) -> None:
+            self.aborted_at = loop.time()
+            aborts.append(self.aborted_at)
+            if len(aborts) == 2:
+                two_aborted.set()
+
+    guard = ConnectionGuard(read_timeout=0.2, max_connections=8)
+    busy, late, quiet = _Connection(), _Connection(), _Connection()
+    transports = {connection: Transport() for connection in (busy, late, quiet)}
+    deadlines: dict[_Connection, float] = {}
+    for connection in (busy, late, quiet):
+        assert guard._opened(connection, transports[connection])
+        assert connection.deadline is not None
+        deadlines[connection] = connection.deadline
+        await asyncio.sleep(0)  # let the loop's clock move between the connections
+    busy.disarm()  # its request arrived whole: a handler runs for it
+    busy.busy = True
+    guard._data(late)  # more bytes of the same request: the deadline stays
+    assert late.deadline == deadlines[late]
+    async with asyncio.timeout(DEADLINE):
+        await two_aborted.wait()
+    for connection in (late, quiet):
+        aborted_at = transports[connection].aborted_at
+        assert aborted_at is not None and aborted_at >= deadlines[connection]
+    assert transports[busy].aborted_at is None
+    assert guard.stats.timed_out == 2 and guard.stats.open == 1

@@ -12,6 +12,7 @@ import pytest
 
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.webhook import WEBHOOK_PATH
 from graceful_drain.kube.timefmt import parse_rfc3339
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import KubeClient
@@ -288,6 +289,19 @@ async def test_malformed_bodies_get_200_and_a_valid_review(
     assert review["kind"] == "AdmissionReview"
     assert review["response"]["allowed"] is True
     assert isinstance(review["response"]["uid"], str)
+
+
+async def test_only_a_post_on_the_webhook_path_is_reviewed(
+    controller: ControllerApp, https: aiohttp.ClientSession
+) -> None:
+    """The site is aiohttp's low-level server: it answers elsewhere as a router would."""
+    base = f"https://127.0.0.1:{controller.webhook_site.port}"
+    async with https.get(base + WEBHOOK_PATH) as resp:
+        assert (resp.status, resp.headers.get("Allow")) == (405, "POST")
+    async with https.post(base + "/validate", data=b"{}") as resp:
+        assert resp.status == 404
+    status, review = await post_review(https, controller, b"{}")  # and the connection still serves
+    assert status == 200 and review["response"]["allowed"] is True
 
 
 # --- TLS hot reload ---------------------------------------------------------------------------

@@ -165,8 +165,61 @@ async def _too_old(api: Api) -> None:
                    params={"watch": "true", "resourceVersion": "abc"})  # fmt: skip
 
 
+async def _burst(api: Api) -> None:
+    """Writes made at once reach a watch each as one event, in resourceVersion order (kubesim
+    writes the events queued for a watch in one chunk): the same names, each once, with
+    non-ASCII data decoded intact."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    _, listed = await api.call("list", "GET", path, params=SELECTED, view=names_view)
+    since = listed["metadata"]["resourceVersion"]
+    names = [f"burst-{index:02d}" for index in range(BURST)]
+    await asyncio.gather(*(
+        api.client.create(path, {**_configmap(name, "a"), "data": {"k": f"{name} é 漢字 🙂"}})
+        for name in names
+    ))  # fmt: skip
+    events = await _events(api, path, since, count=BURST, params=SELECTED)
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    api.note("types", sorted({e["type"] for e in events}))
+    api.note("names, each once", sorted(e["object"]["metadata"]["name"] for e in events))
+    api.note("in resourceVersion order", versions == sorted(versions))
+    api.note("data decoded", all(
+        e["object"]["data"]["k"] == f"{e['object']['metadata']['name']} é 漢字 🙂" for e in events
+    ))  # fmt: skip
+
+
+async def _compressed_lists(api: Api) -> None:
+    """A list body over 128 KiB is gzip-compressed when Accept-Encoding names gzip (and then
+    says Vary: Accept-Encoding); a smaller one, or one not asking for gzip, is not."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    filler = "x" * 3000
+    await asyncio.gather(*(
+        api.client.create(path, {**_configmap(f"big-{index:02d}", "a"), "data": {"k": filler}})
+        for index in range(COMPRESSED_LIST_ITEMS)
+    ))  # fmt: skip
+    cases: tuple[tuple[str, dict[str, str]], ...] = (
+        ("gzip", {}), ("deflate, gzip", {}), (" gzip ,br", {}), ("identity", {}), ("", {}),
+        ("gzip;q=1.0", {}), ("x-gzip", {}), ("GZIP", {}), ("gzip", {"limit": "5"}),
+    )  # fmt: skip
+    for accept, params in cases:
+        headers = {"Accept-Encoding": accept} if accept else {"Accept-Encoding": ""}
+        async with api.client.session.get(api.client.server + path, headers=headers,
+                                          params={**SELECTED, **params}) as response:  # fmt: skip
+            body = await response.json()
+            api.note(f"Accept-Encoding {accept!r}, {params or 'all'}", {
+                "code": response.status,
+                "Content-Encoding": response.headers.get("Content-Encoding"),
+                "Vary": response.headers.get("Vary"),
+                "items": len(body.get("items") or []),
+            })  # fmt: skip
+
+
+BURST = 30
+COMPRESSED_LIST_ITEMS = 50  # ~160 KiB of ConfigMaps
+
 WATCH: list[tuple[str, Interaction]] = [
     ("watch: resume from a revision", _resume),
+    ("watch: a burst of writes arrives in order", _burst),
+    ("list/watch serving: gzip past 128 KiB when accepted", _compressed_lists),
     ("watch: bookmarks", _bookmarks),
     ("watch: selector transitions both ways", _selector_transitions),
 ]

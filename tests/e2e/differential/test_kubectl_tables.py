@@ -29,9 +29,9 @@ import pytest
 import yaml
 
 from kubesim.client import KubeClient
+from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster
 from tests.e2e.real_control_plane.harness import kubectl
-from tests.e2e.watching import watch_until
 
 from .servers import Endpoint, kubesim_kubeconfig, kubesim_serve
 

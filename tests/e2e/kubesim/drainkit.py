@@ -10,7 +10,7 @@ from typing import Any
 
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.cluster.runtime import Informer
-from tests.e2e.watching import watch_until
+from kubesim.watchlog import watch_until
 
 Obj = dict[str, Any]
 NS = "default"

@@ -15,7 +15,7 @@ import os
 import socket
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from kubesim.apiserver.eviction import EvictionRetry
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
+from tests.e2e.watching import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -127,20 +128,6 @@ async def hooks(sim: KubeSim, tmp_path: Path) -> AsyncIterator[ReviewServer]:
     await server.stop()
 
 
-@pytest.fixture
-def core(sim: KubeSim) -> Iterator[kubernetes.client.CoreV1Api]:
-    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
-    yield kubernetes.client.CoreV1Api(api)
-    api.close()
-
-
-@pytest.fixture
-async def raw(sim: KubeSim) -> AsyncIterator[KubeClient]:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
-
-
 # cluster setup, in process
 
 
@@ -232,12 +219,6 @@ async def refused(core: kubernetes.client.CoreV1Api, name: str, dry_run: str | N
 def status_of(err: ApiException) -> Obj:
     body: Obj = json.loads(err.body)
     return body
-
-
-def condition(pod_obj: Obj | None, kind: str) -> Obj | None:
-    assert pod_obj is not None
-    conditions = (pod_obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind), None)
 
 
 def untouched(before: Obj, after: Obj | None) -> bool:

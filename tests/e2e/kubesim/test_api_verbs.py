@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -18,20 +17,6 @@ from kubesim.client import ApiStatusError, KubeClient
 from kubesim.sim import KubeSim
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def core(sim: KubeSim) -> Iterator[kubernetes.client.CoreV1Api]:
-    api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig_path))
-    yield kubernetes.client.CoreV1Api(api)
-    api.close()
-
-
-@pytest.fixture
-async def raw(sim: KubeSim) -> Any:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
 
 
 def _cm(name: str, **meta: Any) -> dict[str, Any]:

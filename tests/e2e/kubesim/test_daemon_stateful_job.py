@@ -14,7 +14,8 @@ from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.cluster import Cluster
 from kubesim.cluster.job import TRACKING_FINALIZER
 from kubesim.sim import KubeSim
-from tests.e2e.watching import is_ready, watch_until
+from kubesim.watchlog import watch_until
+from tests.e2e.watching import is_ready
 
 pytestmark = pytest.mark.e2e
 

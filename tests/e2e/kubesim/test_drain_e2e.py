@@ -26,6 +26,7 @@ from kubesim.drain import ClusterAutoscalerDrain, KarpenterDrain, KubectlDrain
 from kubesim.scenario import DrainSpec, load_scenario, parse_scenario
 from kubesim.scenario_runner import ScenarioRun
 from kubesim.sim import KubeSim
+from tests.e2e.controller.drain_workloads import preferring_node_a
 
 pytestmark = pytest.mark.e2e
 
@@ -41,14 +42,6 @@ PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget.
 
 def web(replicas: int = 1, grace: int = 0, ready_delay: str = "200ms") -> Obj:
     """A surge-able Deployment that starts on node-a (a preference: node-b stays possible)."""
-    prefer_a = {
-        "weight": 100,
-        "preference": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}
-            ]
-        },
-    }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -67,11 +60,7 @@ def web(replicas: int = 1, grace: int = 0, ready_delay: str = "200ms") -> Obj:
                 },
                 "spec": {
                     "terminationGracePeriodSeconds": grace,
-                    "affinity": {
-                        "nodeAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [prefer_a]
-                        }
-                    },
+                    "affinity": preferring_node_a(),
                     "containers": [
                         {
                             "name": "web",

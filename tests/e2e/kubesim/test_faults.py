@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import aiohttp
 import kubernetes
@@ -20,13 +19,6 @@ from kubesim.sim import KubeSim
 pytestmark = pytest.mark.e2e
 
 CMS = "/api/v1/namespaces/default/configmaps"
-
-
-@pytest.fixture
-async def raw(sim: KubeSim) -> Any:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
 
 
 @pytest.mark.parametrize("code", [500, 503, 429, 504])

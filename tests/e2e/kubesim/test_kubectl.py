@@ -11,7 +11,7 @@ import pytest
 
 from kubesim.cluster.cluster import Cluster
 from kubesim.sim import KubeSim
-from tests.conftest import kubectl_cache_args, run_kubectl
+from tests.conftest import kubectl_cache_args, kubectl_watching, run_kubectl
 
 pytestmark = pytest.mark.e2e
 
@@ -123,23 +123,15 @@ async def test_cordon_and_uncordon(sim: KubeSim) -> None:
 async def test_get_watch_sees_updates(sim: KubeSim) -> None:
     sim.create({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "watched", "namespace": "default"}})  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl", "--kubeconfig", str(sim.kubeconfig_path),
-        *kubectl_cache_args(sim.kubeconfig_path), "get", "configmap", "watched",
-        "-w", "-o", "jsonpath={.metadata.name}:{.data.k}{\"\\n\"}", "--request-timeout=30s",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
-        first = await asyncio.wait_for(proc.stdout.readline(), 30)
+    jsonpath = 'jsonpath={.metadata.name}:{.data.k}{"\\n"}'
+    async with kubectl_watching(sim.kubeconfig_path, "get", "configmap", "watched", "-w",
+                                "-o", jsonpath, "--request-timeout=30s") as out:  # fmt: skip
+        first = await asyncio.wait_for(out.readline(), 30)
         assert first.decode().strip() == "watched:"
         await kubectl(sim, "patch", "configmap", "watched", "--type=merge",
                       "-p", '{"data":{"k":"v"}}')  # fmt: skip
-        second = await asyncio.wait_for(proc.stdout.readline(), 30)
+        second = await asyncio.wait_for(out.readline(), 30)
         assert second.decode().strip() == "watched:v"
-    finally:
-        proc.kill()
-        await proc.wait()
 
 
 def _pod(name: str, node: str, labels: dict[str, str] | None = None) -> dict[str, object]:

@@ -18,13 +18,6 @@ pytestmark = pytest.mark.e2e
 CMS = "/api/v1/namespaces/default/configmaps"
 
 
-@pytest.fixture
-async def raw(sim: KubeSim) -> Any:
-    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
-    yield client
-    await client.close()
-
-
 async def test_watch_resumes_after_resource_version(lk: AsyncClient) -> None:
     first = await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="a")))
     await lk.create(ConfigMap(metadata=ObjectMeta(namespace="default", name="b")))

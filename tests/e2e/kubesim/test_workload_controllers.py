@@ -26,6 +26,7 @@ from kubesim.cluster.cluster import COMPONENTS, Cluster, ComponentSpec
 from kubesim.cluster.disruption import DisruptionController
 from kubesim.cluster.runtime import Informer, key_of
 from kubesim.sim import KubeSim
+from tests.e2e.watching import is_ready
 
 pytestmark = pytest.mark.e2e
 
@@ -53,13 +54,6 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
-
-
-def is_ready(pod: Obj) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
 
 
 def owner_name(obj: Obj) -> str | None:

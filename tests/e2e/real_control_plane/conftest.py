@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from collections.abc import AsyncIterator, Iterator
 
@@ -16,7 +15,7 @@ from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from tests.conftest import REQUIRE_REAL_CLUSTER, run_kubectl
 
-from .harness import Installation, admin_client, kubectl, overlay
+from .harness import Installation, admin_client, fresh_namespace, kubectl, overlay
 from .image import ImageRoot, unpack
 from .loadbalancer import LoadBalancer
 
@@ -39,17 +38,12 @@ def installation(
 @pytest.fixture
 async def namespace(real_cluster: RealCluster) -> AsyncIterator[str]:
     """A fresh namespace; afterwards it is deleted and every node uncordoned."""
-    name = f"t-{secrets.token_hex(4)}"
-    kubeconfig = real_cluster.kubeconfig_path
-    await kubectl(kubeconfig, "create", "namespace", name)
     try:
-        yield name
+        async with fresh_namespace(real_cluster) as name:
+            yield name
     finally:
-        # Waited for: a later test's kubectl drain would otherwise meet this namespace's pods,
-        # whose evictions a terminating namespace refuses.
-        await kubectl(kubeconfig, "delete", "namespace", name, "--timeout=90s", check=False)
         for node in real_cluster.node_names:
-            await kubectl(kubeconfig, "uncordon", node, check=False)
+            await kubectl(real_cluster.kubeconfig_path, "uncordon", node, check=False)
 
 
 @pytest.fixture

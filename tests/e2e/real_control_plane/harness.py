@@ -14,13 +14,15 @@ server dials, and a kubeconfig carrying a token of the shipped ServiceAccount.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import sys
 import textwrap
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,13 +30,14 @@ from typing import Any, Protocol
 
 from kubesim.client import KubeClient
 from kubesim.kubeconfig import write_kubeconfig
+from kubesim.recorder import AvailabilityRecorder
+from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster, free_port, wait_until
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
 from tests.e2e.controller import drain_workloads
 from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.replica import container_invocation
-from tests.e2e.watching import watch_until
 
 from .apiproxy import ApiProxy
 from .loadbalancer import LoadBalancer
@@ -139,6 +142,19 @@ def refused(records: list[Obj]) -> list[str]:
         for r in records
         if (r.get("responseStatus") or {}).get("code") == 403
     ]
+
+
+@contextlib.asynccontextmanager
+async def fresh_namespace(cluster: RealCluster) -> AsyncIterator[str]:
+    """A namespace of its own, deleted afterwards (waited for: a later test's kubectl drain
+    would otherwise meet its pods, whose evictions a terminating namespace refuses)."""
+    name = f"t-{secrets.token_hex(4)}"
+    await kubectl(cluster.kubeconfig_path, "create", "namespace", name)
+    try:
+        yield name
+    finally:
+        await kubectl(cluster.kubeconfig_path, "delete", "namespace", name, "--timeout=90s",
+                      check=False)  # fmt: skip
 
 
 # --- the install ---------------------------------------------------------------------------
@@ -385,3 +401,68 @@ def web(
     )
     manifest["metadata"]["namespace"] = namespace
     return manifest
+
+
+async def create_ready_web(
+    cluster: RealCluster, recorder: AvailabilityRecorder, namespace: str, **options: object
+) -> Obj:
+    manifest = web(namespace, **options)  # type: ignore[arg-type]
+    await kubectl(cluster.kubeconfig_path, "apply", "-f", "-", stdin=json.dumps(manifest))
+    replicas = int(manifest["spec"]["replicas"])
+    await until(recorder, lambda: recorder.ready("web", namespace) >= replicas)
+    return manifest
+
+
+async def pods(cluster: RealCluster, namespace: str, app: str = "web") -> list[Obj]:
+    listed = await kubectl_json(cluster.kubeconfig_path, "get", "pods", "-n", namespace,
+                                "-l", f"app={app}")  # fmt: skip
+    return list(listed["items"])
+
+
+async def events(cluster: RealCluster, namespace: str, reason: str) -> list[Obj]:
+    listed = await kubectl_json(cluster.kubeconfig_path, "get", "events", "-n", namespace,
+                                "--field-selector", f"reason={reason}")  # fmt: skip
+    return list(listed["items"])
+
+
+async def until_events(cluster: RealCluster, namespace: str, reason: str) -> list[Obj]:
+    """The events of `reason` once there is one: the controller writes some after the drain
+    that caused them has returned (a replica that just took over the Lease reports a timeout
+    that passed while no replica led)."""
+    async with asyncio.timeout(BOUND):
+        while True:
+            found = await events(cluster, namespace, reason)
+            if found:
+                return found
+            await asyncio.sleep(0.5)
+
+
+# --- drains --------------------------------------------------------------------------------
+
+HELD = "(will retry after 5s): admission webhook"  # kubectl drain's line for a refused eviction
+
+
+async def until(recorder: AvailabilityRecorder, predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(BOUND):
+        await recorder.wait_until(predicate)
+
+
+async def drain(
+    cluster: RealCluster, recorder: AvailabilityRecorder, node: str, binary: str = "kubectl"
+) -> KubectlRun:
+    recorder.mark_drain_started(node, binary)
+    try:
+        return await kubectl(
+            cluster.kubeconfig_path, "drain", node, "--ignore-daemonsets",
+            "--delete-emptydir-data", f"--timeout={KUBECTL_DRAIN_TIMEOUT}",
+            binary=binary, check=False,
+        )  # fmt: skip
+    finally:
+        recorder.mark("drain-finished", node=node)
+
+
+async def settle(recorder: AvailabilityRecorder, namespace: str, node: str) -> tuple[float, float]:
+    """Until web is Ready again after the drain of `node`: the window to measure."""
+    start, _ = recorder.drain_window(node)
+    await until(recorder, lambda: recorder.ready("web", namespace) >= 1)
+    return start, recorder.clock()

@@ -13,15 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import secrets
 import shutil
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,36 +31,42 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import MERGE_PATCH, ApiStatusError, KubeClient
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.e2e.cli import run_cli
 from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.drain_workloads import annotated, template_restarted_at, with_strategy
 from tests.e2e.controller.replica import container_invocation
-from tests.e2e.watching import annotations_of, is_ready
+from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 
 from .apiproxy import ApiProxy, Seen
 from .harness import (
     BOUND,
     CONTROLLER_USER,
+    HELD,
     NAMESPACE,
     SERVICE_ACCOUNT,
     Installation,
+    Obj,
     admin_client,
+    drain,
+    fresh_namespace,
     kubectl,
     kubectl_json,
+    pods,
     product_checkout,
     product_source,
     refused,
     requests_of,
+    settle,
+    until,
     until_audited,
+    until_events,
     watch_objects,
     web,
 )
-from .test_drain_real import HELD, drain, settle, until, until_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
-Obj = dict[str, Any]
 ENABLED = "graceful-drain.stonal.com/enabled"
-MICROSECOND_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 async def apply_ready(
@@ -93,7 +96,7 @@ async def until_deployment(
 
 
 async def until_event(cluster: RealCluster, namespace: str, reason: str) -> Obj:
-    """The one event of `reason`, once written (test_drain_real.until_events)."""
+    """The one event of `reason`, once written (harness.until_events)."""
     [event] = await until_events(cluster, namespace, reason)
     return dict(event)
 
@@ -108,26 +111,8 @@ def evictions(cluster: RealCluster, namespace: str) -> list[tuple[str, int]]:
     ]  # fmt: skip
 
 
-async def pods(cluster: RealCluster, namespace: str, app: str = "web") -> list[Obj]:
-    listed = await kubectl_json(
-        cluster.kubeconfig_path, "get", "pods", "-n", namespace, "-l", f"app={app}"
-    )
-    return list(listed["items"])
-
-
 def pod_names(listed: list[Obj]) -> dict[str, str]:
     return {p["metadata"]["labels"]["app"]: p["metadata"]["name"] for p in listed}
-
-
-@contextlib.asynccontextmanager
-async def another_namespace(cluster: RealCluster) -> AsyncIterator[str]:
-    name = f"t-{secrets.token_hex(4)}"
-    await kubectl(cluster.kubeconfig_path, "create", "namespace", name)
-    try:
-        yield name
-    finally:
-        await kubectl(cluster.kubeconfig_path, "delete", "namespace", name, "--timeout=90s",
-                      check=False)  # fmt: skip
 
 
 def held(drained: KubectlRun, namespace: str) -> list[str]:
@@ -270,7 +255,7 @@ async def test_an_eviction_outside_the_controllers_namespaces_is_allowed_and_cou
     eviction answered 429 on every retry, a drain wedged until its --timeout."""
     await apply_ready(real_cluster, recorder, web(namespace))
     [pod] = await pods(real_cluster, namespace)
-    async with another_namespace(real_cluster) as scope, scoped_rbac(installation, scope):
+    async with fresh_namespace(real_cluster) as scope, scoped_rbac(installation, scope):
         since = datetime.now(UTC)
         replica = await installation.start_controller(env={"GRACEFUL_DRAIN_NAMESPACES": scope})
         try:
@@ -341,7 +326,7 @@ async def test_the_scoped_install_recipe_protects_its_namespace_and_leaves_other
     environment variable, kube-apiserver's namespaceSelector from its list, the RBAC is bound
     in the scoped namespace only. An eviction elsewhere never reaches the webhook (before v2
     the shipped kustomize had no way to narrow the selector)."""
-    async with another_namespace(real_cluster) as other:
+    async with fresh_namespace(real_cluster) as other:
         elsewhere = web(other, "solo")
         await apply_ready(real_cluster, recorder, web(namespace))
         await kubectl(real_cluster.kubeconfig_path, "apply", "-f", "-",
@@ -401,21 +386,12 @@ async def test_a_namespace_list_naming_none_stops_the_controller_with_exit_2(
     """Before v2 `--namespaces ,,` meant "every namespace", the opposite of a scoped install."""
     args, env, _ = container_invocation(await installation.controller_deployment(), "x")
     kubeconfig = await installation.service_account_kubeconfig("empty-scope")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "graceful_drain.cli", "controller", *args,
-        "--kubeconfig", str(kubeconfig), "--namespaces", ",,",
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(product_source()), **env},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    code, _, err = await run_cli(
+        "controller", *args, "--kubeconfig", str(kubeconfig), "--namespaces", ",,",
+        env={"PATH": "/usr/bin:/bin", **env}, bound=BOUND, source=product_source(),
     )  # fmt: skip
-    try:
-        async with asyncio.timeout(BOUND):
-            _, err = await process.communicate()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
-    assert process.returncode == 2, err.decode()
+    assert code == 2, err.decode()
     assert "--namespaces (GRACEFUL_DRAIN_NAMESPACES): ',,' names no namespace" in err.decode()
 
 

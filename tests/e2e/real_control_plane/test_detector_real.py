@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import secrets
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,11 +24,13 @@ from graceful_drain.controller.events import DRAIN_COMPLETED
 from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
-from tests.e2e.watching import annotations_of, is_ready
+from tests.e2e.cli import run_cli
+from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 
 from .harness import (
     BOUND,
     Installation,
+    Obj,
     kubectl,
     kubectl_json,
     product_checkout,
@@ -43,7 +43,6 @@ from .harness import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
-Obj = dict[str, Any]
 SERVICE_ACCOUNT = "my-app"  # the name deploy/detector's examples bind
 EXIT_DELAY = "25s"  # below terminationGracePeriodSeconds (30 s)
 
@@ -102,26 +101,17 @@ async def run_detector(
     env = {
         **(env or {}),
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(product_source()),
         "POD_NAME": pod["metadata"]["name"],
         "POD_NAMESPACE": pod["metadata"]["namespace"],
         "POD_UID": pod["metadata"]["uid"],
         "NODE_NAME": pod["spec"]["nodeName"],
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "graceful_drain.cli", "termination-cause", "--json",
-        "--kubeconfig", str(kubeconfig), *grace, *args,
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    code, out, err = await run_cli(
+        "termination-cause", "--json", "--kubeconfig", str(kubeconfig), *grace, *args,
+        env=env, bound=BOUND, source=product_source(),
     )  # fmt: skip
-    try:
-        async with asyncio.timeout(BOUND):
-            out, err = await process.communicate()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
     assert out, err.decode()
-    return int(process.returncode or 0), json.loads(out)
+    return code, json.loads(out)
 
 
 def assert_never_refused(cluster: RealCluster, namespace: str) -> None:
@@ -327,7 +317,7 @@ async def test_a_pod_replaced_by_graceful_drain_reads_as_voluntary_once_its_obje
     deciding = decisive(verdict)
     assert (deciding["source"], deciding["fact"]) == ("owner", "rollout_marker")
     stamp = kept[RESTARTED_AT_ANNOTATION]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp  # case 7
+    assert MICROSECOND_STAMP.fullmatch(stamp), stamp  # case 7: sub-second precision
     assert deciding["values"]["restarted_at"] == stamp
     assert COMPLETED_AT_ANNOTATION in kept  # kept for the old pod's grace period
     assert_never_refused(real_cluster, namespace)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import pytest
 
@@ -19,87 +18,28 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
-from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.watching import annotations_of, is_ready
 
 from .harness import (
     BOUND,
-    KUBECTL_DRAIN_TIMEOUT,
+    HELD,
     Installation,
     Launcher,
     admin_client,
+    create_ready_web,
+    drain,
+    events,
     kubectl,
     kubectl_json,
     pinned_kubectl,
+    pods,
+    settle,
+    until,
     until_audited,
-    web,
+    until_events,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
-
-HELD = "(will retry after 5s): admission webhook"
-
-
-async def until(recorder: AvailabilityRecorder, predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(BOUND):
-        await recorder.wait_until(predicate)
-
-
-async def create_ready_web(
-    cluster: RealCluster, recorder: AvailabilityRecorder, namespace: str, **options: object
-) -> dict[str, object]:
-    manifest = web(namespace, **options)  # type: ignore[arg-type]
-    await kubectl(cluster.kubeconfig_path, "apply", "-f", "-", stdin=json.dumps(manifest))
-    replicas = int(manifest["spec"]["replicas"])
-    await until(recorder, lambda: recorder.ready("web", namespace) >= replicas)
-    return manifest
-
-
-async def pods(cluster: RealCluster, namespace: str, app: str = "web") -> list[dict[str, object]]:
-    listed = await kubectl_json(cluster.kubeconfig_path, "get", "pods", "-n", namespace,
-                                "-l", f"app={app}")  # fmt: skip
-    return list(listed["items"])
-
-
-async def drain(
-    cluster: RealCluster, recorder: AvailabilityRecorder, node: str, binary: str = "kubectl"
-) -> KubectlRun:
-    recorder.mark_drain_started(node, binary)
-    try:
-        return await kubectl(
-            cluster.kubeconfig_path, "drain", node, "--ignore-daemonsets",
-            "--delete-emptydir-data", f"--timeout={KUBECTL_DRAIN_TIMEOUT}",
-            binary=binary, check=False,
-        )  # fmt: skip
-    finally:
-        recorder.mark("drain-finished", node=node)
-
-
-async def settle(recorder: AvailabilityRecorder, namespace: str, node: str) -> tuple[float, float]:
-    """Until web is Ready again after the drain of `node`: the window to measure."""
-    start, _ = recorder.drain_window(node)
-    await until(recorder, lambda: recorder.ready("web", namespace) >= 1)
-    return start, recorder.clock()
-
-
-async def events(cluster: RealCluster, namespace: str, reason: str) -> list[dict[str, object]]:
-    listed = await kubectl_json(cluster.kubeconfig_path, "get", "events", "-n", namespace,
-                                "--field-selector", f"reason={reason}")  # fmt: skip
-    return list(listed["items"])
-
-
-async def until_events(
-    cluster: RealCluster, namespace: str, reason: str
-) -> list[dict[str, object]]:
-    """The events of `reason` once there is one: the controller writes some after the drain
-    that caused them has returned (a replica that just took over the Lease reports a timeout
-    that passed while no replica led)."""
-    async with asyncio.timeout(BOUND):
-        while True:
-            found = await events(cluster, namespace, reason)
-            if found:
-                return found
-            await asyncio.sleep(0.5)
 
 
 async def assert_drain_is_protected(
@@ -111,7 +51,7 @@ async def assert_drain_is_protected(
     Ready pod, the replacement Ready on node-b, and the controller's events."""
     await create_ready_web(real_cluster, recorder, namespace)
     [old] = await pods(real_cluster, namespace)
-    assert old["spec"]["nodeName"] == "node-a"  # type: ignore[index]
+    assert old["spec"]["nodeName"] == "node-a"
     replica = await installation.start_controller(launcher=launcher)
     try:
         drained = await drain(real_cluster, recorder, "node-a", binary)
@@ -137,11 +77,11 @@ async def assert_drain_is_protected(
     assert timeline.zero_ready_seconds(*window) == 0
     assert len(timeline.rollouts(*window)) == 1  # exactly one new ReplicaSet
     [new] = await pods(real_cluster, namespace)
-    assert new["spec"]["nodeName"] == "node-b"  # type: ignore[index]
+    assert new["spec"]["nodeName"] == "node-b"
     assert is_ready(new)
     [started] = await events(real_cluster, namespace, DRAIN_STARTED)
-    assert old["metadata"]["name"] in started["message"]  # type: ignore[index,operator]
-    assert completed[0]["involvedObject"]["name"] == "web"  # type: ignore[index]
+    assert old["metadata"]["name"] in started["message"]
+    assert completed[0]["involvedObject"]["name"] == "web"
 
 
 @pytest.mark.parametrize("release", ["dispatcher", "1.33"])
@@ -178,7 +118,7 @@ async def test_fifty_concurrent_evictions_through_two_replicas_start_one_rollout
 ) -> None:  # fmt: skip
     await create_ready_web(real_cluster, recorder, namespace, ready_delay="10s")
     [pod] = await pods(real_cluster, namespace)
-    name = pod["metadata"]["name"]  # type: ignore[index]
+    name = pod["metadata"]["name"]
     replicas = [
         await installation.start_controller("graceful-drain-0"),
         await installation.start_controller("graceful-drain-1"),
@@ -250,7 +190,7 @@ async def test_a_never_ready_replacement_is_held_until_the_timeout_and_a_restart
     assert drained.code == 0, drained.stderr
     assert HELD in drained.stderr, drained.stderr
     [timeout] = await until_events(real_cluster, namespace, DRAIN_TIMEOUT)
-    assert timeout["involvedObject"]["name"] == "web"  # type: ignore[index]
+    assert timeout["involvedObject"]["name"] == "web"
     assert len(recorder.timeline("web", namespace).rollouts()) == 3  # no second restart
     deployment = await kubectl_json(real_cluster.kubeconfig_path, "get", "deployment", "web",
                                     "-n", namespace)  # fmt: skip

@@ -27,10 +27,12 @@ import pytest
 from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.runtime import Informer
 from kubesim.sim import KubeSim
+from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster
 from tests.e2e.controller.drain_cluster import drain_cluster
+from tests.e2e.controller.drain_workloads import preferring_node_a
 from tests.e2e.controller.installed import WORKLOADS
-from tests.e2e.watching import is_ready, watch_until
+from tests.e2e.watching import is_ready
 
 from .harness import KUBECTL_DRAIN_TIMEOUT, Installation, admin_client, kubectl, web
 
@@ -39,15 +41,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 Obj = dict[str, Any]
 EXIT_DELAY = "sim.kubesim.io/exit-delay"
 EVICTING = re.compile(r"^evicting pod (?P<namespace>[^/\s]+)/(?P<name>\S+)$")
-PREFER_NODE_A = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-    "weight": 100,
-    "preference": {"matchExpressions": [
-        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]},
-}]}}  # fmt: skip
 
 
 def _template(app: str, exit_delay: str, restart_policy: str | None = None) -> Obj:
-    spec: Obj = {"terminationGracePeriodSeconds": 10, "affinity": PREFER_NODE_A,
+    spec: Obj = {"terminationGracePeriodSeconds": 10, "affinity": preferring_node_a(),
                  "containers": [{"name": "app", "image": f"registry.example/{app}:1"}]}  # fmt: skip
     if restart_policy is not None:
         spec["restartPolicy"] = restart_policy

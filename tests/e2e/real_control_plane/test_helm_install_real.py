@@ -24,9 +24,19 @@ from realcluster.cluster import RealCluster
 from tests.unit.chart.monitoring import missing_metrics
 from tests.unit.chart.rendered import CHART
 
-from .harness import BOUND, REPO, Installation, kubectl, kubectl_json
+from .harness import (
+    BOUND,
+    HELD,
+    REPO,
+    Installation,
+    create_ready_web,
+    drain,
+    kubectl,
+    kubectl_json,
+    pods,
+    settle,
+)
 from .loadbalancer import LoadBalancer
-from .test_drain_real import HELD, create_ready_web, drain, pods, settle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
@@ -129,7 +139,7 @@ async def test_helm_install_protects_a_drain_and_uninstall_leaves_only_what_is_d
     assert timeline.zero_ready_seconds(*window) == 0
     assert len(timeline.rollouts(*window)) == 1
     [new] = await pods(real_cluster, namespace)
-    assert new["metadata"]["name"] != old["metadata"]["name"]  # type: ignore[index]
+    assert new["metadata"]["name"] != old["metadata"]["name"]
     # Every metric the chart's dashboard and alerts query, on the running controller's /metrics.
     assert missing_metrics(exposition) == {}
     assert observed["leader"] == 1  # leaderElection.enabled: it holds the release's Lease

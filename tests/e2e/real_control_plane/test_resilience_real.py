@@ -13,21 +13,16 @@ from realcluster.cluster import RealCluster
 from tests.e2e.controller.drain_cluster import KubectlRun
 
 from .harness import (
-    BOUND,
     KUBECTL_DRAIN_TIMEOUT,
     Installation,
     kubectl,
+    until,
     web,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
 DRAIN_ATTEMPTS = 3  # kubectl drain stops on a refused connection; an operator runs it again
-
-
-async def until(recorder: AvailabilityRecorder, predicate: object) -> None:
-    async with asyncio.timeout(BOUND):
-        await recorder.wait_until(predicate)  # type: ignore[arg-type]
 
 
 async def drain_until_done(

@@ -36,8 +36,8 @@ from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
 from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
-from kubesim.watchlog import WatchLog
-from tests.e2e.watching import watch_until
+from kubesim.watchlog import WatchLog, watch_until
+from tests.e2e.watching import condition
 
 Obj = dict[str, Any]
 NS = "shop"
@@ -80,12 +80,6 @@ def detector_rbac(namespace: str, service_account: str, *, nodes: bool = True) -
 
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def condition(pod: Obj | None, kind: str) -> Obj | None:
-    assert pod is not None
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c.get("type") == kind), None)
 
 
 def running_status(pod: Obj) -> Obj:

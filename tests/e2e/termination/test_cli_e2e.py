@@ -3,17 +3,14 @@ the Downward API environment and the workload's credentials, against kubesim."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import graceful_drain
 from graceful_drain.termination.actions import EXIT_CODES, Outcome
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.verdict import SCHEMA
@@ -22,6 +19,7 @@ from kubesim.client import resource_path
 from kubesim.cluster.nodestatus import NodeShape
 from kubesim.sim import KubeSim
 from kubesim.watchlog import WatchLog
+from tests.e2e import cli
 from tests.e2e.termination.scenario import (
     HOLD_SIGTERM_WINDOW,
     IGNORES_SIGTERM,
@@ -39,7 +37,6 @@ from tests.e2e.termination.scenario import (
 
 pytestmark = pytest.mark.e2e
 
-SRC = Path(graceful_drain.__file__).resolve().parents[1]
 PROCESS_SAFETY_NET_SECONDS = 60.0  # only so that a broken deadline fails instead of hanging
 
 
@@ -56,26 +53,12 @@ async def run_cli(
     pod's grace period (docs/termination-detector.md), unless `grace_env` replaces it."""
     if grace_env is None:
         grace_env = {"TERMINATION_GRACE_PERIOD_SECONDS": str(workload.grace_period(pod))}
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(SRC),
-        **workload.downward_env(pod),
-        **grace_env,
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "graceful_drain.cli", "termination-cause",
-        "--kubeconfig", str(workload.kubeconfig), *args,
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    env = {"PATH": os.environ.get("PATH", ""), **workload.downward_env(pod), **grace_env}
+    code, out, err = await cli.run_cli(
+        "termination-cause", "--kubeconfig", str(workload.kubeconfig), *args,
+        env=env, bound=PROCESS_SAFETY_NET_SECONDS,
     )  # fmt: skip
-    try:
-        async with asyncio.timeout(PROCESS_SAFETY_NET_SECONDS):
-            out, err = await process.communicate()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return code, out.decode(), err.decode()
 
 
 def comparable(document: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from tests.e2e.termination.scenario import (
     NS,
     Workload,
     admin_client,
-    condition,
     events_log,
     memory_eviction,
     named,
@@ -36,6 +35,7 @@ from tests.e2e.termination.scenario import (
     preemption,
     real_nodes,
 )
+from tests.e2e.watching import condition
 
 pytestmark = pytest.mark.e2e
 

@@ -27,11 +27,11 @@ from tests.e2e.termination.scenario import (
     Obj,
     Workload,
     admin_client,
-    condition,
     deployment_manifest,
     now,
     pod_until,
 )
+from tests.e2e.watching import condition
 
 pytestmark = pytest.mark.e2e
 

@@ -78,6 +78,14 @@ def test_the_shipped_comparisons_hold_kubesims_cpu_per_rollout_to_half() -> None
     ]
 
 
+def test_the_baseline_runs_only_the_parts_a_comparison_reads() -> None:
+    from bench.cli import PARTS
+
+    assert baseline.compared_parts(PARTS) == ["memory", "drain"]
+    assert baseline.compared_parts(["webhook", "drain"]) == ["drain"]
+    assert baseline.compared_parts(["webhook", "detector"]) == []
+
+
 def test_a_name_that_is_no_commit_is_refused_with_its_name() -> None:
     with pytest.raises(BaselineError, match="no-such-ref"):
         baseline.resolve("no-such-ref")

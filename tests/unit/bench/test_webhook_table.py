@@ -8,7 +8,7 @@ import pytest
 from bench.webhook import population
 from bench.webhook.loadgen import LoadResult
 from bench.webhook.population import PopulationSpec
-from bench.webhook.run import Measurement, WebhookProfile, build_table, cost_table
+from bench.webhook.run import Measurement, WebhookProfile, build_table, combined, cost_table
 from bench.webhook.servers import Ready
 
 SPEC = PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
@@ -87,10 +87,23 @@ def test_cost_table_puts_the_stages_beside_the_servers_cpu() -> None:
         measurement("reference", 32, 10000, 3.0, server_share=0.8),
         measurement("webhook", 32, 2500, 12.0, server_share=1.0),
     ]
-    timed = measurement("webhook", 32, 2000, 15.0, server_share=0.47, stages=STAGES)
-    table = cost_table(measured, timed)
+    timed = measurement("webhook", 32, 2000, 15.0, server_share=0.47,
+                        stages={**STAGES, "timing": 5.0})  # fmt: skip
+    stack = measurement("webhook", 32, 5000, 6.0, server_share=0.45)  # 90 µs per request
+    table = cost_table(measured, timed, stack)
     micros = [row["micros"] for row in table.rows]
-    assert micros == pytest.approx([5.0, 30.0, 50.0, 10.0, 60.0, 150.0, 80.0, 230.0, 235.0, 400.0])
+    assert micros == pytest.approx(
+        [5.0, 30.0, 50.0, 10.0, 60.0, 150.0, 90.0, 5.0, 245.0, 235.0, 400.0, 80.0, 10.0]
+    )
     [verdict] = table.verdicts
     assert verdict.met
-    assert verdict.value == pytest.approx(5 / 235)
+    assert verdict.value == pytest.approx(10 / 235)
+
+
+def test_combined_windows_sum_their_work_and_weigh_their_stages() -> None:
+    first = measurement("webhook", 32, 1000, 10.0, server_share=0.5, stages={"parse": 10.0})
+    second = measurement("webhook", 32, 3000, 10.0, server_share=0.9, stages={"parse": 30.0})
+    both = combined([first, second])
+    assert both.result.completed == 32000 and both.result.window == 16.0
+    assert both.server_cpu == pytest.approx(0.5 * 8 + 0.9 * 8)
+    assert both.stages["parse"] == pytest.approx((10 * 8000 + 30 * 24000) / 32000)

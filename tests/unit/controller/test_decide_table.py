@@ -350,6 +350,37 @@ def test_precheck_is_rows_1_and_2_only() -> None:
     assert other is not None and other.reason is Reason.NOT_EVICTION
 
 
+@pytest.mark.parametrize(("row", "situation"), CASES, ids=[f"row{r}-{n}" for r, n in CASES])
+def test_prechecked_decides_as_decide_once_precheck_lets_the_request_through(
+    row: int, situation: str
+) -> None:
+    """The webhook runs precheck before its lookups and then tells decide it did."""
+    scenario = TRIGGERS[row][situation](Scenario())
+    full = scenario.decide()
+    if precheck(scenario.request) is not None:
+        return  # rows 1 and 2: the webhook answers these before any lookup
+    prechecked = decide(scenario.request, scenario.pod, scenario.owner, scenario.config,
+                        scenario.now, prechecked=True)  # fmt: skip
+    assert prechecked == full
+    assert (prechecked.reason, prechecked.message) == (full.reason, full.message)
+
+
+def test_a_message_is_rendered_once_when_first_read() -> None:
+    calls: list[int] = []
+
+    def render() -> str:
+        calls.append(1)
+        return "graceful-drain: rendered"
+
+    lazy = Decision(True, Reason.SURGE_READY, render)
+    assert calls == []
+    assert lazy.message == lazy.message == "graceful-drain: rendered"
+    assert calls == [1]
+    assert lazy == Decision(True, Reason.SURGE_READY, "graceful-drain: rendered")
+    assert lazy != Decision(True, Reason.SURGE_READY, "graceful-drain: other")
+    assert "graceful-drain: rendered" in repr(lazy)
+
+
 def test_every_reason_maps_to_one_row_and_every_row_has_a_reason() -> None:
     assert set(ROW_OF_REASON) == set(Reason)
     assert set(ROW_OF_REASON.values()) == set(range(1, 18))

@@ -18,7 +18,7 @@ from lightkube.resources.core_v1 import Pod
 
 from graceful_drain.controller.model import PodInfo, ReplicaSetInfo
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.client import RawListPage, RawWatchEvent, WatchGone
+from graceful_drain.kube.client import RawListPage, RawWatchEvent, WatchGone, decode
 from graceful_drain.kube.informer import Change, Informer, LightkubeListWatch, ListChunk, Store
 
 DEADLINE = 10.0
@@ -419,7 +419,7 @@ async def test_list_requests_the_next_page_before_handing_out_the_current() -> N
     names = []
     async for chunk in lister(api).list():
         api.log.append("handed out")
-        names += [item["metadata"]["name"] for item in chunk.items]
+        names += [decode(item)["metadata"]["name"] for item in chunk.items]
     assert names == ["p1", "p2", "p3"]
     assert api.log == ["request p1", "request p2", "handed out", "request p3", "handed out",
                        "handed out"]  # fmt: skip
@@ -440,5 +440,45 @@ async def test_a_failing_page_fails_the_list_in_order() -> None:
     seen = []
     with pytest.raises(RuntimeError, match="p2 failed"):
         async for chunk in lister(api).list():
-            seen += [item["metadata"]["name"] for item in chunk.items]
+            seen += [decode(item)["metadata"]["name"] for item in chunk.items]
     assert seen == ["p1"]
+
+
+class RawSource(ScriptedSource):
+    """Lists hand out their items still encoded, as LightkubeListWatch does."""
+
+    async def list(self) -> AsyncIterator[ListChunk]:
+        self.list_calls += 1
+        items = [msgspec.Raw(msgspec.json.encode(obj)) for obj in self.objects.values()]
+        yield ListChunk(self.version, items)
+
+
+async def test_encoded_items_take_the_fast_decode_or_else_the_transform() -> None:
+    source = RawSource()
+    nameless: dict[str, Any] = {"metadata": {}}
+    for obj in (pod("fast-1"), pod("slow"), pod("fast-2", rs=None), nameless):
+        source.objects[obj["metadata"].get("name", "nameless")] = obj
+    declined: list[str] = []
+
+    def fast(raw: msgspec.Raw) -> tuple[tuple[str, str], PodInfo] | None:
+        obj = decode(raw)
+        name = obj["metadata"].get("name", "nameless")
+        if not name.startswith("fast"):
+            declined.append(name)
+            return None
+        return ("default", name), PodInfo.from_object(obj)
+
+    informer: Informer[PodInfo] = Informer("pods", source, PodInfo.from_object,
+                                           indexers={"replicaset": lambda p: p.owner_replicaset},
+                                           fast_decode=fast)  # fmt: skip
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(informer, lambda: informer.synced.is_set())
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert declined == ["slow", "nameless"]
+    assert sorted(p.name for p in informer.items()) == ["fast-1", "fast-2", "slow"]
+    assert informer.stats.skipped == 1  # the nameless one, through the tolerant path
+    assert [p.name for p in informer.by_index("replicaset", "default", "web-5d9")] == [
+        "fast-1", "slow"]  # fmt: skip

@@ -7,11 +7,15 @@ Listeners get each change as it is kept (the availability recorder feeds its led
 them). `wait_until` awaits a condition, re-checked after every change and every `notify`;
 `until` awaits the first event matching a predicate, so callers wait for what happened
 instead of sleeping, and the log keeps the sequence for asserting on order afterwards.
+
+`watch_until` is the one-shot wait on what a collection holds now (no log kept): the objects
+once a predicate over all of them holds, for the tests and the benchmarks alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -19,6 +23,8 @@ from kubesim.client import KubeClient
 from kubesim.cluster.runtime import Informer
 from kubesim.lifecycle import Lifecycle
 from kubesim.types import Obj
+
+WATCH_BOUND = 90.0  # watch_until's default bound: a guard against hangs only
 
 Predicate = Callable[[str, Obj], bool]
 # (collection path, event type, object, clock reading)
@@ -122,3 +128,27 @@ class WatchLog(Lifecycle):
     def of(self, name: str) -> list[tuple[int, str, Obj]]:
         """(index, type, object) of every event about the object called `name`."""
         return [(i, t, o) for i, (t, o) in enumerate(self.events) if o["metadata"]["name"] == name]
+
+
+async def watch_until(
+    client: KubeClient, api_version: str, plural: str, kind: str, namespace: str | None,
+    predicate: Callable[[list[Obj]], bool], *, bound: float = WATCH_BOUND,
+) -> list[Obj]:  # fmt: skip
+    """Return the objects once `predicate(all objects)` holds, re-checked on every watch event
+    (list, then watch, from the `Informer`: bookmarks, re-list on 410); `bound` (seconds)
+    makes a condition that never comes fail instead of hanging."""
+    informer = Informer(client, api_version, plural, kind, namespace=namespace)
+    changed = asyncio.Event()
+    informer.add_handler(lambda *_: changed.set())
+    task = asyncio.get_running_loop().create_task(informer.run())
+    try:
+        async with asyncio.timeout(bound):
+            await informer.synced.wait()
+            while not predicate(informer.items()):
+                changed.clear()
+                await changed.wait()
+        return informer.items()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.client import KubeClient
+from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.node_lifecycle import NodeLifecycleController
 from kubesim.cluster.nodeset import NodeSet
@@ -15,6 +15,13 @@ from kubesim.cluster.nodestatus import NodeShape
 from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
 from kubesim.watchlog import WatchLog
+
+# What the fixtures below give a test: `cluster(nodes, ...)` and `watch(path)`.
+Cluster = Callable[..., Awaitable[NodeSet]]
+Watch = Callable[[str], Awaitable[WatchLog]]
+PODS = resource_path("v1", "pods", "default")
+EVENTS = resource_path("v1", "events", "default")
+NODES = resource_path("v1", "nodes")
 
 # Real kubelet defaults, except where a test would otherwise wait for seconds.
 FAST = KubeletConfig(
@@ -38,7 +45,7 @@ async def kube(sim: KubeSim) -> AsyncIterator[KubeClient]:
 
 
 @pytest.fixture
-async def watch(kube: KubeClient) -> AsyncIterator[Callable[[str], Awaitable[WatchLog]]]:
+async def watch(kube: KubeClient) -> AsyncIterator[Watch]:
     """Start a WatchLog on a collection path; stopped at teardown."""
     started: list[WatchLog] = []
 
@@ -53,7 +60,7 @@ async def watch(kube: KubeClient) -> AsyncIterator[Callable[[str], Awaitable[Wat
 
 
 @pytest.fixture
-async def cluster(kube: KubeClient) -> AsyncIterator[Callable[..., Awaitable[NodeSet]]]:
+async def cluster(kube: KubeClient) -> AsyncIterator[Cluster]:
     """Start the node lifecycle controller, kubelets for `nodes` and (by default) the scheduler."""
     running: list[Any] = []
 

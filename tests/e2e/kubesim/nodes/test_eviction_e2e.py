@@ -6,25 +6,20 @@ before the pod failed" is checked by comparing resourceVersions.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from kubesim.client import KubeClient, resource_path
+from kubesim.client import KubeClient
 from kubesim.cluster.behaviour import MEMORY_USAGE
-from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
-from kubesim.watchlog import WatchLog
+
+from .conftest import EVENTS, NODES, PODS, Cluster, Watch
 
 pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
-Cluster = Callable[..., Awaitable[NodeSet]]
-Watch = Callable[[str], Awaitable[WatchLog]]
-PODS = resource_path("v1", "pods", "default")
-EVENTS = resource_path("v1", "events", "default")
-NODES = resource_path("v1", "nodes")
 MESSAGE = (
     "The node was low on resource: memory. Threshold quantity: 100Mi, available: 87Mi. "
     "Container app was using 300Mi, request is 100Mi, has larger consumption of memory. "

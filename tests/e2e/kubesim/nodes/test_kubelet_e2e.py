@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,17 +25,13 @@ from kubesim.cluster.behaviour import (
 )
 from kubesim.cluster.kubelet import Kubelet
 from kubesim.cluster.kubeletconfig import KubeletConfig
-from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
-from kubesim.watchlog import WatchLog
+
+from .conftest import EVENTS, PODS, Cluster, Watch
 
 pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
-Cluster = Callable[..., Awaitable[NodeSet]]
-Watch = Callable[[str], Awaitable[WatchLog]]
-PODS = resource_path("v1", "pods", "default")
-EVENTS = resource_path("v1", "events", "default")
 
 
 def make_pod(name: str, annotations: dict[str, str] | None = None, **spec: Any) -> Obj:

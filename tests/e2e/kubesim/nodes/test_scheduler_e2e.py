@@ -6,23 +6,20 @@ the plugins' reasons, default_preemption and the preemption executor).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
 from kubesim.client import KubeClient, resource_path
-from kubesim.cluster.nodeset import NodeSet
 from kubesim.cluster.nodestatus import NodeShape
-from kubesim.watchlog import WatchLog
+from tests.e2e.watching import condition
+
+from .conftest import EVENTS, PODS, Cluster, Watch
 
 pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
-Cluster = Callable[..., Awaitable[NodeSet]]
-Watch = Callable[[str], Awaitable[WatchLog]]
-PODS = resource_path("v1", "pods", "default")
-EVENTS = resource_path("v1", "events", "default")
 
 
 def make_pod(name: str, cpu: str | None = None, **spec: Any) -> Obj:
@@ -35,13 +32,6 @@ def make_pod(name: str, cpu: str | None = None, **spec: Any) -> Obj:
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"containers": [container], **spec},
     }
-
-
-def condition(pod: Obj, kind: str) -> Obj | None:
-    return next(
-        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind),
-        None,
-    )
 
 
 def named(name: str, check: Callable[[Obj], bool] = lambda _: True) -> Callable[[str, Obj], bool]:

@@ -7,6 +7,7 @@ pkg/apis/events/v1/conversion.go upstream.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 
 from kubesim.types import Obj
 
@@ -26,13 +27,7 @@ _SAME = ("metadata", "reason", "type", "action", "related", "eventTime", "series
 
 
 def to_events_v1(core: Obj) -> Obj:
-    out: Obj = {"kind": "Event", "apiVersion": "events.k8s.io/v1"}
-    for key in _SAME:
-        if key in core:
-            out[key] = copy.deepcopy(core[key])
-    for old, new in _RENAMES:
-        if old in core:
-            out[new] = copy.deepcopy(core[old])
+    out = _converted(core, "events.k8s.io/v1", _RENAMES)
     # Go's zero values: the core type always writes them, events.k8s.io/v1 omits these.
     for key in _OMITTED_WHEN_EMPTY:
         if out.get(key) in ("", 0):
@@ -41,11 +36,17 @@ def to_events_v1(core: Obj) -> Obj:
 
 
 def to_core_event(v1: Obj) -> Obj:
-    out: Obj = {"kind": "Event", "apiVersion": "v1"}
+    return _converted(v1, "v1", [(new, old) for old, new in _RENAMES])
+
+
+def _converted(event: Obj, api_version: str, renames: Iterable[tuple[str, str]]) -> Obj:
+    """`event` as an Event of `api_version`: the fields both versions name alike, then each
+    (`event`'s name, the other version's name) of `renames`; every value a copy."""
+    out: Obj = {"kind": "Event", "apiVersion": api_version}
     for key in _SAME:
-        if key in v1:
-            out[key] = copy.deepcopy(v1[key])
-    for old, new in _RENAMES:
-        if new in v1:
-            out[old] = copy.deepcopy(v1[new])
+        if key in event:
+            out[key] = copy.deepcopy(event[key])
+    for source, target in renames:
+        if source in event:
+            out[target] = copy.deepcopy(event[source])
     return out

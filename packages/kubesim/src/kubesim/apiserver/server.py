@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import json
 import logging
+import zlib
 from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ from .store import Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
 WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write
+# responsewriters' deferredResponseWriter (APIResponseCompression, on by default): a response
+# body over 128 KiB goes out gzip-compressed at level 1 when the request accepts gzip.
+GZIP_THRESHOLD_BYTES = 128 * 1024
+GZIP_LEVEL = 1
 log = logging.getLogger(__name__)
 
 
@@ -106,6 +111,29 @@ class RequestContext:
 
 def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=jsoncodec.dumps(body), status=status, content_type=JSON)
+
+
+def negotiated_json_response(request: web.Request, body: Any, status: int = 200) -> web.Response:
+    """An object or list as kube-apiserver writes it: gzip-compressed past the threshold when
+    the request's Accept-Encoding names gzip."""
+    data = jsoncodec.dumps(body)
+    if len(data) <= GZIP_THRESHOLD_BYTES or not accepts_gzip(
+        request.headers.get("Accept-Encoding")
+    ):
+        return web.Response(body=data, status=status, content_type=JSON)
+    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    response = web.Response(
+        body=compressor.compress(data) + compressor.flush(), status=status, content_type=JSON
+    )
+    response.headers["Content-Encoding"] = "gzip"
+    response.headers["Vary"] = "Accept-Encoding"
+    return response
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """negotiateContentEncoding: a comma-separated token that is exactly "gzip" (a quality
+    value, "gzip;q=1", does not count)."""
+    return any(token.strip() == "gzip" for token in (accept_encoding or "").split(","))
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -183,6 +211,7 @@ class ApiServer:
         self.faults = faults
         self.minor_version = server_minor_version
         self.bookmark_interval = bookmark_interval
+        self.watch_lines = jsoncodec.WatchLines()
         self.authorizer: Authorizer | None = None
         self.rules_resolver: Callable[[UserInfo, str], RulesReview] | None = None
         self.admitters: list[Admitter] = []
@@ -408,10 +437,8 @@ class ApiServer:
     def _respond_object(self, ctx: RequestContext, obj: Obj, status: int = 200) -> web.Response:
         out = self._out(ctx.rt, obj)
         if tables.wants_table(ctx.request.headers.get("Accept", "")):
-            return json_response(
-                tables.to_table(ctx.rt, [out], self._rv_str(), ctx.request), status
-            )
-        return json_response(out, status)
+            out = tables.to_table(ctx.rt, [out], self._rv_str(), ctx.request)
+        return negotiated_json_response(ctx.request, out, status)
 
     def _rv_str(self) -> str:
         return str(self.store.revision)
@@ -465,17 +492,21 @@ class ApiServer:
         if tables.wants_table(ctx.request.headers.get("Accept", "")):
             table = tables.to_table(ctx.rt, out_items, list_rv, ctx.request)
             table["metadata"].update(meta)
-            return json_response(table)
+            return negotiated_json_response(ctx.request, table)
         # Items of a typed list carry no kind/apiVersion upstream.
-        out_items = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                     for o in out_items]  # fmt: skip
+        list_items = []
+        for obj in out_items:  # a shallow copy and two pops: a third of a dict comprehension
+            item = obj.copy()
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+            list_items.append(item)
         body = {
             "kind": f"{ctx.rt.kind}List",
             "apiVersion": ctx.rt.api_version,
             "metadata": meta,
-            "items": out_items,
+            "items": list_items,
         }
-        return json_response(body)
+        return negotiated_json_response(ctx.request, body)
 
     async def _watch(self, ctx: RequestContext) -> web.StreamResponse:
         predicate = self._predicate(ctx)
@@ -560,7 +591,11 @@ class ApiServer:
                         obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
                                               include_columns=first)  # fmt: skip
                         first = False
-                    lines.append(jsoncodec.watch_event(event.type, obj))
+                        lines.append(jsoncodec.watch_event(event.type, obj))
+                    elif obj is event.object:  # the stored object itself: shared by watches
+                        lines.append(self.watch_lines.line(event.type, obj))
+                    else:
+                        lines.append(jsoncodec.watch_event(event.type, obj))
                     if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
                         break
                     event = watcher.queue.get_nowait()

@@ -176,8 +176,9 @@ class ObjectStore:
         one paginated list cost one sort, not one each."""
         bucket = self._bucket(key)
         if bucket.ordered is None:
-            pairs = sorted(((storage_order_key(o), o) for o in bucket.objects.values()),
-                           key=lambda pair: pair[0])  # fmt: skip
+            # From the keys the bucket holds (the storage_order_key of each object), without
+            # reading the objects; keys are unique, so no two pairs ever compare their objects.
+            pairs = sorted((f"{ns}/{name}", o) for (ns, name), o in bucket.objects.items())
             bucket.ordered = Ordered([k for k, _ in pairs], [o for _, o in pairs])
         return bucket.ordered
 

@@ -14,9 +14,10 @@ handlers/patch.go) where it departs from the RFC:
 Errors carry evanphx's text as ``detail``; the HTTP status and message are the API server's.
 """
 
+import contextlib
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -161,6 +162,23 @@ def _find_container(state: _Doc, path: str) -> tuple[Container, str] | None:
     return node, _decode_token(tokens[-1])
 
 
+def _located(state: _Doc, path: str, missing: str) -> tuple[Container, str]:
+    """`_find_container`, or evanphx's "missing value" error introduced by `missing`."""
+    found = _find_container(state, path)
+    if found is None:
+        raise _OpFailed(f"{missing}: {_MISSING}")
+    return found
+
+
+@contextlib.contextmanager
+def _failing_as(context: str) -> Iterator[None]:
+    """An evanphx error raised inside is wrapped as upstream wraps it: `context: error`."""
+    try:
+        yield
+    except _OpFailed as cause:
+        raise _OpFailed(f"{context}: {cause}") from None
+
+
 def _atoi(key: str) -> int:
     if _ATOI.fullmatch(key) is None:
         raise _OpFailed(f"strconv.Atoi: parsing {go_quote(key)}: invalid syntax")
@@ -240,26 +258,16 @@ def _container_set(container: Container, key: str, value: Json) -> None:
 
 def _op_add(state: _Doc, operation: JsonObject) -> None:
     path = _path(operation, "add", keep_cause=False)
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(f'add operation does not apply: doc is missing path: "{path}": {_MISSING}')
-    try:
+    found = _located(state, path, f'add operation does not apply: doc is missing path: "{path}"')
+    with _failing_as(f"error in add for path: '{path}'"):
         _container_add(*found, copy.deepcopy(operation.get("value")))
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in add for path: '{path}': {cause}") from None
 
 
 def _op_remove(state: _Doc, operation: JsonObject) -> None:
     path = _path(operation, "remove", keep_cause=False)
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(
-            f'remove operation does not apply: doc is missing path: "{path}": {_MISSING}'
-        )
-    try:
+    found = _located(state, path, f'remove operation does not apply: doc is missing path: "{path}"')
+    with _failing_as(f"error in remove for path: '{path}'"):
         _container_remove(*found)
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in remove for path: '{path}': {cause}") from None
 
 
 def _op_replace(state: _Doc, operation: JsonObject) -> None:
@@ -271,12 +279,9 @@ def _op_replace(state: _Doc, operation: JsonObject) -> None:
         if isinstance(value, dict | list):
             state.root = value
         return
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(
-            f"replace operation does not apply: doc is missing path: {path}: {_MISSING}"
-        )
-    container, key = found
+    container, key = _located(
+        state, path, f"replace operation does not apply: doc is missing path: {path}"
+    )
     try:
         _container_get(container, key)
     except _OpFailed:
@@ -288,50 +293,33 @@ def _op_replace(state: _Doc, operation: JsonObject) -> None:
 
 def _op_move(state: _Doc, operation: JsonObject) -> None:
     source = _from(operation, "move")
-    found = _find_container(state, source)
-    if found is None:
-        raise _OpFailed(
-            f"move operation does not apply: doc is missing from path: {source}: {_MISSING}"
-        )
-    container, key = found
-    try:
+    container, key = _located(
+        state, source, f"move operation does not apply: doc is missing from path: {source}"
+    )
+    with _failing_as(f"error in move for path: '{key}'"):
         value = _container_get(container, key)
         _container_remove(container, key)
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in move for path: '{key}': {cause}") from None
     path = _path(operation, "move", keep_cause=True)
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(
-            f"move operation does not apply: doc is missing destination path: {path}: {_MISSING}"
-        )
-    try:
+    found = _located(
+        state, path, f"move operation does not apply: doc is missing destination path: {path}"
+    )
+    with _failing_as(f"error in move for path: '{path}'"):
         _container_add(*found, value)
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in move for path: '{path}': {cause}") from None
 
 
 def _op_copy(state: _Doc, operation: JsonObject) -> None:
     source = _from(operation, "copy")
-    found = _find_container(state, source)
-    if found is None:
-        raise _OpFailed(
-            f"copy operation does not apply: doc is missing from path: {source}: {_MISSING}"
-        )
-    try:
+    found = _located(
+        state, source, f"copy operation does not apply: doc is missing from path: {source}"
+    )
+    with _failing_as(f"error in copy for from: '{source}'"):
         value = copy.deepcopy(_container_get(*found))
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in copy for from: '{source}': {cause}") from None
     path = _path(operation, "copy", keep_cause=False)
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(
-            f"copy operation does not apply: doc is missing destination path: {path}: {_MISSING}"
-        )
-    try:
+    found = _located(
+        state, path, f"copy operation does not apply: doc is missing destination path: {path}"
+    )
+    with _failing_as("error while adding value during copy"):
         _container_add(*found, value)
-    except _OpFailed as cause:
-        raise _OpFailed(f"error while adding value during copy: {cause}") from None
 
 
 def _op_test(state: _Doc, operation: JsonObject) -> None:
@@ -341,13 +329,9 @@ def _op_test(state: _Doc, operation: JsonObject) -> None:
         if not _json_equal(state.root, operation.get("value")):
             raise failed
         return
-    found = _find_container(state, path)
-    if found is None:
-        raise _OpFailed(f"test operation does not apply: is missing path: {path}: {_MISSING}")
-    try:
+    found = _located(state, path, f"test operation does not apply: is missing path: {path}")
+    with _failing_as(f"error in test for path: '{path}'"):
         actual = _container_get(*found)
-    except _OpFailed as cause:
-        raise _OpFailed(f"error in test for path: '{path}': {cause}") from None
     if "value" not in operation:
         raise failed
     expected = operation["value"]

@@ -150,6 +150,16 @@ LABEL_SELECTOR = f"{META}.LabelSelector"
 INT_OR_STRING = "intstr.IntOrString"
 QUANTITY = "resource.Quantity"
 
+
+def with_spec_and_status(spec: str, status: str) -> Message:
+    """The usual top-level kind: metadata 1, spec 2, status 3 (struct values, always sent)."""
+    return Message((
+        message(1, "metadata", OBJECT_META),
+        message(2, "spec", spec),
+        message(3, "status", status),
+    ))  # fmt: skip
+
+
 MESSAGES: Mapping[str, Message] = {
     # k8s.io/apimachinery/pkg/api/resource/generated.proto
     QUANTITY: Message((string(1, "string", "always"),), _quantity),
@@ -240,11 +250,7 @@ MESSAGES: Mapping[str, Message] = {
         string_map(4, "stringData"),
         string(3, "type"),
     )),
-    "core.v1.Namespace": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "core.v1.NamespaceSpec"),
-        message(3, "status", "core.v1.NamespaceStatus"),
-    )),
+    "core.v1.Namespace": with_spec_and_status("core.v1.NamespaceSpec", "core.v1.NamespaceStatus"),
     "core.v1.NamespaceSpec": Message((strings(1, "finalizers"),)),
     "core.v1.NamespaceStatus": Message((
         string(1, "phase"),
@@ -278,11 +284,9 @@ MESSAGES: Mapping[str, Message] = {
         message(1, "metadata", OBJECT_META),
         message(2, "deleteOptions", DELETE_OPTIONS, "pointer"),
     )),
-    "policy.v1.PodDisruptionBudget": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "policy.v1.PodDisruptionBudgetSpec"),
-        message(3, "status", "policy.v1.PodDisruptionBudgetStatus"),
-    )),
+    "policy.v1.PodDisruptionBudget": with_spec_and_status(
+        "policy.v1.PodDisruptionBudgetSpec", "policy.v1.PodDisruptionBudgetStatus"
+    ),
     "policy.v1.PodDisruptionBudgetSpec": Message((
         message(1, "minAvailable", INT_OR_STRING, "pointer"),
         message(2, "selector", LABEL_SELECTOR, "pointer"),
@@ -299,16 +303,12 @@ MESSAGES: Mapping[str, Message] = {
         messages(7, "conditions", f"{META}.Condition"),
     )),
     # k8s.io/api/authorization/v1/generated.proto
-    "authorization.v1.SelfSubjectAccessReview": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "authorization.v1.SelfSubjectAccessReviewSpec"),
-        message(3, "status", "authorization.v1.SubjectAccessReviewStatus"),
-    )),
-    "authorization.v1.SubjectAccessReview": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "authorization.v1.SubjectAccessReviewSpec"),
-        message(3, "status", "authorization.v1.SubjectAccessReviewStatus"),
-    )),
+    "authorization.v1.SelfSubjectAccessReview": with_spec_and_status(
+        "authorization.v1.SelfSubjectAccessReviewSpec", "authorization.v1.SubjectAccessReviewStatus"
+    ),
+    "authorization.v1.SubjectAccessReview": with_spec_and_status(
+        "authorization.v1.SubjectAccessReviewSpec", "authorization.v1.SubjectAccessReviewStatus"
+    ),
     "authorization.v1.SelfSubjectAccessReviewSpec": Message((
         message(1, "resourceAttributes", "authorization.v1.ResourceAttributes", "pointer"),
         message(2, "nonResourceAttributes", "authorization.v1.NonResourceAttributes", "pointer"),
@@ -355,11 +355,9 @@ MESSAGES: Mapping[str, Message] = {
         string(2, "reason"),
         string(3, "evaluationError"),
     )),
-    "authorization.v1.SelfSubjectRulesReview": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "authorization.v1.SelfSubjectRulesReviewSpec"),
-        message(3, "status", "authorization.v1.SubjectRulesReviewStatus"),
-    )),
+    "authorization.v1.SelfSubjectRulesReview": with_spec_and_status(
+        "authorization.v1.SelfSubjectRulesReviewSpec", "authorization.v1.SubjectRulesReviewStatus"
+    ),
     "authorization.v1.SelfSubjectRulesReviewSpec": Message((string(1, "namespace"),)),
     "authorization.v1.SubjectRulesReviewStatus": Message((
         messages(1, "resourceRules", "authorization.v1.ResourceRule", "always"),
@@ -380,11 +378,9 @@ MESSAGES: Mapping[str, Message] = {
     # ExtraValue is a Go []string: its JSON form is the list (null when empty).
     "authorization.v1.ExtraValue": Message((strings(1, "items", "always"),), _only("items")),
     # k8s.io/api/authentication/v1/generated.proto
-    "authentication.v1.TokenRequest": Message((
-        message(1, "metadata", OBJECT_META),
-        message(2, "spec", "authentication.v1.TokenRequestSpec"),
-        message(3, "status", "authentication.v1.TokenRequestStatus"),
-    )),
+    "authentication.v1.TokenRequest": with_spec_and_status(
+        "authentication.v1.TokenRequestSpec", "authentication.v1.TokenRequestStatus"
+    ),
     "authentication.v1.TokenRequestSpec": Message((
         strings(1, "audiences", "always"),
         int64(4, "expirationSeconds", "nullable"),
