@@ -138,6 +138,10 @@ def test_without_a_route_every_ignored_webhook_call_is_logged(
     stopped.append(server)
     kubeconfig = tmp_path / "kubesim.kubeconfig"
     run_kubectl(kubeconfig, "apply", "-k", str(REPO / "deploy"))
+    # Both controller pods Ready first, or the drain meets their PDB (maxUnavailable 1) and
+    # retries for that reason instead.
+    run_kubectl(kubeconfig, "rollout", "status", "deployment/graceful-drain", "-n",
+                "graceful-drain", "--timeout=60s", timeout=BOUND)  # fmt: skip
     drained = run_kubectl(kubeconfig, "drain", "node-a", "--ignore-daemonsets",
                           "--delete-emptydir-data", "--timeout=60s", timeout=BOUND)  # fmt: skip
 
