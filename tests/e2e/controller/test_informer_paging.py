@@ -11,7 +11,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from lightkube import AsyncClient
-from lightkube.config.kubeconfig import KubeConfig
 from lightkube.resources.core_v1 import Pod
 
 from graceful_drain.controller.model import PodInfo
@@ -46,7 +45,8 @@ class WatchedApi(RawApi):
 
 
 @pytest.fixture
-async def seeded() -> AsyncIterator[KubeSim]:
+async def sim() -> AsyncIterator[KubeSim]:
+    """This module's kubesim, seeded with PODS (conftest's `lk` connects to it)."""
     async with KubeSim() as sim:
         for namespace in sorted({namespace for namespace, _ in PODS}):
             sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -55,13 +55,6 @@ async def seeded() -> AsyncIterator[KubeSim]:
                         "metadata": {"name": name, "namespace": namespace},
                         "spec": {"containers": [{"name": "app", "image": "app:1"}]}})  # fmt: skip
         yield sim
-
-
-@pytest.fixture
-async def client(seeded: KubeSim) -> AsyncIterator[AsyncClient]:
-    lightkube = AsyncClient(KubeConfig.from_file(str(seeded.kubeconfig_path)))
-    yield lightkube
-    await lightkube.close()
 
 
 def informer_over(api: RawApi) -> Informer[PodInfo]:
@@ -92,8 +85,8 @@ async def stopped(task: asyncio.Task[None]) -> None:
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_pages_are_applied_in_storage_order(seeded: KubeSim, client: AsyncClient) -> None:
-    informer = informer_over(RawApi(client))
+async def test_pages_are_applied_in_storage_order(sim: KubeSim, lk: AsyncClient) -> None:
+    informer = informer_over(RawApi(lk))
     added: list[tuple[str, str]] = []
 
     def keep(change: Change[PodInfo]) -> None:
@@ -104,27 +97,25 @@ async def test_pages_are_applied_in_storage_order(seeded: KubeSim, client: Async
     await stopped(task)
     assert added == sorted(PODS)  # the order of the pages and of the items in each
     pages = -(-len(PODS) // PAGE_SIZE)
-    assert pod_lists(seeded) == [(200, False)] + [(200, True)] * (pages - 1)
+    assert pod_lists(sim) == [(200, False)] + [(200, True)] * (pages - 1)
     assert informer.stats.lists == 1 and informer.stats.errors == 0
 
 
 async def test_a_continue_token_refused_mid_list_starts_a_fresh_list(
-    seeded: KubeSim, client: AsyncClient
+    sim: KubeSim, lk: AsyncClient
 ) -> None:
     def refuse_the_next(page: int) -> None:
         if page == 1:  # the second page's request (the prefetch) is answered 410
-            seeded.faults.add(FaultRule(verb="list", resource="pods", error_code=410, remaining=1))
+            sim.faults.add(FaultRule(verb="list", resource="pods", error_code=410, remaining=1))
 
-    informer = informer_over(WatchedApi(client, refuse_the_next))
+    informer = informer_over(WatchedApi(lk, refuse_the_next))
     task = await synced(informer)
     await stopped(task)
     assert sorted((p.namespace, p.name) for p in informer.items()) == sorted(PODS)
     assert informer.stats.errors == 1 and informer.stats.lists == 1
     pages = -(-len(PODS) // PAGE_SIZE)
     # Page 1, the refused page 2, then the whole list again from its first page.
-    assert pod_lists(seeded) == [(200, False), (410, True), (200, False)] + [(200, True)] * (
-        pages - 1
-    )
+    assert pod_lists(sim) == [(200, False), (410, True), (200, False)] + [(200, True)] * (pages - 1)
 
 
 def prefetches() -> list[asyncio.Task[Any]]:
@@ -133,11 +124,11 @@ def prefetches() -> list[asyncio.Task[Any]]:
 
 
 async def test_stopping_the_informer_cancels_its_prefetch(
-    seeded: KubeSim, client: AsyncClient, monkeypatch: pytest.MonkeyPatch
+    sim: KubeSim, lk: AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hang = FaultRule(verb="list", resource="pods", hang=True, remaining=1)
     held = asyncio.Event()  # kubesim holds the prefetched page's request
-    action_for = seeded.faults.action_for
+    action_for = sim.faults.action_for
 
     def noting_the_hang(*args: Any) -> Any:
         action = action_for(*args)
@@ -145,13 +136,13 @@ async def test_stopping_the_informer_cancels_its_prefetch(
             held.set()
         return action
 
-    monkeypatch.setattr(seeded.faults, "action_for", noting_the_hang)
+    monkeypatch.setattr(sim.faults, "action_for", noting_the_hang)
 
     def hang_the_next(page: int) -> None:
         if page == 1:
-            seeded.faults.add(hang)
+            sim.faults.add(hang)
 
-    informer = informer_over(WatchedApi(client, hang_the_next))
+    informer = informer_over(WatchedApi(lk, hang_the_next))
     task = asyncio.create_task(informer.run())
     async with asyncio.timeout(DEADLINE):
         await held.wait()
