@@ -110,17 +110,16 @@ def _chosen_profile(args: argparse.Namespace) -> Profile:
     profile = SMOKE if args.smoke else FULL
     if not args.kubesim_only:
         return profile
-    real = dataclasses.replace(profile.drain.real, skip="left out (--kubesim-only)")
-    return dataclasses.replace(profile, drain=dataclasses.replace(profile.drain, real=real))
+    drain_only_kubesim = profile.drain.without_real("left out (--kubesim-only)")
+    return dataclasses.replace(profile, drain=drain_only_kubesim)
 
 
 def _baseline_requests(profile: Profile, parts: Sequence[str]) -> list[tuple[str, object]]:
     """The compared parts' profiles for the baseline's run (never the real control plane:
     the comparison is of kubesim and the product, and the real series take minutes)."""
-    real = dataclasses.replace(profile.drain.real, skip="not run for a baseline")
     chosen: dict[str, object] = {
         "memory": profile.memory,
-        "drain": dataclasses.replace(profile.drain, real=real),
+        "drain": profile.drain.without_real("not run for a baseline"),
     }
     return [(part, chosen[part]) for part in parts]
 

@@ -9,6 +9,7 @@ spawned process runs a real control plane for every (client, N) (bench/drain/rea
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ class DrainProfile:
     timings: DrainTimings = field(default_factory=DrainTimings)
     uvloop: bool = True
     real: RealProfile = field(default_factory=RealProfile)
+
+    def without_real(self, why: str) -> DrainProfile:
+        """The same profile, its real control plane's series left out for `why`."""
+        return dataclasses.replace(self, real=dataclasses.replace(self.real, skip=why))
 
 
 def run(profile: DrainProfile) -> list[Table]:
