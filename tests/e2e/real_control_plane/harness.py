@@ -147,13 +147,21 @@ def refused(records: list[Obj]) -> list[str]:
 @contextlib.asynccontextmanager
 async def fresh_namespace(cluster: RealCluster) -> AsyncIterator[str]:
     """A namespace of its own, deleted afterwards (waited for: a later test's kubectl drain
-    would otherwise meet its pods, whose evictions a terminating namespace refuses)."""
+    would otherwise meet its pods, whose evictions a terminating namespace refuses).
+
+    Its pods are force-deleted once the namespace is terminating (no controller can create
+    new ones then): kwok keeps a deleted pod for its `sim.kubesim.io/exit-delay`, which the
+    namespace controller would otherwise wait out, with its own back-off on top."""
     name = f"t-{secrets.token_hex(4)}"
-    await kubectl(cluster.kubeconfig_path, "create", "namespace", name)
+    kubeconfig = cluster.kubeconfig_path
+    await kubectl(kubeconfig, "create", "namespace", name)
     try:
         yield name
     finally:
-        await kubectl(cluster.kubeconfig_path, "delete", "namespace", name, "--timeout=90s",
+        await kubectl(kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+        await kubectl(kubeconfig, "delete", "pods", "--all", "-n", name, "--force",
+                      "--grace-period=0", "--timeout=90s", check=False)  # fmt: skip
+        await kubectl(kubeconfig, "wait", "--for=delete", f"namespace/{name}", "--timeout=90s",
                       check=False)  # fmt: skip
 
 
