@@ -626,7 +626,7 @@ class ApiServer:
         if ctx.rt.storage_of is not None and ctx.rt.group == "events.k8s.io":
             validation.validate_events_v1_create(body)
         body = self._in(ctx.rt, body)
-        return await self._write_create(ctx, self._stored_type(ctx.rt), body)
+        return await self._write_create(ctx, self._stored_type(ctx.rt), body, handed_over=True)
 
     def _manager(self, ctx: RequestContext, operation: str = "Update") -> Manager:
         """The request's field manager: fieldManager, else the User-Agent's product."""
@@ -642,9 +642,10 @@ class ApiServer:
 
     async def _write_create(
         self, ctx: RequestContext, stored: ResourceType, body: Any,
-        applied: managed_fields.Applied | None = None,
+        applied: managed_fields.Applied | None = None, *, handed_over: bool = False,
     ) -> web.Response:  # fmt: skip
-        obj = self.registry.prepare_create(stored, ctx.namespace, body)
+        """`handed_over`: `body` was decoded for this request and shares nothing."""
+        obj = self.registry.prepare_create(stored, ctx.namespace, body, handed_over=handed_over)
         if applied is None:
             managed_fields.track_update(None, obj, self._manager(ctx), self._now())
         else:
@@ -660,20 +661,27 @@ class ApiServer:
 
     async def _update(self, ctx: RequestContext) -> web.Response:
         body = self._in(ctx.rt, await ctx.json_body())
-        return await self._write_update(ctx, body)
+        return await self._write_update(ctx, body, handed_over=True)
 
     async def _write_update(
-        self, ctx: RequestContext, body: Any, applied: managed_fields.Applied | None = None
-    ) -> web.Response:
+        self, ctx: RequestContext, body: Any, applied: managed_fields.Applied | None = None,
+        *, handed_over: bool = False,
+    ) -> web.Response:  # fmt: skip
+        """`handed_over` as for _write_create."""
         stored = self._stored_type(ctx.rt)
         sub = ctx.info.subresource
         if (not sub and stored.kind in CREATE_ON_UPDATE_KINDS
                 and self.registry.find(stored, ctx.namespace, ctx.info.name) is None):  # fmt: skip
-            return await self._create_by_update(ctx, stored, body)
+            return await self._create_by_update(ctx, stored, body, handed_over)
         if ctx.rt.kind == "Namespace" and sub == "finalize":
             sub = "finalize"
         current, new = self.registry.prepare_update(
-            stored, ctx.namespace, ctx.info.name, body, "status" if sub == "status" else ""
+            stored,
+            ctx.namespace,
+            ctx.info.name,
+            body,
+            "status" if sub == "status" else "",
+            handed_over=handed_over,
         )
         if sub == "finalize":
             new = dict(current)
@@ -693,7 +701,7 @@ class ApiServer:
         return self._respond_object(ctx, updated)
 
     async def _create_by_update(
-        self, ctx: RequestContext, stored: ResourceType, body: Any
+        self, ctx: RequestContext, stored: ResourceType, body: Any, handed_over: bool
     ) -> web.Response:
         """A PUT to a missing object of a kind whose strategy allows create on update."""
         if isinstance(body, dict):
@@ -705,7 +713,7 @@ class ApiServer:
                 )
             meta["name"] = ctx.info.name
             meta.pop("resourceVersion", None)
-        return await self._write_create(ctx, stored, body)
+        return await self._write_create(ctx, stored, body, handed_over=handed_over)
 
     async def _patch(self, ctx: RequestContext) -> web.Response:
         from kubesim.apiserver.patching.request import patched_object
