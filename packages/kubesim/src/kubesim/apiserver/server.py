@@ -729,15 +729,14 @@ class ApiServer:
         # do not themselves carry a resourceVersion.
         for attempt in range(5):
             current = self.registry.get(stored, ctx.namespace, ctx.info.name)
+            # A patched object is a new document (the patch functions copy), so it is
+            # handed over; what it asked for is read first, as the write changes it.
             body = patched_object(ctx.rt, self._out(ctx.rt, current), raw, content_type)
+            requested = (body.get("metadata") or {}).get("resourceVersion")
             try:
-                return await self._write_update(ctx, self._in(ctx.rt, body))
+                return await self._write_update(ctx, self._in(ctx.rt, body), handed_over=True)
             except ApiError as err:
-                pinned = (
-                    isinstance(body, dict)
-                    and (body.get("metadata") or {}).get("resourceVersion")
-                    != current["metadata"]["resourceVersion"]
-                )
+                pinned = requested != current["metadata"]["resourceVersion"]
                 if err.reason != "Conflict" or pinned or attempt == 4:
                     raise
         raise AssertionError("unreachable")
