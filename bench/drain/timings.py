@@ -31,6 +31,7 @@ KUBECTL_POLL = 1.0  # waitForDelete's interval
 KARPENTER_BASE = 0.1  # evictionQueueBaseDelay
 KARPENTER_MAX = 10.0  # evictionQueueMaxDelay
 KARPENTER_REQUEUE = 1.0
+KARPENTER_DEDUPE = 120.0  # its event recorder's defaultDedupeTimeout
 AUTOSCALER_RETRY = 10.0  # DefaultEvictionRetryTime
 AUTOSCALER_MAX_EVICTION = 120.0  # --max-pod-eviction-time
 AUTOSCALER_POLL = 5.0
@@ -92,6 +93,7 @@ class DrainTimings:
                 "eviction_base_delay": s(KARPENTER_BASE),
                 "eviction_max_delay": s(KARPENTER_MAX),
                 "requeue_interval": s(KARPENTER_REQUEUE),
+                "dedupe_timeout": s(KARPENTER_DEDUPE),
             }
         if client == "cluster-autoscaler":
             return {
