@@ -151,7 +151,7 @@ def test_atomic_maps_and_lists_are_one_field(obj: Obj, paths: set[str]) -> None:
 
 # --- track_update's walk over differences, against the flattening it replaces -------------
 
-from hypothesis import given  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kubesim.apiserver.managed_fields import _changes, entries  # noqa: E402
@@ -167,11 +167,15 @@ VALUES = st.recursive(
     lambda children: st.one_of(
         st.lists(children, max_size=3),
         st.dictionaries(st.sampled_from(NAMES), children, max_size=3),
-        st.lists(
-            st.fixed_dictionaries(
-                {"name": st.sampled_from(["p", "q"])}, optional={"port": SCALARS, "a": children}
-            ),
-            max_size=3,
+        *(
+            st.lists(  # an associative list's items (by name, or a condition's type)
+                st.fixed_dictionaries(
+                    {key: st.sampled_from(["p", "q", "r"])},
+                    optional={"port": SCALARS, "a": children, "status": SCALARS},
+                ),
+                max_size=3,
+            )
+            for key in ("name", "type")
         ),
     ),
     max_leaves=12,
@@ -206,6 +210,7 @@ def track_update_flattened(current: Obj | None, new: Obj, manager: Manager, now:
     new["metadata"]["managedFields"] = entries(owned, times)
 
 
+@settings(max_examples=400)
 @given(OBJECTS, OBJECTS, st.sampled_from(["", "status"]))
 def test_changes_walk_finds_what_flattening_finds(before: Obj, after: Obj, sub: str) -> None:
     assert _changes(before, after, sub) == flattened_changes(before, after, sub)
@@ -232,3 +237,33 @@ def test_a_chain_of_updates_records_what_it_recorded_before(writes: list[Any]) -
             new_cached["metadata"]["managedFields"] == (new_flattened["metadata"]["managedFields"])
         )
         cached, flattened = new_cached, new_flattened
+
+
+# Objects whose associative lists share items: the same condition types and container names,
+# with other fields, so that the walk meets items on both sides that differ inside.
+CONDITIONS = st.lists(
+    st.fixed_dictionaries({"type": st.sampled_from(["Ready", "Available"])},
+                          optional={"status": st.sampled_from(["True", "False"]),
+                                    "reason": st.sampled_from(["A", "B"])}),
+    max_size=3,
+)  # fmt: skip
+CONTAINERS = st.lists(
+    st.fixed_dictionaries({"name": st.sampled_from(["app", "sidecar"])},
+                          optional={"image": st.sampled_from(["a:1", "a:2"]),
+                                    "env": st.lists(st.fixed_dictionaries(
+                                        {"name": st.sampled_from(["X", "Y"])},
+                                        optional={"value": st.sampled_from(["1", "2"])}),
+                                        max_size=2)}),
+    max_size=3,
+)  # fmt: skip
+WORKLOADS = st.fixed_dictionaries(
+    {"metadata": st.just({})},
+    optional={"spec": st.fixed_dictionaries({}, optional={"containers": CONTAINERS}),
+              "status": st.fixed_dictionaries({}, optional={"conditions": CONDITIONS})},
+)  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(WORKLOADS, WORKLOADS, st.sampled_from(["", "status"]))
+def test_changes_walk_inside_associative_lists(before: Obj, after: Obj, sub: str) -> None:
+    assert _changes(before, after, sub) == flattened_changes(before, after, sub)

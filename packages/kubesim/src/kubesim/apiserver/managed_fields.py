@@ -201,20 +201,50 @@ def _diff(before: Any, after: Any, path: Path, field_name: str, changed: set[Pat
         return
     if (isinstance(before, dict) and before and isinstance(after, dict) and after
             and not _atomic_map(field_name)):  # fmt: skip
-        for name, child in after.items():
-            child_path = (*path, ("f", name))
-            if name in before:
-                _diff(before[name], child, child_path, name, changed, removed)
-            else:
-                changed.update(p for p, _ in _leaves(child, child_path, name))
-        for name, child in before.items():
-            if name not in after:
-                removed.update(p for p, _ in _leaves(child, (*path, ("f", name)), name))
+        _diff_members(before, after, path, changed, removed)
         return
+    if isinstance(before, list) and isinstance(after, list):
+        old_items, new_items = _keyed_items(before, field_name), _keyed_items(after, field_name)
+        if old_items is not None and new_items is not None:
+            for step, item in new_items.items():
+                item_path = (*path, step)
+                if step in old_items:  # the item's own field (ITEM) is the same on both sides
+                    _diff_members(old_items[step], item, item_path, changed, removed)
+                else:
+                    changed.update(p for p, _ in _leaves([item], path, field_name))
+            for step, item in old_items.items():
+                if step not in new_items:
+                    removed.update(p for p, _ in _leaves([item], path, field_name))
+            return
     old = _leaf_set(before, path, field_name)
     new = _leaf_set(after, path, field_name)
     changed.update(p for p, v in new.items() if p not in old or old[p] != v)
     removed.update(set(old) - set(new))
+
+
+def _diff_members(before: Obj, after: Obj, path: Path, changed: set[Path],
+                  removed: set[Path]) -> None:  # fmt: skip
+    """_diff of two maps whose members are fields of their own (a map, a keyed item)."""
+    for name, child in after.items():
+        child_path = (*path, ("f", name))
+        if name in before:
+            _diff(before[name], child, child_path, name, changed, removed)
+        else:
+            changed.update(p for p, _ in _leaves(child, child_path, name))
+    for name, child in before.items():
+        if name not in after:
+            removed.update(p for p, _ in _leaves(child, (*path, ("f", name)), name))
+
+
+def _keyed_items(items: list[Any], field_name: str) -> dict[Step, Obj] | None:
+    """An associative list's items by their step, by the key both sides' lists must share
+    (the first key set of LIST_KEYS every item carries); None for any other list, or one
+    whose items repeat a key (those are flattened whole)."""
+    keys = _list_key(field_name, items)
+    if keys is None or keys != LIST_KEYS[field_name][0]:
+        return None
+    out = {_item_step(keys, item): item for item in items}
+    return out if len(out) == len(items) else None
 
 
 def _changes(current: Obj | None, new: Obj, subresource: str) -> tuple[set[Path], set[Path]]:
