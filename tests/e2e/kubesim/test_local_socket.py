@@ -137,3 +137,25 @@ async def test_a_watch_over_the_socket_sees_writes_made_over_https(sim: KubeSim)
     finally:
         await admin.close()
         await local.close()
+
+
+async def test_the_socket_answers_as_https_does(sim: KubeSim) -> None:
+    """Same status, body and Cache-Control on both ways in, for an object, a missing one, a
+    discovery document and a watch."""
+    https = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
+    local = sim.local_client(sim.admin_token, "probe")
+    paths = ["/api/v1/namespaces/default", "/api/v1/namespaces/nope", "/apis",
+             "/api/v1/namespaces?watch=true&timeoutSeconds=0"]  # fmt: skip
+    try:
+        for path in paths:
+            answers = []
+            for client in (https, local):
+                async with client.session.get(client.server + path) as response:
+                    answers.append((response.status, response.headers.get("Cache-Control"),
+                                    response.headers.get("Content-Type"),
+                                    await response.read()))  # fmt: skip
+            assert answers[0] == answers[1], path
+            assert answers[0][1] == "no-cache, private"
+    finally:
+        await https.close()
+        await local.close()

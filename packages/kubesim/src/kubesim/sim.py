@@ -90,6 +90,7 @@ class KubeSim(Lifecycle):
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
         self._runner: web.AppRunner | None = None
+        self._local_runner: web.ServerRunner | None = None
         self._local_socket: str | None = None
         self._bootstrap()
 
@@ -115,7 +116,9 @@ class KubeSim(Lifecycle):
         self.port = server.sockets[0].getsockname()[1]
         self.server.address = f"{self.host}:{self.port}"
         self._local_socket = str(tmp / LOCAL_SOCKET)
-        await web.UnixSite(self._runner, self._local_socket).start()
+        self._local_runner = web.ServerRunner(self.server.local_server(), shutdown_timeout=0.5)
+        await self._local_runner.setup()
+        await web.UnixSite(self._local_runner, self._local_socket).start()
         self.gc.start()
         self.write_kubeconfig(self.kubeconfig_path)
         return self
@@ -127,6 +130,9 @@ class KubeSim(Lifecycle):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._local_runner is not None:
+            await self._local_runner.cleanup()
+            self._local_runner = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
