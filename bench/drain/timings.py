@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.backoff import Backoff
+from kubesim.scenario import drain_parameters
 
 CLIENT_NAMES = ("kubectl", "karpenter", "cluster-autoscaler")
 REACTION_ALLOWANCE = 2.0  # seconds, unscaled: see the module docstring
@@ -89,12 +90,16 @@ class DrainTimings:
                 "poll_interval": s(KUBECTL_POLL),
             }
         if client == "karpenter":
-            return {
+            parameters = {
                 "eviction_base_delay": s(KARPENTER_BASE),
                 "eviction_max_delay": s(KARPENTER_MAX),
                 "requeue_interval": s(KARPENTER_REQUEUE),
-                "dedupe_timeout": s(KARPENTER_DEDUPE),
             }
+            # A baseline commit's client may predate its event dedupe (it then publishes
+            # every event, as it did).
+            if "dedupe_timeout" in drain_parameters(client):
+                parameters["dedupe_timeout"] = s(KARPENTER_DEDUPE)
+            return parameters
         if client == "cluster-autoscaler":
             return {
                 "eviction_retry_time": s(AUTOSCALER_RETRY),
