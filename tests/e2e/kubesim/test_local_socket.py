@@ -19,27 +19,9 @@ from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.cluster.cluster import Cluster
 from kubesim.sim import KubeSim
 from kubesim.watchlog import watch_until
+from tests.e2e.controller.deployments import NS, deployment_manifest
 
 pytestmark = pytest.mark.e2e
-
-NS = "default"
-
-
-def deployment(name: str) -> dict[str, object]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "app", "image": "registry.example.com/a:1"}]},
-            },
-        },
-    }
 
 
 async def test_the_socket_is_private_and_removed_on_stop() -> None:
@@ -91,7 +73,7 @@ async def test_components_roll_out_over_the_socket_audited_under_their_identitie
     async with Cluster(sim, controllers=["deployment", "replicaset", "scheduler"],
                        nodes=["node-a"]):  # fmt: skip
         try:
-            await admin.create(resource_path("apps/v1", "deployments", NS), deployment("web"))
+            await admin.create(resource_path("apps/v1", "deployments", NS), deployment_manifest())
             pods = await watch_until(
                 admin, "v1", "pods", "Pod", NS,
                 lambda pods: any((p.get("spec") or {}).get("nodeName") for p in pods),
