@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.backoff import Backoff
+from kubesim.scenario import drain_parameters
 
 CLIENT_NAMES = ("kubectl", "karpenter", "cluster-autoscaler")
 REACTION_ALLOWANCE = 2.0  # seconds, unscaled: see the module docstring
@@ -31,6 +32,7 @@ KUBECTL_POLL = 1.0  # waitForDelete's interval
 KARPENTER_BASE = 0.1  # evictionQueueBaseDelay
 KARPENTER_MAX = 10.0  # evictionQueueMaxDelay
 KARPENTER_REQUEUE = 1.0
+KARPENTER_DEDUPE = 120.0  # its event recorder's defaultDedupeTimeout
 AUTOSCALER_RETRY = 10.0  # DefaultEvictionRetryTime
 AUTOSCALER_MAX_EVICTION = 120.0  # --max-pod-eviction-time
 AUTOSCALER_POLL = 5.0
@@ -88,11 +90,16 @@ class DrainTimings:
                 "poll_interval": s(KUBECTL_POLL),
             }
         if client == "karpenter":
-            return {
+            parameters = {
                 "eviction_base_delay": s(KARPENTER_BASE),
                 "eviction_max_delay": s(KARPENTER_MAX),
                 "requeue_interval": s(KARPENTER_REQUEUE),
             }
+            # A baseline commit's client may predate its event dedupe (it then publishes
+            # every event, as it did).
+            if "dedupe_timeout" in drain_parameters(client):
+                parameters["dedupe_timeout"] = s(KARPENTER_DEDUPE)
+            return parameters
         if client == "cluster-autoscaler":
             return {
                 "eviction_retry_time": s(AUTOSCALER_RETRY),

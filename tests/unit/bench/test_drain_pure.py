@@ -49,6 +49,7 @@ def test_timings_scale_every_upstream_duration() -> None:
     assert timings.parameters("kubectl")["retry_interval"] == pytest.approx(0.5)
     assert timings.parameters("cluster-autoscaler")["eviction_retry_time"] == pytest.approx(1.0)
     assert timings.parameters("karpenter")["eviction_max_delay"] == pytest.approx(1.0)
+    assert timings.parameters("karpenter")["dedupe_timeout"] == pytest.approx(12.0)
     assert timings.floor("kubectl") == pytest.approx(1.5)
     assert timings.floor("cluster-autoscaler") == pytest.approx(2.0)
     assert timings.floor("karpenter") == pytest.approx(1.64)

@@ -147,3 +147,123 @@ def test_update_gives_changed_fields_to_its_manager_and_drops_removed_ones() -> 
 )  # fmt: skip
 def test_atomic_maps_and_lists_are_one_field(obj: Obj, paths: set[str]) -> None:
     assert {"/".join(f"{k}:{n}" for k, n in p) for p in fields(obj)} == paths
+
+
+# --- track_update's walk over differences, against the flattening it replaces -------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kubesim.apiserver.managed_fields import _changes, entries  # noqa: E402
+from kubesim.apiserver.managed_fields import _times as times_of  # noqa: E402
+
+# Field names that change how values are flattened (associative lists, atomic maps, owned
+# metadata) beside plain ones; few values, so that before and after often share subtrees.
+NAMES = ("a", "b", "containers", "conditions", "ports", "selector", "labels", "name", "type",
+         "port", "protocol", "status", "spec")  # fmt: skip
+SCALARS = st.sampled_from([None, 0, 1, True, "x", "y", 1.0])
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(st.sampled_from(NAMES), children, max_size=3),
+        *(
+            st.lists(  # an associative list's items (by name, or a condition's type)
+                st.fixed_dictionaries(
+                    {key: st.sampled_from(["p", "q", "r"])},
+                    optional={"port": SCALARS, "a": children, "status": SCALARS},
+                ),
+                max_size=3,
+            )
+            for key in ("name", "type")
+        ),
+    ),
+    max_leaves=12,
+)
+OBJECTS = st.fixed_dictionaries(
+    {"metadata": st.fixed_dictionaries(
+        {}, optional={"labels": st.dictionaries(st.sampled_from(["x", "y"]), SCALARS),
+                      "finalizers": st.lists(st.sampled_from(["f", "g"]), max_size=2)})},
+    optional={"spec": VALUES, "status": VALUES, "data": VALUES},
+)  # fmt: skip
+
+
+def flattened_changes(before: Obj, after: Obj, subresource: str) -> tuple[set[Any], set[Any]]:
+    old, new = fields(before, subresource), fields(after, subresource)
+    changed = {p for p, v in new.items() if p not in old or old[p] != v}
+    return changed, set(old) - set(new)
+
+
+def track_update_flattened(current: Obj | None, new: Obj, manager: Manager, now: str) -> None:
+    """track_update as it was: both objects flattened, managedFields decoded every time."""
+    owned = owners(current)
+    before = fields(current, manager.subresource) if current is not None else {}
+    after = fields(new, manager.subresource)
+    changed = {p for p, v in after.items() if p not in before or before[p] != v}
+    removed = set(before) - set(after)
+    for paths in owned.values():
+        paths -= changed | removed
+    times = times_of(current)
+    if changed:
+        owned.setdefault(manager, set()).update(changed)
+        times[manager] = now
+    new["metadata"]["managedFields"] = entries(owned, times)
+
+
+@settings(max_examples=400)
+@given(OBJECTS, OBJECTS, st.sampled_from(["", "status"]))
+def test_changes_walk_finds_what_flattening_finds(before: Obj, after: Obj, sub: str) -> None:
+    assert _changes(before, after, sub) == flattened_changes(before, after, sub)
+    assert _changes(after, after, sub) == (set(), set())
+
+
+MANAGERS = st.sampled_from([CAROL, Manager("dave", "Update", "v1"),
+                            Manager("kubelet", "Update", "v1", "status")])  # fmt: skip
+
+
+@given(st.lists(st.tuples(OBJECTS, MANAGERS), min_size=1, max_size=6))
+def test_a_chain_of_updates_records_what_it_recorded_before(writes: list[Any]) -> None:
+    """Each write's managedFields, decoded from the cache of written lists, equals the
+    flattening version's, which decodes the stored list every time."""
+    cached: Obj | None = None
+    flattened: Obj | None = None
+    for index, (body, manager) in enumerate(writes):
+        time = f"2026-01-01T00:00:0{index}Z"
+        new_cached = {**body, "metadata": dict(body["metadata"])}
+        new_flattened = {**body, "metadata": dict(body["metadata"])}
+        track_update(cached, new_cached, manager, time)
+        track_update_flattened(flattened, new_flattened, manager, time)
+        assert (
+            new_cached["metadata"]["managedFields"] == (new_flattened["metadata"]["managedFields"])
+        )
+        cached, flattened = new_cached, new_flattened
+
+
+# Objects whose associative lists share items: the same condition types and container names,
+# with other fields, so that the walk meets items on both sides that differ inside.
+CONDITIONS = st.lists(
+    st.fixed_dictionaries({"type": st.sampled_from(["Ready", "Available"])},
+                          optional={"status": st.sampled_from(["True", "False"]),
+                                    "reason": st.sampled_from(["A", "B"])}),
+    max_size=3,
+)  # fmt: skip
+CONTAINERS = st.lists(
+    st.fixed_dictionaries({"name": st.sampled_from(["app", "sidecar"])},
+                          optional={"image": st.sampled_from(["a:1", "a:2"]),
+                                    "env": st.lists(st.fixed_dictionaries(
+                                        {"name": st.sampled_from(["X", "Y"])},
+                                        optional={"value": st.sampled_from(["1", "2"])}),
+                                        max_size=2)}),
+    max_size=3,
+)  # fmt: skip
+WORKLOADS = st.fixed_dictionaries(
+    {"metadata": st.just({})},
+    optional={"spec": st.fixed_dictionaries({}, optional={"containers": CONTAINERS}),
+              "status": st.fixed_dictionaries({}, optional={"conditions": CONDITIONS})},
+)  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(WORKLOADS, WORKLOADS, st.sampled_from(["", "status"]))
+def test_changes_walk_inside_associative_lists(before: Obj, after: Obj, sub: str) -> None:
+    assert _changes(before, after, sub) == flattened_changes(before, after, sub)

@@ -285,3 +285,61 @@ async def test_a_key_is_handed_to_one_worker_at_a_time() -> None:
     assert len(queue) == 1
     assert await queue.get() == ("ns", "a")
     assert len(queue) == 0
+
+
+# --- the informer's index by controller UID ------------------------------------------------
+
+OWNERS = st.sampled_from([None, "rs-1", "rs-2"])
+
+
+def owned_pod(name: str, rv: int, owner: str | None) -> Obj:
+    obj = pod(name, str(rv))
+    refs = [{"uid": "other", "controller": False}]
+    if owner is not None:
+        refs.append({"uid": owner, "controller": True})
+    obj["metadata"]["ownerReferences"] = refs
+    return obj
+
+
+def by_controller_scan(informer: Informer, uid: str) -> list[Obj]:
+    def controller(obj: Obj) -> str:
+        refs = obj["metadata"].get("ownerReferences") or []
+        return next((str(r["uid"]) for r in refs if r.get("controller")), "")
+
+    return [obj for obj in informer.items() if controller(obj) == uid]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ADDED", "MODIFIED", "DELETED"]),
+            st.sampled_from(["a", "b", "c"]),
+            OWNERS,
+        ),
+        max_size=12,
+    ),
+    st.integers(min_value=0, max_value=12),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), OWNERS), max_size=3),
+)
+def test_controlled_by_is_the_cache_filtered_by_controller(
+    events: list[tuple[str, str, str | None]], first_use: int,
+    relisted: list[tuple[str, str | None]],
+) -> None:  # fmt: skip
+    """Whenever the index is first used (before, between or after the events, and after a
+    re-list), it answers what a scan of the cache answers (the same objects)."""
+    informer = informer_for(ScriptedClient([{}], []))
+
+    def check() -> None:
+        for uid in ("", "rs-1", "rs-2"):
+            indexed = sorted(informer.controlled_by(uid), key=key_of)
+            assert indexed == sorted(by_controller_scan(informer, uid), key=key_of)
+
+    for index, (type_, name, owner) in enumerate(events, start=1):
+        if index == first_use:
+            check()
+        informer._apply({"type": type_, "object": owned_pod(name, index, owner)})
+    check()
+    items = [owned_pod(name, 100 + i, owner) for i, (name, owner) in enumerate(relisted)]
+    informer.client = cast(KubeClient, ScriptedClient([{"metadata": {}, "items": items}], []))
+    asyncio.run(informer._list())
+    check()

@@ -1,7 +1,9 @@
 """A small raw-JSON Kubernetes REST client for kubesim's own controllers and drain clients.
 
-kubesim's controllers talk to the API server over HTTPS like the real ones do,
-but on plain dicts: no model classes between them and the wire.
+kubesim's controllers talk to the API server over HTTP like the real ones do, but on plain
+dicts: no model classes between them and the wire. A client of any API server speaks HTTPS
+(`KubeClient(url, token, ca_pem)`); kubesim's own in-process components speak plain HTTP
+on its private Unix socket instead (`KubeSim.local_client`).
 """
 
 from __future__ import annotations
@@ -51,10 +53,16 @@ def resource_path(
 
 class KubeClient:
     def __init__(
-        self, server: str, token: str, ca_pem: bytes, user_agent: str = "kubesim-controller"
-    ) -> None:
+        self, server: str, token: str, ca_pem: bytes | None,
+        user_agent: str = "kubesim-controller", *, unix_socket: str | None = None,
+    ) -> None:  # fmt: skip
+        """HTTPS to `server`, trusting `ca_pem`; or, with `unix_socket` (and no CA), plain
+        HTTP on that socket (`server` then only names the Host header)."""
+        if (ca_pem is None) == (unix_socket is None):
+            raise ValueError("a KubeClient needs either a CA bundle (HTTPS) or a Unix socket")
         self.server = server.rstrip("/")
-        self._ssl = ssl.create_default_context(cadata=ca_pem.decode())
+        self._ssl = None if ca_pem is None else ssl.create_default_context(cadata=ca_pem.decode())
+        self._unix_socket = unix_socket
         self._headers = {
             "Authorization": f"Bearer {token}",
             "Accept": "application/json",
@@ -62,12 +70,18 @@ class KubeClient:
         }
         self._session: aiohttp.ClientSession | None = None
 
+    def _connector(self) -> aiohttp.BaseConnector:
+        if self._unix_socket is not None:
+            return aiohttp.UnixConnector(self._unix_socket, limit=64)
+        assert self._ssl is not None  # one of the two is set: see __init__
+        return aiohttp.TCPConnector(ssl=self._ssl, limit=64)
+
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
-                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=64),
+                connector=self._connector(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
             )
         return self._session

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import copy as _copy
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
+T = TypeVar("T")
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
@@ -36,11 +37,12 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
-def copy(document: Any) -> Any:
+def copy(document: T) -> T:
     """A deep copy of a JSON document, as decoding its encoding gives it: tuples come back as
     lists, as they would through the API. What msgspec cannot encode is deep-copied as is."""
     try:
-        return _decoder.decode(_encoder.encode(document))
+        copied: T = _decoder.decode(_encoder.encode(document))
+        return copied
     except (TypeError, ValueError, OverflowError):
         return _copy.deepcopy(document)
 

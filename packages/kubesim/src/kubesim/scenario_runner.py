@@ -113,7 +113,7 @@ class ScenarioRun(Lifecycle):
 
     def _client(self, user: str, groups: tuple[str, ...], agent: str) -> KubeClient:
         token = self.sim.user_token(user, groups)
-        client = KubeClient(self.sim.url, token, self.sim.ca_pem, user_agent=agent)
+        client = self.sim.local_client(token, agent)
         self._clients.append(client)
         return client
 

@@ -4,7 +4,11 @@
         ...  # sim.kubeconfig_path, sim.url, sim.admin_token, sim.audit, sim.faults,
              # sim.webhook_services (webhook Services), sim.admission.calls (webhook calls)
 
-It serves HTTPS on a loopback port with a generated CA and bearer tokens.
+It serves HTTPS on a loopback port with a generated CA and bearer tokens. Its own in-process
+components (controllers, scheduler, kubelets, scenario and drain clients: `sim.local_client`)
+reach the same server, with the same authentication, authorization, admission, audit and
+watches, over plain HTTP on a Unix socket in its private temporary folder (mode 0700, removed
+on stop): TLS between two ends of one process only cost CPU. External clients never see it.
 Not a production API server: state lives in memory and dies with the process.
 """
 
@@ -35,9 +39,11 @@ from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
 from .apiserver.store import ObjectStore
 from .bootstrap import SYSTEM_NAMESPACES, namespace, rbac_objects
+from .client import KubeClient
 from .kubeconfig import write_kubeconfig
 from .pki import CertificateAuthority
 
+LOCAL_SOCKET = "apiserver.sock"  # in the private temporary folder: see local_client
 ADMIN = UserInfo("kubernetes-admin", ("system:masters", "kubeadm:cluster-admins"))
 
 
@@ -84,6 +90,8 @@ class KubeSim(Lifecycle):
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
         self._runner: web.AppRunner | None = None
+        self._local_runner: web.ServerRunner | None = None
+        self._local_socket: str | None = None
         self._bootstrap()
 
     def _rebuild_openapi(self) -> None:
@@ -107,6 +115,10 @@ class KubeSim(Lifecycle):
         server = cast(asyncio.Server, site._server)
         self.port = server.sockets[0].getsockname()[1]
         self.server.address = f"{self.host}:{self.port}"
+        self._local_socket = str(tmp / LOCAL_SOCKET)
+        self._local_runner = web.ServerRunner(self.server.local_server(), shutdown_timeout=0.5)
+        await self._local_runner.setup()
+        await web.UnixSite(self._local_runner, self._local_socket).start()
         self.gc.start()
         self.write_kubeconfig(self.kubeconfig_path)
         return self
@@ -118,9 +130,13 @@ class KubeSim(Lifecycle):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._local_runner is not None:
+            await self._local_runner.cleanup()
+            self._local_runner = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        self._local_socket = None
 
     # access
 
@@ -142,6 +158,20 @@ class KubeSim(Lifecycle):
 
     def write_kubeconfig(self, path: Path, token: str | None = None, user: str = "admin") -> Path:
         return write_kubeconfig(path, self.url, self.ca_pem, token or self.admin_token, user)
+
+    @property
+    def local_socket(self) -> Path | None:
+        """The private Unix socket kubesim's own components reach it on (while serving)."""
+        return None if self._local_socket is None else Path(self._local_socket)
+
+    def local_client(self, token: str, user_agent: str) -> KubeClient:
+        """A client for one of kubesim's own in-process components: the same API server,
+        authenticated by `token`, over plain HTTP on the private Unix socket (started only)."""
+        if self._local_socket is None:
+            raise RuntimeError("kubesim is not serving: start it first")
+        return KubeClient(
+            "http://localhost", token, None, user_agent, unix_socket=self._local_socket
+        )
 
     def service_account_token(self, namespace: str, name: str) -> str:
         """A bearer token for a ServiceAccount, as a TokenRequest would hand out."""

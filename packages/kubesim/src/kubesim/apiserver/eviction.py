@@ -24,7 +24,6 @@ loopback request upstream, so it goes through admission as system:apiserver.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kubesim import jsoncodec
 from kubesim.backoff import Backoff
 from kubesim.types import Obj
 
@@ -100,7 +100,7 @@ def resource_version_unset(options: Obj) -> bool:
 
 
 def with_resource_version_precondition(options: Obj, resource_version: str) -> Obj:
-    out = copy.deepcopy(options)
+    out = jsoncodec.copy(options)
     out["preconditions"] = {**(out.get("preconditions") or {}), "resourceVersion": resource_version}
     return out
 
@@ -174,7 +174,7 @@ def check_and_decrement(pdb: Obj, pod_name: str, dry_run: bool, now: dt.datetime
             f"healthy pods and has {int(status.get('currentHealthy') or 0)} currently",
             0,
         )
-    updated = copy.deepcopy(pdb)
+    updated = jsoncodec.copy(pdb)
     new_status = updated.setdefault("status", {})
     new_status["disruptionsAllowed"] = allowed - 1
     if allowed - 1 == 0:
@@ -205,7 +205,7 @@ def _set_insufficient_pods(status: Obj, now: dt.datetime) -> None:
 
 def with_disruption_target(pod: Obj, now: dt.datetime) -> Obj:
     """podutil.UpdatePodCondition with the eviction API's DisruptionTarget condition."""
-    updated = copy.deepcopy(pod)
+    updated = jsoncodec.copy(pod)
     status = updated.setdefault("status", {})
     conditions = [dict(c) for c in status.get("conditions") or []]
     condition: Obj = {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
@@ -259,7 +259,7 @@ class EvictionHandler:
             create_options["dryRun"] = ["All"]
         await self.server.admit(
             AdmissionAttributes(self.pods, "eviction", "CREATE", ctx.namespace, ctx.info.name,
-                                copy.deepcopy(eviction), None, create_options, ctx.dry_run,
+                                jsoncodec.copy(eviction), None, create_options, ctx.dry_run,
                                 ctx.user, "policy", "v1", "Eviction")
         )  # fmt: skip
         status = await self.evict(ctx.namespace, ctx.info.name, delete_options)
@@ -404,7 +404,7 @@ def _decode_eviction(body: Any, namespace: str) -> Obj:
     """Decode a policy/v1 or v1beta1 Eviction into the policy/v1 form admission sees."""
     if not isinstance(body, dict):
         raise bad_request("the body of the request was in an unknown format")
-    eviction: Obj = copy.deepcopy(body)
+    eviction: Obj = jsoncodec.copy(body)
     api_version = eviction.get("apiVersion") or "policy/v1"
     kind = eviction.get("kind") or "Eviction"
     if api_version not in EVICTION_API_VERSIONS:
@@ -443,7 +443,7 @@ def _propagate_dry_run(eviction: Obj, request_dry_run: bool) -> Obj:
     if not body_values:
         if request_values:
             options["dryRun"] = request_values
-        return copy.deepcopy(options)
+        return jsoncodec.copy(options)
     if request_values and request_values != body_values:
         message = (
             "Non-matching dry-run options in request and content: "
@@ -451,7 +451,7 @@ def _propagate_dry_run(eviction: Obj, request_dry_run: bool) -> Obj:
         )
         raise ApiError(500, f"Internal error occurred: {message}", "InternalError",
                        {"causes": [{"message": message}]})  # fmt: skip
-    return copy.deepcopy(options)
+    return jsoncodec.copy(options)
 
 
 __all__ = [

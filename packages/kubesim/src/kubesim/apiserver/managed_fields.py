@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.identity_cache import IdentityCache
 from kubesim.types import Obj
 
 from .errors import ApiError
@@ -138,6 +139,7 @@ def decode(fields_v1: Obj, prefix: Path = ()) -> set[Path]:
 
 
 Owners = dict[Manager, set[Path]]
+Encoded = dict[Manager, tuple[set[Path], Obj]]  # a manager's fields and their fieldsV1
 
 
 def owners(obj: Obj | None) -> Owners:
@@ -151,15 +153,23 @@ def owners(obj: Obj | None) -> Owners:
     return out
 
 
-def entries(owned: Owners, times: Mapping[Manager, str]) -> list[Obj]:
-    """managedFields, sorted as upstream sorts them (operation, time, manager, ...)."""
+def entries(
+    owned: Owners, times: Mapping[Manager, str],
+    encoded: Mapping[Manager, tuple[set[Path], Obj]] | None = None,
+) -> list[Obj]:  # fmt: skip
+    """managedFields, sorted as upstream sorts them (operation, time, manager, ...).
+
+    `encoded` holds fieldsV1 already encoded for some managers' sets of fields (reused, not
+    copied, where the set is still the same)."""
     out = []
     for manager, paths in owned.items():
         if not paths:
             continue
+        known = encoded.get(manager) if encoded else None
+        fields_v1 = known[1] if known is not None and known[0] == paths else encode(paths)
         entry: Obj = {"manager": manager.name, "operation": manager.operation,
                       "apiVersion": manager.api_version, "time": times[manager],
-                      "fieldsType": "FieldsV1", "fieldsV1": encode(paths)}  # fmt: skip
+                      "fieldsType": "FieldsV1", "fieldsV1": fields_v1}  # fmt: skip
         if manager.subresource:
             entry["subresource"] = manager.subresource
         out.append(entry)
@@ -178,20 +188,139 @@ def _times(obj: Obj | None) -> dict[Manager, str]:
     return out
 
 
+def _leaf_set(value: Any, path: Path, field_name: str) -> dict[Path, Any]:
+    return dict(_leaves(value, path, field_name))
+
+
+def _diff(before: Any, after: Any, path: Path, field_name: str, changed: set[Path],
+          removed: set[Path]) -> None:  # fmt: skip
+    """What `fields` of the two values would differ in, without flattening what is equal:
+    `changed` gets the paths of `after`'s leaves that `before` lacks or holds another value
+    at, `removed` the paths only `before` has. Equal values (==) have the same leaves."""
+    if before == after:
+        return
+    if (isinstance(before, dict) and before and isinstance(after, dict) and after
+            and not _atomic_map(field_name)):  # fmt: skip
+        _diff_members(before, after, path, changed, removed)
+        return
+    if isinstance(before, list) and isinstance(after, list):
+        old_items, new_items = _keyed_items(before, field_name), _keyed_items(after, field_name)
+        if old_items is not None and new_items is not None:
+            for step, item in new_items.items():
+                item_path = (*path, step)
+                if step in old_items:  # the item's own field (ITEM) is the same on both sides
+                    _diff_members(old_items[step], item, item_path, changed, removed)
+                else:
+                    changed.update(p for p, _ in _leaves([item], path, field_name))
+            for step, item in old_items.items():
+                if step not in new_items:
+                    removed.update(p for p, _ in _leaves([item], path, field_name))
+            return
+    old = _leaf_set(before, path, field_name)
+    new = _leaf_set(after, path, field_name)
+    changed.update(p for p, v in new.items() if p not in old or old[p] != v)
+    removed.update(set(old) - set(new))
+
+
+def _diff_members(before: Obj, after: Obj, path: Path, changed: set[Path],
+                  removed: set[Path]) -> None:  # fmt: skip
+    """_diff of two maps whose members are fields of their own (a map, a keyed item)."""
+    for name, child in after.items():
+        child_path = (*path, ("f", name))
+        if name in before:
+            _diff(before[name], child, child_path, name, changed, removed)
+        else:
+            changed.update(p for p, _ in _leaves(child, child_path, name))
+    for name, child in before.items():
+        if name not in after:
+            removed.update(p for p, _ in _leaves(child, (*path, ("f", name)), name))
+
+
+def _keyed_items(items: list[Any], field_name: str) -> dict[Step, Obj] | None:
+    """An associative list's items by their step, by the key both sides' lists must share
+    (the first key set of LIST_KEYS every item carries); None for any other list, or one
+    whose items repeat a key (those are flattened whole)."""
+    keys = _list_key(field_name, items)
+    if keys is None or keys != LIST_KEYS[field_name][0]:
+        return None
+    out = {_item_step(keys, item): item for item in items}
+    return out if len(out) == len(items) else None
+
+
+def _changes(current: Obj | None, new: Obj, subresource: str) -> tuple[set[Path], set[Path]]:
+    """(changed, removed): `fields(new)` against `fields(current)` as track_update compares
+    them, walking only where the two objects differ."""
+    changed: set[Path] = set()
+    removed: set[Path] = set()
+    if current is None:
+        changed.update(fields(new, subresource))
+        return changed, removed
+    if subresource == "status":
+        _diff(current.get("status") or {}, new.get("status") or {}, (("f", "status"),),
+              "status", changed, removed)  # fmt: skip
+        return changed, removed
+    old_meta, new_meta = current.get("metadata") or {}, new.get("metadata") or {}
+    for name in OWNED_METADATA:
+        path: Path = (("f", "metadata"), ("f", name))
+        if name in old_meta and name in new_meta:
+            _diff(old_meta[name], new_meta[name], path, name, changed, removed)
+        elif name in new_meta:
+            changed.update(p for p, _ in _leaves(new_meta[name], path, name))
+        elif name in old_meta:
+            removed.update(p for p, _ in _leaves(old_meta[name], path, name))
+    skip = ("apiVersion", "kind", "metadata", "status")
+    for name, value in new.items():
+        if name in skip:
+            continue
+        if name in current:
+            _diff(current[name], value, (("f", name),), name, changed, removed)
+        else:
+            changed.update(p for p, _ in _leaves(value, (("f", name),), name))
+    for name, value in current.items():
+        if name not in skip and name not in new:
+            removed.update(p for p, _ in _leaves(value, (("f", name),), name))
+    return changed, removed
+
+
+# The managedFields lists track_update wrote, with what they encode (owners, times, each
+# manager's fieldsV1): the next update of the object finds them decoded, and a manager whose
+# fields did not change keeps its fieldsV1 instead of encoding it again. The list an update
+# finds on the stored object is the one written for it (stored objects are never mutated).
+_WRITTEN: IdentityCache[tuple[Owners, dict[Manager, str], Encoded]] = IdentityCache(8192)
+
+
+def _remember(listed: list[Obj], owned: Owners, times: dict[Manager, str]) -> None:
+    """`listed` is entries(owned, times); `owned` is not changed afterwards."""
+    encoded: Encoded = {}
+    for entry in listed:
+        manager = Manager(entry["manager"], entry["operation"], entry["apiVersion"],
+                          entry.get("subresource", ""))  # fmt: skip
+        encoded[manager] = (owned[manager], entry["fieldsV1"])
+    _WRITTEN.put(listed, (owned, times, encoded))
+
+
+def _decoded(obj: Obj | None) -> tuple[Owners, dict[Manager, str], Encoded]:
+    """owners(obj) and _times(obj), fresh to change, and the fieldsV1 known to encode each
+    manager's set of fields (not to be changed)."""
+    listed = ((obj or {}).get("metadata") or {}).get("managedFields")
+    written = _WRITTEN.get(listed) if listed else None
+    if written is None:
+        return owners(obj), _times(obj), {}
+    owned, times, encoded = written
+    return {m: set(paths) for m, paths in owned.items()}, dict(times), encoded
+
+
 def track_update(current: Obj | None, new: Obj, manager: Manager, now: str) -> None:
     """Set `new`'s managedFields after a write that is not an apply."""
-    owned = owners(current)
-    before = fields(current, manager.subresource) if current is not None else {}
-    after = fields(new, manager.subresource)
-    changed = {p for p, v in after.items() if p not in before or before[p] != v}
-    removed = set(before) - set(after)
+    owned, times, encoded = _decoded(current)
+    changed, removed = _changes(current, new, manager.subresource)
     for paths in owned.values():
         paths -= changed | removed
-    times = _times(current)
     if changed:
         owned.setdefault(manager, set()).update(changed)
         times[manager] = now
-    new["metadata"]["managedFields"] = entries(owned, times)
+    listed = new["metadata"]["managedFields"] = entries(owned, times, encoded)
+    _remember(listed, owned, times)
 
 
 # --- apply --------------------------------------------------------------------------------

@@ -92,8 +92,12 @@ class Registry:
 
     # create
 
-    def prepare_create(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
-        obj = self._checked_body(rt, body)
+    def prepare_create(
+        self, rt: ResourceType, namespace: str, body: Any, *, handed_over: bool = False
+    ) -> Obj:
+        """`handed_over`: the body is the caller's to give away (a request's, just decoded),
+        so it is changed in place rather than copied."""
+        obj = self._checked_body(rt, body, handed_over)
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             body_ns = meta.get("namespace")
@@ -156,9 +160,12 @@ class Registry:
         name: str,
         body: Any,
         subresource: str = "",
+        *,
+        handed_over: bool = False,
     ) -> tuple[Obj, Obj]:
+        """(the stored object, the one to store); `handed_over` as for prepare_create."""
         current = self.get(rt, namespace, name)
-        new = self._checked_body(rt, body)
+        new = self._checked_body(rt, body, handed_over)
         meta = new.setdefault("metadata", {})
         if meta.get("name") and meta["name"] != name:
             raise bad_request(
@@ -181,15 +188,16 @@ class Registry:
         old_meta = current["metadata"]
         if subresource == "status":
             # Status writes change only status (pods/status may also touch conditions-related
-            # metadata upstream; we keep metadata as is).
-            updated = _copy(current)
-            updated["status"] = new.get("status", {})
+            # metadata upstream; we keep metadata as is). The rest is shared with the stored
+            # object, which is never mutated; metadata is copied one level, as the write
+            # replaces some of its fields.
+            updated = {**current, "metadata": dict(old_meta), "status": new.get("status", {})}
             if rt.kind == "Deployment":
                 # deploymentStatusStrategy resets only spec and labels: the controller sets
                 # the revision annotation through UpdateStatus (pkg/registry/apps/deployment).
                 annotations = meta.get("annotations")
                 if annotations:
-                    updated["metadata"]["annotations"] = _copy(annotations)
+                    updated["metadata"]["annotations"] = annotations  # new is a copy
                 else:
                     updated["metadata"].pop("annotations", None)
             return current, updated
@@ -338,10 +346,10 @@ class Registry:
 
     # helpers
 
-    def _checked_body(self, rt: ResourceType, body: Any) -> Obj:
+    def _checked_body(self, rt: ResourceType, body: Any, handed_over: bool = False) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format")
-        obj: Obj = jsoncodec.copy(body)
+        obj: Obj = body if handed_over else jsoncodec.copy(body)
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind is None and api_version is None:
             obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version

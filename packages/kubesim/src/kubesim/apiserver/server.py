@@ -56,6 +56,7 @@ from .resources import ResourceRegistry, ResourceType
 from .store import Ordered, Predicate, WatchEvent, storage_order_key
 
 JSON = "application/json"
+MAX_BODY_BYTES = 8 * 1024 * 1024
 WATCH_BATCH_EVENTS = 500  # at most this many queued watch events per write
 # responsewriters' deferredResponseWriter (APIResponseCompression, on by default): a response
 # body over 128 KiB goes out gzip-compressed at level 1 when the request accepts gzip.
@@ -97,7 +98,7 @@ SubresourceHandler = Callable[["RequestContext"], Awaitable[web.StreamResponse]]
 
 @dataclass
 class RequestContext:
-    request: web.Request
+    request: web.BaseRequest
     info: RequestInfo
     rt: ResourceType
     user: UserInfo
@@ -113,7 +114,9 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=jsoncodec.dumps(body), status=status, content_type=JSON)
 
 
-def negotiated_json_response(request: web.Request, body: Any, status: int = 200) -> web.Response:
+def negotiated_json_response(
+    request: web.BaseRequest, body: Any, status: int = 200
+) -> web.Response:
     """An object or list as kube-apiserver writes it: gzip-compressed past the threshold when
     the request's Accept-Encoding names gzip."""
     data = jsoncodec.dumps(body)
@@ -155,7 +158,7 @@ _OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": 
                  "delete": "DeleteOptions", "deletecollection": "DeleteOptions"}  # fmt: skip
 
 
-def _dry_run(request: web.Request, verb: str) -> bool:
+def _dry_run(request: web.BaseRequest, verb: str) -> bool:
     """The dryRun query parameter, validated as apimachinery's ValidateDryRun does."""
     values = request.query.getall("dryRun", [])
     if any(value != "All" for value in values):
@@ -227,14 +230,36 @@ class ApiServer:
         self.subresource_handlers[(group, plural, sub)] = handler
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=8 * 1024 * 1024)
+        """The application served on HTTPS to every client."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         app.on_response_prepare.append(_no_cache)
         return app
 
+    def local_server(self) -> web.Server:
+        """The same handler as aiohttp's low-level server, for kubesim's own components on
+        its private socket: no router (`app` has one catch-all route), middlewares or
+        signals (`_no_cache`'s header is set here and by the watch), no Expect: 100-continue
+        (aiohttp's client never sends it)."""
+
+        async def handle(request: web.BaseRequest) -> web.StreamResponse:
+            response = await self.handle(request)
+            if not response.prepared:  # a watch's stream has its header already
+                _no_cache_header(response)
+            return response
+
+        def make_request(
+            message: Any, payload: Any, protocol: Any, writer: Any, task: Any
+        ) -> web.BaseRequest:
+            return web.BaseRequest(message, payload, protocol, writer, task,
+                                   asyncio.get_running_loop(),
+                                   client_max_size=MAX_BODY_BYTES)  # fmt: skip
+
+        return web.Server(handle, request_factory=make_request)
+
     # entry point
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         info = named_by_field_selector(
             parse_request(
                 request.method, request.path, request.query.get("watch") in ("1", "true")
@@ -285,7 +310,7 @@ class ApiServer:
                 )
             )
 
-    def _impersonate(self, user: UserInfo, request: web.Request) -> UserInfo:
+    def _impersonate(self, user: UserInfo, request: web.BaseRequest) -> UserInfo:
         """Impersonate-User / Impersonate-Group headers, authorized as upstream's filter does
         (verb `impersonate` on users, groups or serviceaccounts)."""
         target = request.headers.get("Impersonate-User")
@@ -330,7 +355,7 @@ class ApiServer:
             raise ApiError(403, message, "Forbidden", details)
 
     async def _dispatch(
-        self, request: web.Request, info: RequestInfo, user: UserInfo
+        self, request: web.BaseRequest, info: RequestInfo, user: UserInfo
     ) -> web.StreamResponse:
         if not info.is_resource_request:
             return await self._non_resource(request, info)
@@ -383,7 +408,9 @@ class ApiServer:
             return await self._delete_collection(ctx)
         raise method_not_allowed()
 
-    async def _non_resource(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    async def _non_resource(
+        self, request: web.BaseRequest, info: RequestInfo
+    ) -> web.StreamResponse:
         path = info.path.rstrip("/") or "/"
         if path == "/version":
             return json_response(discovery.version_info(self.minor_version))
@@ -537,6 +564,7 @@ class ApiServer:
         timeout = _timeout_seconds(ctx.request)
         stored = self._stored_type(ctx.rt)
         response = web.StreamResponse(headers={"Content-Type": JSON})
+        _no_cache_header(response)  # here, not by the app's signal: see local_server
         response.enable_chunked_encoding()
         try:
             watcher = self.store.watch(stored.storage_key, since, predicate)
@@ -626,7 +654,7 @@ class ApiServer:
         if ctx.rt.storage_of is not None and ctx.rt.group == "events.k8s.io":
             validation.validate_events_v1_create(body)
         body = self._in(ctx.rt, body)
-        return await self._write_create(ctx, self._stored_type(ctx.rt), body)
+        return await self._write_create(ctx, self._stored_type(ctx.rt), body, handed_over=True)
 
     def _manager(self, ctx: RequestContext, operation: str = "Update") -> Manager:
         """The request's field manager: fieldManager, else the User-Agent's product."""
@@ -642,9 +670,10 @@ class ApiServer:
 
     async def _write_create(
         self, ctx: RequestContext, stored: ResourceType, body: Any,
-        applied: managed_fields.Applied | None = None,
+        applied: managed_fields.Applied | None = None, *, handed_over: bool = False,
     ) -> web.Response:  # fmt: skip
-        obj = self.registry.prepare_create(stored, ctx.namespace, body)
+        """`handed_over`: `body` was decoded for this request and shares nothing."""
+        obj = self.registry.prepare_create(stored, ctx.namespace, body, handed_over=handed_over)
         if applied is None:
             managed_fields.track_update(None, obj, self._manager(ctx), self._now())
         else:
@@ -660,20 +689,27 @@ class ApiServer:
 
     async def _update(self, ctx: RequestContext) -> web.Response:
         body = self._in(ctx.rt, await ctx.json_body())
-        return await self._write_update(ctx, body)
+        return await self._write_update(ctx, body, handed_over=True)
 
     async def _write_update(
-        self, ctx: RequestContext, body: Any, applied: managed_fields.Applied | None = None
-    ) -> web.Response:
+        self, ctx: RequestContext, body: Any, applied: managed_fields.Applied | None = None,
+        *, handed_over: bool = False,
+    ) -> web.Response:  # fmt: skip
+        """`handed_over` as for _write_create."""
         stored = self._stored_type(ctx.rt)
         sub = ctx.info.subresource
         if (not sub and stored.kind in CREATE_ON_UPDATE_KINDS
                 and self.registry.find(stored, ctx.namespace, ctx.info.name) is None):  # fmt: skip
-            return await self._create_by_update(ctx, stored, body)
+            return await self._create_by_update(ctx, stored, body, handed_over)
         if ctx.rt.kind == "Namespace" and sub == "finalize":
             sub = "finalize"
         current, new = self.registry.prepare_update(
-            stored, ctx.namespace, ctx.info.name, body, "status" if sub == "status" else ""
+            stored,
+            ctx.namespace,
+            ctx.info.name,
+            body,
+            "status" if sub == "status" else "",
+            handed_over=handed_over,
         )
         if sub == "finalize":
             new = dict(current)
@@ -693,7 +729,7 @@ class ApiServer:
         return self._respond_object(ctx, updated)
 
     async def _create_by_update(
-        self, ctx: RequestContext, stored: ResourceType, body: Any
+        self, ctx: RequestContext, stored: ResourceType, body: Any, handed_over: bool
     ) -> web.Response:
         """A PUT to a missing object of a kind whose strategy allows create on update."""
         if isinstance(body, dict):
@@ -705,7 +741,7 @@ class ApiServer:
                 )
             meta["name"] = ctx.info.name
             meta.pop("resourceVersion", None)
-        return await self._write_create(ctx, stored, body)
+        return await self._write_create(ctx, stored, body, handed_over=handed_over)
 
     async def _patch(self, ctx: RequestContext) -> web.Response:
         from kubesim.apiserver.patching.request import patched_object
@@ -721,15 +757,14 @@ class ApiServer:
         # do not themselves carry a resourceVersion.
         for attempt in range(5):
             current = self.registry.get(stored, ctx.namespace, ctx.info.name)
+            # A patched object is a new document (the patch functions copy), so it is
+            # handed over; what it asked for is read first, as the write changes it.
             body = patched_object(ctx.rt, self._out(ctx.rt, current), raw, content_type)
+            requested = (body.get("metadata") or {}).get("resourceVersion")
             try:
-                return await self._write_update(ctx, self._in(ctx.rt, body))
+                return await self._write_update(ctx, self._in(ctx.rt, body), handed_over=True)
             except ApiError as err:
-                pinned = (
-                    isinstance(body, dict)
-                    and (body.get("metadata") or {}).get("resourceVersion")
-                    != current["metadata"]["resourceVersion"]
-                )
+                pinned = requested != current["metadata"]["resourceVersion"]
                 if err.reason != "Conflict" or pinned or attempt == 4:
                     raise
         raise AssertionError("unreachable")
@@ -976,6 +1011,10 @@ def _set_pod_scheduled(pod: Obj) -> None:
 
 
 async def _no_cache(request: web.Request, response: web.StreamResponse) -> None:
+    _no_cache_header(response)
+
+
+def _no_cache_header(response: web.StreamResponse) -> None:
     # As the real API server: clients (kubectl's discovery cache) must not reuse answers.
     response.headers.setdefault("Cache-Control", "no-cache, private")
 
@@ -1055,7 +1094,7 @@ def _decode_continue(token: str) -> tuple[str, str]:
                           "(version meta.k8s.io/v1)") from None  # fmt: skip
 
 
-def _timeout_seconds(request: web.Request) -> float | None:
+def _timeout_seconds(request: web.BaseRequest) -> float | None:
     raw = request.query.get("timeoutSeconds")
     if raw is None:
         return None

@@ -53,7 +53,7 @@ def to_table(
     rt: ResourceType,
     objects: list[Obj],
     resource_version: str,
-    request: web.Request,
+    request: web.BaseRequest,
     include_columns: bool = True,
 ) -> Obj:
     columns, printer = PRINTERS.get((rt.group, rt.kind), GENERIC)

@@ -5,9 +5,10 @@
         ...  # ReplicaSets keep their pods, PDB status is computed
         cluster.nodes["node-a"]  # the Kubelet of node-a (pressure, ...)
 
-Every component talks to the API server over HTTPS with its own client and
-identity, exactly as the real ones do. Components are switchable by name and
-come from a registry of factories, so adding one is one entry in `COMPONENTS`:
+Every component talks to the API server over HTTP with its own client and identity, as
+the real ones do (on kubesim's private Unix socket: `KubeSim.local_client`). Components are
+switchable by name and come from a registry of factories, so adding one is one entry in
+`COMPONENTS`:
 
     COMPONENTS["scheduler"] = ComponentSpec(lambda ctx: Scheduler(ctx.client()),
                                             user="system:kube-scheduler", groups=())
@@ -68,7 +69,7 @@ class ComponentContext:
         who = user or self.user
         token = self.sim.user_token(who, self.groups if groups is None else groups)
         agent = f"kubesim/v1.{self.sim.server.minor_version}.0 ({who}) {self.name}"
-        client = KubeClient(self.sim.url, token, self.sim.ca_pem, user_agent=agent)
+        client = self.sim.local_client(token, agent)
         self._clients.append(client)
         return client
 

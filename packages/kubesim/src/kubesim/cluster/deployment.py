@@ -125,7 +125,12 @@ class DeploymentController(Controller):
 
     async def _replica_sets_for(self, d: Obj) -> list[Obj]:
         """getReplicaSetsForDeployment: claim (adopt/release) by selector and controllerRef."""
-        candidates = [rs for rs in self.replicasets.items() if _ns(rs) == _ns(d)]
+        # Only its own and orphans: plan_claim passes over those another controller owns.
+        owner_uid = du.uid(d)
+        mine_or_orphans = self.replicasets.controlled_by("") + (
+            self.replicasets.controlled_by(owner_uid) if owner_uid else []
+        )
+        candidates = [rs for rs in mine_or_orphans if _ns(rs) == _ns(d)]
         selector = _selector(d)
         return await ownership.claim(
             self.client,
@@ -140,12 +145,10 @@ class DeploymentController(Controller):
         """getPodMapForDeployment: the Deployment's pods grouped by owning ReplicaSet UID."""
         pod_map: dict[str, list[Obj]] = {du.uid(rs): [] for rs in rss}
         selector = _selector(d)
-        for pod in self.pods.items():
-            if _ns(pod) != _ns(d) or not selector_matches(selector, labels_of(pod)):
-                continue
-            ref = ownership.controller_of(pod)
-            if ref is not None and ref.get("uid") in pod_map:
-                pod_map[str(ref["uid"])].append(pod)
+        for rs_uid, pods in pod_map.items():
+            for pod in self.pods.controlled_by(rs_uid):
+                if _ns(pod) == _ns(d) and selector_matches(selector, labels_of(pod)):
+                    pods.append(pod)
         return pod_map
 
     # writes
@@ -395,9 +398,7 @@ class DeploymentController(Controller):
         rs = self.replicasets.get(_ns(d), name)
         if rs is None:
             raise err
-        if ownership.controlled_by(rs, d) and du.equal_ignore_hash(
-            du.template_of(d), du.template_of(rs)
-        ):
+        if ownership.controlled_by(rs, d) and du.same_template_ignoring_hash(d, rs):
             return rs
         status = d.setdefault("status", {})
         status["collisionCount"] = int(status.get("collisionCount") or 0) + 1

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kubesim import jsoncodec
+from kubesim.identity_cache import IdentityCache
 from kubesim.types import Obj
 
 from .rollout_math import IntOrString
@@ -174,8 +175,23 @@ def _without_hash(template: Obj) -> Any:
     return _semantic(copy)
 
 
+# A Deployment's sync compares its template with each of its ReplicaSets' several times per
+# rollout; the ReplicaSets come from the informer, whose objects are never changed.
+_WITHOUT_HASH: IdentityCache[Any] = IdentityCache()
+
+
+def _template_without_hash(obj: Obj) -> Any:
+    template = template_of(obj)
+    return _WITHOUT_HASH.get_or_compute(template, lambda t: _without_hash(template))
+
+
 def equal_ignore_hash(t1: Obj, t2: Obj) -> bool:
     return bool(_without_hash(t1) == _without_hash(t2))
+
+
+def same_template_ignoring_hash(a: Obj, b: Obj) -> bool:
+    """equal_ignore_hash on the templates of two objects (Deployments or ReplicaSets)."""
+    return bool(_template_without_hash(a) == _template_without_hash(b))
 
 
 def _fnv32a(data: bytes) -> int:
@@ -211,9 +227,9 @@ def template_of(obj: Obj) -> Obj:
 
 def find_new_replica_set(d: Obj, rss: Sequence[Obj]) -> Obj | None:
     """The oldest ReplicaSet whose template equals the Deployment's, ignoring the hash label."""
-    wanted = _without_hash(template_of(d))
+    wanted = _template_without_hash(d)
     for rs in sorted_by_creation(rss):
-        if _without_hash(template_of(rs)) == wanted:
+        if _template_without_hash(rs) == wanted:
             return rs
     return None
 

@@ -177,9 +177,14 @@ class ReplicaSetController(Controller):
         exp = self._expectations.get(key)
         needs_sync = exp is None or exp.satisfied(loop_now)
         namespace = key[0]
+        # Only its own and orphans: the claim passes over pods another controller owns.
+        owner_uid = rs["metadata"].get("uid")
+        mine_or_orphans = self.pods.controlled_by("") + (
+            self.pods.controlled_by(str(owner_uid)) if owner_uid else []
+        )
         candidates = [
             p
-            for p in self.pods.items()
+            for p in mine_or_orphans
             if p["metadata"].get("namespace", "") == namespace and is_pod_active(p)
         ]
         selector = (rs.get("spec") or {}).get("selector")
@@ -259,9 +264,8 @@ class ReplicaSetController(Controller):
         namespace = rs["metadata"].get("namespace", "")
         siblings = [
             r
-            for r in self.replicasets.items()
+            for r in self.replicasets.controlled_by(str(ref.get("uid", "")))
             if r["metadata"].get("namespace", "") == namespace
-            and (ownership.controller_of(r) or {}).get("uid") == ref.get("uid")
         ]
         seen: dict[str, Obj] = {}
         for sibling in siblings:

@@ -51,6 +51,13 @@ def key_of(obj: Obj) -> Key:
     return (meta.get("namespace") or "", name)
 
 
+def _controller_uid(obj: Obj) -> str:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("uid", ""))
+    return ""
+
+
 class Informer:
     def __init__(
         self,
@@ -70,6 +77,9 @@ class Informer:
         self.path = path or resource_path(api_version, plural, namespace)
         self.field_selector = field_selector
         self.cache: dict[Key, Obj] = {}
+        # The cache by controller UID ("" for objects without a controller), built on first
+        # use, then kept with the cache (client-go's controllerUID indexers).
+        self._by_controller: dict[str, dict[Key, Obj]] | None = None
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -116,6 +126,40 @@ class Informer:
     def items(self) -> list[Obj]:
         return list(self.cache.values())
 
+    def controlled_by(self, uid: str) -> list[Obj]:
+        """The cached objects whose controller (ownerReference with controller: true) has
+        this UID; with "", those without a controller. In no particular order (as an
+        indexer's), though the same for the same events."""
+        if self._by_controller is None:
+            self._by_controller = {}
+            for key, obj in self.cache.items():
+                self._by_controller.setdefault(_controller_uid(obj), {})[key] = obj
+        return list(self._by_controller.get(uid, {}).values())
+
+    def _put(self, key: Key, obj: Obj) -> None:
+        old = self.cache.get(key)
+        self.cache[key] = obj
+        if self._by_controller is not None:
+            uid = _controller_uid(obj)
+            if old is not None:
+                was = _controller_uid(old)
+                if was != uid:
+                    self._unindex(was, key)
+            self._by_controller.setdefault(uid, {})[key] = obj
+
+    def _drop(self, key: Key) -> None:
+        old = self.cache.pop(key, None)
+        if old is not None and self._by_controller is not None:
+            self._unindex(_controller_uid(old), key)
+
+    def _unindex(self, uid: str, key: Key) -> None:
+        assert self._by_controller is not None
+        bucket = self._by_controller.get(uid)
+        if bucket is not None:
+            bucket.pop(key, None)
+            if not bucket:
+                del self._by_controller[uid]
+
     def _emit(self, type_: str, obj: Obj, old: Obj | None) -> None:
         for handler in self.handlers:
             try:
@@ -141,11 +185,11 @@ class Informer:
             fresh[key] = item
         for key, gone in list(self.cache.items()):
             if key not in fresh:
-                del self.cache[key]
+                self._drop(key)
                 self._emit("DELETED", gone, gone)
         for key, obj in fresh.items():
             old = self.cache.get(key)
-            self.cache[key] = obj
+            self._put(key, obj)
             if old is None:
                 self._emit("ADDED", obj, None)
             elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
@@ -200,9 +244,9 @@ class Informer:
             return True
         old = self.cache.get(key)
         if type_ == "DELETED":
-            self.cache.pop(key, None)
+            self._drop(key)
         else:
-            self.cache[key] = obj
+            self._put(key, obj)
         self.resource_version = rv
         self._emit(str(type_), obj, old)
         return True

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kubesim.identity_cache import IdentityCache
 from kubesim.types import Obj
 
 from .quantity import parse_or_zero
@@ -92,13 +93,24 @@ def _container_requests(container: Obj, non_zero: bool) -> Resources:
     )
 
 
+# Scoring a node sums the requests of every pod on it; the pods come from the informer,
+# whose objects are never changed. One cache per view, by the pod's spec.
+_REQUESTS: dict[bool, IdentityCache[Resources]] = {False: IdentityCache(), True: IdentityCache()}
+
+
 def pod_requests(pod: Obj, non_zero: bool = False) -> Resources:
     """`resourcehelper.PodRequests`: containers and sidecars summed, init containers as a floor.
 
     `non_zero` gives the scheduler's scoring view, where a container without a
     cpu or memory request counts as 100m / 200Mi.
     """
-    spec = pod.get("spec") or {}
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return _spec_requests({}, non_zero)
+    return _REQUESTS[non_zero].get_or_compute(spec, lambda _: _spec_requests(spec, non_zero))
+
+
+def _spec_requests(spec: Obj, non_zero: bool) -> Resources:
     total = Resources()
     for c in spec.get("containers") or []:
         total = total + _container_requests(c, non_zero)

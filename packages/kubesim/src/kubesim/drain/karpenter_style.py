@@ -19,7 +19,11 @@ and terminator/{terminator,eviction,events}.go:
   404 and 409 end it quietly, a 429 records Warning `FailedDraining`,
   success Normal `Evicted`;
 - done when no pod is waiting for eviction; until then Warning
-  `FailedDraining` "N pods are waiting to be evicted" on the node.
+  `FailedDraining` "N pods are waiting to be evicted" on the node;
+- every event goes through Karpenter's recorder (pkg/events/recorder.go), which
+  drops one whose reason and dedupe values (the node's or the pod's name)
+  it published within `dedupe_timeout` (2 minutes): a pod refused a hundred
+  times gets one `FailedDraining`, not a hundred.
 
 Without a `termination_grace_period` a blocked pod stalls the drain forever,
 as it does in Karpenter: callers bound `drain()` themselves. The node object
@@ -72,6 +76,7 @@ class KarpenterDrain:
         eviction_base_delay: float = 0.1,
         eviction_max_delay: float = 10.0,
         requeue_interval: float = 1.0,
+        dedupe_timeout: float = 120.0,
         clock: Clock = time.monotonic,
         wall_clock: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
@@ -80,9 +85,21 @@ class KarpenterDrain:
         self.eviction_base_delay = eviction_base_delay
         self.eviction_max_delay = eviction_max_delay
         self.requeue_interval = requeue_interval
+        self.dedupe_timeout = dedupe_timeout
         self.clock = clock
         self.wall_clock = wall_clock
         self.events = EventRecorder(client, COMPONENT)
+        self._published: dict[str, float] = {}  # dedupe key -> when it may be published again
+
+    async def publish(self, obj: Obj, type_: str, reason: str, message: str, dedupe: str) -> None:
+        """recorder.publishEvent: the event, unless its reason with `dedupe` (the value its
+        DedupeValues hold) was published less than `dedupe_timeout` ago."""
+        key = f"{reason.lower()}-{dedupe}"
+        now = self.clock()
+        if self._published.get(key, now) > now:
+            return
+        self._published[key] = now + self.dedupe_timeout
+        await self.events.emit(obj, type_, reason, message)
 
     async def drain(self, node: str) -> DrainResult:
         run = _Run(self, node)
@@ -129,9 +146,9 @@ class _Run:
             return self._result(message, [])
         if self.expiration is not None:
             by = self.c.wall_clock() + dt.timedelta(seconds=self.expiration - self.started)
-            await self.c.events.emit(
+            await self.c.publish(
                 node, "Warning", "TerminationGracePeriodExpiring",
-                f"All pods will be deleted by {rfc3339(by)}",
+                f"All pods will be deleted by {rfc3339(by)}", self.node_name,
             )  # fmt: skip
         while True:
             try:
@@ -148,9 +165,10 @@ class _Run:
                 self.log.log(f"drained node {self.node_name}")
                 return self._result(None, [])
             # Upstream counts every pod listed on the node in this message, not only the waiting.
-            await self.c.events.emit(
+            await self.c.publish(
                 node, "Warning", "FailedDraining",
                 f"Failed to drain node, {len(pods)} pods are waiting to be evicted",
+                self.node_name,
             )  # fmt: skip
             await asyncio.sleep(self.c.requeue_interval)
 
@@ -187,12 +205,12 @@ class _Run:
             grace = max(int(self.expiration - now), 0)
             own = pod["spec"].get("terminationGracePeriodSeconds")
             expiry = now_wall + dt.timedelta(seconds=self.expiration - now)
-            await self.c.events.emit(
+            await self.c.publish(
                 typed(pod, "Pod", "v1"), "Normal", "Disrupted",
                 f"Deleting the pod to accommodate the terminationTime {rfc3339(expiry)} of the "
                 f"node. The pod was granted {grace} seconds of grace-period of its {own} "
                 "terminationGracePeriodSeconds. This bypasses the PDB of the pod and the "
-                "do-not-disrupt annotation.",
+                "do-not-disrupt annotation.", pod["metadata"]["name"],
             )  # fmt: skip
             try:
                 await api.delete_pod(self.client, pod, grace)
@@ -242,14 +260,15 @@ class _Run:
                     "apiVersion": "v1",
                     "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
                 }
-                await self.c.events.emit(
+                await self.c.publish(
                     fake_node, "Warning", "FailedDraining",
-                    f"Failed to drain node, evicting pod {key} violates a PDB",
+                    f"Failed to drain node, evicting pod {key} violates a PDB", meta["name"],
                 )  # fmt: skip
                 return False
             self.log.log(f"ERROR failed evicting pod Pod={key} error={status_message(err)}")
             return False
         self.evicted.append(key)
         self.log.log(f"evicted pod Pod={key}")
-        await self.c.events.emit(typed(pod, "Pod", "v1"), "Normal", "Evicted", "Evicted pod")
+        await self.c.publish(typed(pod, "Pod", "v1"), "Normal", "Evicted", "Evicted pod",
+                             meta["name"])  # fmt: skip
         return True

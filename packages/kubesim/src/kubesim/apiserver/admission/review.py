@@ -8,12 +8,12 @@ dispatcher's error wrapping. Pure: no I/O.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.apiserver.admission.rules import AdmissionRequestAttributes, Invocation
 from kubesim.apiserver.auth import UserInfo
 from kubesim.apiserver.errors import ApiError
@@ -38,7 +38,7 @@ class StatusError(ApiError):
         self._body = body
 
     def status(self) -> dict[str, Any]:
-        return copy.deepcopy(self._body)
+        return jsoncodec.copy(self._body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ def operation_options(operation: str, options: Obj | None, dry_run: bool) -> Obj
         if kind is None:
             return None
         options = {}
-    out = copy.deepcopy(options)
+    out = jsoncodec.copy(options)
     kind = out.get("kind") or _OPTIONS_KIND.get(operation)
     typed: Obj = {"kind": kind, "apiVersion": out.get("apiVersion") or "meta.k8s.io/v1"}
     typed.update({k: v for k, v in out.items() if k not in ("kind", "apiVersion")})

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from kubesim import jsoncodec
 from kubesim.apiserver.gofmt import go_quote
 from kubesim.apiserver.patching.errors import (
     PatchBadRequest,
@@ -62,7 +63,7 @@ def apply_json_patch(doc: Json, patch_ops: Json) -> Json:
     when an operation does not apply, including a failed ``test``.
     """
     operations = _decode_operations(patch_ops)
-    state = _Doc(copy.deepcopy(doc))
+    state = _Doc(jsoncodec.copy(doc))
     for operation in operations:
         try:
             _apply_operation(state, operation)

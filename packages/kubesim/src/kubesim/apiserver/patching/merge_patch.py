@@ -5,8 +5,7 @@ kept (RFC 7386 replaces arrays verbatim), but nulls inside objects nested in a n
 are pruned; and a non-object patch value replacing an object is taken as is, unpruned.
 """
 
-import copy
-
+from kubesim import jsoncodec
 from kubesim.apiserver.patching.errors import PatchBadRequest
 from kubesim.apiserver.patching.jsontypes import Json, JsonObject
 
@@ -21,12 +20,12 @@ def apply_merge_patch(doc: Json, patch: Json) -> Json:
     """
     if isinstance(patch, dict):
         if isinstance(doc, dict):
-            merged = copy.deepcopy(doc)
-            _merge_objects(merged, copy.deepcopy(patch))
+            merged = jsoncodec.copy(doc)
+            _merge_objects(merged, jsoncodec.copy(patch))
             return merged
-        return _prune_nulls(copy.deepcopy(patch))
+        return _prune_nulls(jsoncodec.copy(patch))
     if isinstance(patch, list):
-        return _prune_nulls(copy.deepcopy(patch))
+        return _prune_nulls(jsoncodec.copy(patch))
     raise PatchBadRequest(ERR_BAD_JSON_PATCH)
 
 

@@ -11,10 +11,10 @@ directive keys the merge did not consume (inside atomic lists, ``replace`` maps 
 values). kubesim stores plain JSON, so :func:`strategic_merge` strips them instead.
 """
 
-import copy
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
+from kubesim import jsoncodec
 from kubesim.apiserver.patching.errors import (
     PatchBadRequest,
     PatchInternalError,
@@ -50,13 +50,13 @@ def strategic_merge(doc: JsonObject, patch: Json, schema: PatchSchema) -> JsonOb
     object is a 400, as when upstream unmarshals the body into a map.
     """
     if patch is None:
-        return copy.deepcopy(doc)
+        return jsoncodec.copy(doc)
     if not isinstance(patch, dict):
         raise PatchBadRequest(
             f"json: cannot unmarshal {go_json_kind(patch)} "
             "into Go value of type map[string]interface {}"
         )
-    merged = _merge_map(copy.deepcopy(doc), copy.deepcopy(patch), schema)
+    merged = _merge_map(jsoncodec.copy(doc), jsoncodec.copy(patch), schema)
     _strip_directives(merged)
     return merged
 
