@@ -299,3 +299,16 @@ async def test_label_and_field_selectors_on_list(core: kubernetes.client.CoreV1A
             core.list_namespaced_config_map, "default", field_selector="data.k=v"
         )
     assert err.value.status == 400
+
+
+async def test_a_dry_run_finalize_leaves_the_stored_namespace_as_it_was(raw: KubeClient) -> None:
+    await raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "fin-dry"}})
+    before = await raw.request("GET", "/api/v1/namespaces/fin-dry")
+    finalize = {**before, "spec": {"finalizers": []}}
+    answer = await raw.request(
+        "PUT", "/api/v1/namespaces/fin-dry/finalize", finalize,
+        params={"dryRun": "All", "fieldManager": "finalizer-test"},
+    )  # fmt: skip
+    assert answer["spec"]["finalizers"] == []
+    after = await raw.request("GET", "/api/v1/namespaces/fin-dry")
+    assert after == before

@@ -712,9 +712,11 @@ class ApiServer:
             handed_over=handed_over,
         )
         if sub == "finalize":
-            new = dict(current)
-            new["spec"] = dict(current.get("spec") or {})
-            new["spec"]["finalizers"] = (body.get("spec") or {}).get("finalizers") or []
+            # Only spec.finalizers comes from the body; the copies keep the write (its
+            # resourceVersion, managedFields) off the stored object's own metadata.
+            finalizers = (body.get("spec") or {}).get("finalizers") or []
+            new = {**current, "metadata": dict(current["metadata"]),
+                   "spec": {**(current.get("spec") or {}), "finalizers": finalizers}}  # fmt: skip
         if applied is None:
             managed_fields.track_update(current, new, self._manager(ctx), self._now())
         else:
