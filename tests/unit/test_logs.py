@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 
@@ -60,6 +61,39 @@ def test_same_record_as_structlog(fields: dict[str, Any]) -> None:
     assert timedelta(0) <= stamped - written < timedelta(seconds=5)
     assert direct == rendered
     assert stream.getvalue().isascii()  # non-ASCII escaped, as json.dumps does
+
+
+class Fields(msgspec.Struct):
+    uid: str
+    reason: str
+    node: str | msgspec.UnsetType = msgspec.UNSET
+    stamped: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+@pytest.mark.parametrize(
+    "fields",
+    [Fields("705ab4f5", "dry-run", stamped=True), Fields("705ab4f5", "dry-run", node="nœud")],
+    ids=["ascii", "non-ascii"],
+)
+def test_struct_fields_write_the_line_of_their_set_fields(log_format: str, fields: Fields) -> None:
+    """A struct's UNSET fields are left out; the rest is written as the same dict would be."""
+    stream = io.StringIO()
+    configure_logging(log_format, "info", stream=stream)
+    line = EventLine("webhook")
+    line.info("admission", fields)
+    line.info("admission", msgspec.to_builtins(fields))
+    from_struct, from_dict = stream.getvalue().splitlines()
+    if log_format == "json":
+        records = [json.loads(text) for text in (from_struct, from_dict)]
+        for record in records:
+            del record["timestamp"]
+        expected = {"component": "webhook", **msgspec.to_builtins(fields), "level": "info",
+                    "msg": "admission"}  # fmt: skip
+        assert records[0] == records[1] == expected
+        assert list(records[0]) == list(records[1])  # the same order
+    else:
+        assert from_struct.split(" ", 1)[1] == from_dict.split(" ", 1)[1]  # but the time
 
 
 def test_level_above_info_writes_nothing() -> None:

@@ -3,8 +3,9 @@
 `parse_review_fast` decodes the body with msgspec into typed structs that declare only the
 fields the webhook reads (the rest is skipped, not built), and returns the `EvictionRequest`
 only when the review is unremarkable: exactly what a Kubernetes API server sends for
-`CREATE pods/eviction` (request.kind policy/v1 Eviction, a DNS-label namespace, a
-DNS-subdomain name, every field of the expected type and within its limits). Anything else —
+`CREATE pods/eviction` (request.kind policy/v1 Eviction, every field of the expected type and
+within its limits). Whether the namespace and name are valid DNS names is not checked here:
+`decide.precheck` checks that once, for either path (`Reason.INVALID_NAME`). Anything else —
 a decode or type error, an unusual value, a large or non-ASCII body — goes through
 `admission.parse_review`, the one validating path, which also words every refusal. So a check
 added there keeps applying to anything it could refuse, provided the fast path's notion of
@@ -14,13 +15,13 @@ the two on generated bodies.
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from graceful_drain.controller.admission import (
     ADMISSION_API_VERSION,
     ADMISSION_KIND,
+    MAX_NAME_CHARS,
+    MAX_NAMESPACE_CHARS,
     MAX_UID_CHARS,
     MAX_USERNAME_CHARS,
     ParsedReview,
@@ -34,10 +35,6 @@ from graceful_drain.controller.decide import EvictionRequest
 MAX_FAST_BYTES = 4096
 MAX_FAST_BRACKETS = 64
 MAX_VERSION_CHARS = 64
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_MAX_SUBDOMAIN_CHARS = 253
 
 
 class _GroupVersionKind(msgspec.Struct):
@@ -118,9 +115,8 @@ def _usual_eviction(body: bytes) -> EvictionRequest | None:
         and (request.operation, resource.group, resource.resource, request.sub_resource)
         == ("CREATE", "", "pods", "eviction")
         and len(resource.version) <= MAX_VERSION_CHARS
-        and _DNS_LABEL.fullmatch(request.namespace) is not None
-        and len(request.name) <= _MAX_SUBDOMAIN_CHARS
-        and _DNS_SUBDOMAIN.fullmatch(request.name) is not None
+        and 0 < len(request.namespace) <= MAX_NAMESPACE_CHARS
+        and 0 < len(request.name) <= MAX_NAME_CHARS
     ):
         return None
     precondition_uid: str | None = None

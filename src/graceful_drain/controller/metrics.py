@@ -15,8 +15,11 @@ Who updates what:
   list/watch errors, event writes by outcome.
 
 Every labelled series is created at start-up (decisions for every reason, with the outcome
-that reason always has), so a query or an alert never meets a missing series, and the
-webhook's hot path only looks its counter up.
+that reason always has), so a query or an alert never meets a missing series. The webhook's two
+series are counted in plain numbers (`_AdmissionCollector`) and rendered at scrape time exactly
+as prometheus_client's Counter and Histogram render theirs (`_total` and `_created` samples,
+cumulative buckets): those take a lock per update, twice per admission, which the one event
+loop that updates them has no use for.
 
 /healthz answers 200 while the process serves at all. /readyz answers 200 only when every
 readiness check passes (caches synced and fresh, TLS loaded, and whatever components add), else 503
@@ -25,12 +28,21 @@ listing the failing checks.
 
 from __future__ import annotations
 
+import math
+import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
@@ -86,6 +98,64 @@ class _CacheStalenessCollector(Collector):
         yield silent
 
 
+class _AdmissionCollector(Collector):
+    """decisions_total{allowed, reason} and admission_duration_seconds, counted in plain
+    numbers by `record` (only ever called from the event loop) and exposed at scrape time."""
+
+    def __init__(self) -> None:
+        created = time.time()
+        # One series per reason with the outcome it always has (decide.py: DENYING_REASONS);
+        # another outcome gets its own series when first counted.
+        self.decisions: dict[tuple[bool, Reason], int] = {
+            (reason not in DENYING_REASONS, reason): 0 for reason in Reason
+        }
+        self._decisions_created = dict.fromkeys(self.decisions, created)
+        self._bounds = (*ADMISSION_BUCKETS, math.inf)
+        # the le labels as prometheus_client writes them (its floatToGoString, for these bounds)
+        self._le = [repr(float(bound)) for bound in ADMISSION_BUCKETS] + ["+Inf"]
+        self._buckets = [0] * len(self._bounds)  # per bucket, not cumulative
+        self._sum = 0.0
+        self._duration_created = created
+
+    def record(self, allowed: bool, reason: Reason, seconds: float) -> None:
+        key = (allowed, reason)
+        count = self.decisions.get(key)
+        if count is None:  # an outcome its reason never has: counted all the same
+            count = 0
+            self._decisions_created[key] = time.time()
+        self.decisions[key] = count + 1
+        self._buckets[bisect_left(self._bounds, seconds)] += 1  # as Histogram: value <= bound
+        self._sum += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        decisions = CounterMetricFamily(
+            f"{NAMESPACE}_decisions",
+            "Eviction admission decisions by outcome and reason",
+            labels=["allowed", "reason"],
+        )
+        for (allowed, reason), count in list(self.decisions.items()):
+            decisions.add_metric(
+                ["true" if allowed else "false", reason.value],
+                float(count),
+                created=self._decisions_created[allowed, reason],
+            )
+        yield decisions
+        duration = HistogramMetricFamily(
+            f"{NAMESPACE}_admission_duration_seconds",
+            "Time to answer one eviction AdmissionReview",
+        )
+        cumulative = list(accumulate(self._buckets))
+        duration.add_metric(
+            [],
+            [(le, float(count)) for le, count in zip(self._le, cumulative, strict=True)],
+            self._sum,
+        )  # fmt: skip
+        duration.add_sample(
+            f"{NAMESPACE}_admission_duration_seconds_created", {}, self._duration_created
+        )
+        yield duration
+
+
 # A value read at scrape time: unlabelled (a float, None when unknown) or by label values.
 Reading = Callable[[], float | Mapping[tuple[str, ...], float] | None]
 
@@ -115,29 +185,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.decisions = Counter(
-            "decisions",
-            "Eviction admission decisions by outcome and reason",
-            ["allowed", "reason"],
-            namespace=NAMESPACE,
-            registry=r,
-        )
-        # labels() hashes and locks on every call: one child per (allowed, reason), created
-        # here for every reason with the outcome it always has (decide.py: DENYING_REASONS).
-        self._decision_counters: dict[tuple[bool, Reason], Counter] = {
-            (allowed, reason): self.decisions.labels(
-                allowed="true" if allowed else "false", reason=reason.value
-            )
-            for reason in Reason
-            for allowed in (reason not in DENYING_REASONS,)
-        }
-        self.admission_duration = Histogram(
-            "admission_duration_seconds",
-            "Time to answer one eviction AdmissionReview",
-            namespace=NAMESPACE,
-            buckets=ADMISSION_BUCKETS,
-            registry=r,
-        )
+        self._admissions = _AdmissionCollector()
+        r.register(self._admissions)
         self.rollouts_started = Counter(
             "rollouts_started",
             "Rollouts requested by stamping restarted-at on a Deployment",
@@ -190,15 +239,7 @@ class Metrics:
         ).labels(version=__version__).set(1)
 
     def record_decision(self, decision: Decision, seconds: float) -> None:
-        key = (decision.allowed, decision.reason)
-        counter = self._decision_counters.get(key)
-        if counter is None:  # an outcome its reason never has: counted all the same
-            counter = self.decisions.labels(
-                allowed="true" if decision.allowed else "false", reason=decision.reason.value
-            )
-            self._decision_counters[key] = counter
-        counter.inc()
-        self.admission_duration.observe(seconds)
+        self._admissions.record(decision.allowed, decision.reason, seconds)
 
     def record_reconcile_error(self) -> None:
         self.reconcile_errors.inc()

@@ -17,6 +17,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self
 
+import msgspec
+
 from graceful_drain.controller.intstr import (
     ROLLING_UPDATE,
     resolve_max_surge,
@@ -41,8 +43,10 @@ class MalformedObject(ValueError):
     """The raw object is not a JSON object with a `metadata` mapping."""
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectRef:
+class ObjectRef(msgspec.Struct, frozen=True, gc=False):
+    """namespace/name. A frozen msgspec struct: the webhook builds one per decision, ~8x
+    cheaper than a frozen dataclass."""
+
     namespace: str
     name: str
 

@@ -43,8 +43,13 @@ class ResourceCache(Generic[T]):
         return self._informer(namespace) is not None
 
     def get(self, namespace: str, name: str) -> T | None:
-        informer = self._informer(namespace)
-        return None if informer is None else informer.get(namespace, name)
+        # _informer's choice, inlined: the webhook reads two or three objects per admission
+        informer = self._cluster_wide
+        if informer is None:
+            informer = self._informers.get(namespace)
+            if informer is None:
+                return None
+        return informer.get(namespace, name)
 
     def by_index(self, index: str, namespace: str, value: str) -> list[T]:
         informer = self._informer(namespace)

@@ -17,6 +17,8 @@ _RFC3339 = re.compile(
 def as_utc(moment: datetime) -> datetime:
     """The same instant in UTC; a naive datetime is taken to already be UTC. Never raises: an
     instant UTC cannot hold (year 1 at +14:00) keeps its own offset, still comparable."""
+    if moment.tzinfo is UTC:  # the clock's own (utc_now): already UTC, nothing to convert
+        return moment
     if moment.tzinfo is None or moment.utcoffset() is None:
         return moment.replace(tzinfo=UTC)
     try:

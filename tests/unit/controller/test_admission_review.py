@@ -117,7 +117,7 @@ def test_parse_dry_run_flags_and_optional_parts() -> None:
 
 
 def _fields(request: EvictionRequest) -> dict[str, Any]:
-    return {name: getattr(request, name) for name in EvictionRequest.__slots__}
+    return {name: getattr(request, name) for name in EvictionRequest.__struct_fields__}
 
 
 def test_non_eviction_requests_parse_without_name_or_object() -> None:

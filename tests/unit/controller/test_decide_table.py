@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
+import msgspec
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -111,7 +112,7 @@ class Scenario:
         return decide(self.request, self.pod, self.owner, self.config, self.now)
 
     def with_request(self, **changes: object) -> Scenario:
-        return replace(self, request=replace(self.request, **changes))  # type: ignore[arg-type]
+        return replace(self, request=msgspec.structs.replace(self.request, **changes))
 
     def with_pod(self, **changes: object) -> Scenario:
         # Pod changes only make sense while the pod is found: triggers are applied from the
@@ -344,9 +345,9 @@ def test_error_for_errors_raised_by_the_caller() -> None:
 
 def test_precheck_is_rows_1_and_2_only() -> None:
     assert precheck(REQUEST) is None
-    dry = precheck(replace(REQUEST, dry_run=True))
+    dry = precheck(msgspec.structs.replace(REQUEST, dry_run=True))
     assert dry is not None and dry.reason is Reason.DRY_RUN
-    other = precheck(replace(REQUEST, operation="DELETE"))
+    other = precheck(msgspec.structs.replace(REQUEST, operation="DELETE"))
     assert other is not None and other.reason is Reason.NOT_EVICTION
 
 

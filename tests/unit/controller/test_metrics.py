@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
-from graceful_drain.controller.metrics import Metrics
+from graceful_drain.controller.metrics import ADMISSION_BUCKETS, NAMESPACE, Metrics
 from graceful_drain.controller.pki import new_ca, new_serving
 from graceful_drain.controller.tls import ReloadingTLS
 
@@ -74,3 +76,42 @@ def test_files_tls_reports_the_served_certificate_expiry(tmp_path: Path) -> None
     assert tls.reload_if_changed()
     assert tls.not_after is not None
     assert datetime.fromtimestamp(tls.not_after, UTC) > NOW + lifetime - timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [[], [0.0005], [0.0004, 0.0005, 0.00051, 0.003, 5.0, 5.1, 0.25, 0.0], [0.002] * 7],
+    ids=["none", "on-a-bound", "spread", "repeated"],
+)
+def test_admission_series_render_as_prometheus_client_counter_and_histogram(
+    seconds: list[float],
+) -> None:
+    """The webhook's series are plain numbers rendered at scrape time: the same samples as
+    prometheus_client's own Counter and Histogram given the same updates (but the _created
+    timestamps)."""
+    metrics = Metrics()
+    registry = CollectorRegistry()
+    counter = Counter("decisions", "d", ["allowed", "reason"], namespace=NAMESPACE,
+                      registry=registry)  # fmt: skip
+    for reason in Reason:
+        counter.labels(allowed="false" if reason in DENYING_REASONS else "true",
+                       reason=reason.value)  # fmt: skip
+    histogram = Histogram("admission_duration_seconds", "h", namespace=NAMESPACE,
+                          buckets=ADMISSION_BUCKETS, registry=registry)  # fmt: skip
+    decisions = [Decision(True, Reason.SURGE_READY, "m"), Decision(False, Reason.DRY_RUN, "m")]
+    for index, value in enumerate(seconds):
+        decision = decisions[index % 2]
+        metrics.record_decision(decision, value)
+        counter.labels(allowed=str(decision.allowed).lower(), reason=decision.reason.value).inc()
+        histogram.observe(value)
+
+    def rendered(text: bytes) -> list[tuple[str, dict[str, str], float]]:
+        return [
+            (sample.name, sample.labels, sample.value)
+            for family in text_string_to_metric_families(text.decode())
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+            and sample.name.startswith((f"{NAMESPACE}_decisions", f"{NAMESPACE}_admission"))
+        ]
+
+    assert rendered(metrics.exposition()) == rendered(generate_latest(registry))
