@@ -9,7 +9,10 @@ is gone once kubesim stops.
 from __future__ import annotations
 
 import asyncio
+import os
 import stat
+import tempfile
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -17,11 +20,32 @@ import yaml
 
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.cluster.cluster import Cluster
-from kubesim.sim import KubeSim
+from kubesim.sim import MAX_SOCKET_PATH, KubeSim
 from kubesim.watchlog import watch_until
 from tests.e2e.controller.deployments import NS, deployment_manifest
 
 pytestmark = pytest.mark.e2e
+
+
+async def test_a_temporary_folder_too_deep_for_a_socket_puts_it_in_a_private_one_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    async with KubeSim() as sim:
+        path = sim.local_socket
+        assert path is not None
+        assert len(os.fsencode(path)) <= MAX_SOCKET_PATH
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert sim.kubeconfig_path.is_relative_to(deep)  # the rest stays where TMPDIR says
+        client = sim.local_client(sim.admin_token, "probe")
+        try:
+            namespaces = await client.request("GET", "/api/v1/namespaces")
+        finally:
+            await client.close()
+        assert any(n["metadata"]["name"] == "default" for n in namespaces["items"])
+    assert not path.parent.exists()
 
 
 async def test_the_socket_is_private_and_removed_on_stop() -> None:

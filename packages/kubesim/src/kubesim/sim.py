@@ -8,13 +8,15 @@ It serves HTTPS on a loopback port with a generated CA and bearer tokens. Its ow
 components (controllers, scheduler, kubelets, scenario and drain clients: `sim.local_client`)
 reach the same server, with the same authentication, authorization, admission, audit and
 watches, over plain HTTP on a Unix socket in its private temporary folder (mode 0700, removed
-on stop): TLS between two ends of one process only cost CPU. External clients never see it.
+on stop; one of its own under /tmp when TMPDIR is too deep for a socket's path): TLS between
+two ends of one process only cost CPU. External clients never see it.
 Not a production API server: state lives in memory and dies with the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import tempfile
 from pathlib import Path
@@ -44,6 +46,7 @@ from .kubeconfig import write_kubeconfig
 from .pki import CertificateAuthority
 
 LOCAL_SOCKET = "apiserver.sock"  # in the private temporary folder: see local_client
+MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 on Linux, its terminating NUL included
 ADMIN = UserInfo("kubernetes-admin", ("system:masters", "kubeadm:cluster-admins"))
 
 
@@ -88,6 +91,7 @@ class KubeSim(Lifecycle):
             self.server.rules_resolver = authorizer.rules_for
         self.admin_token = self.authenticator.add(ADMIN)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._socket_tmp: tempfile.TemporaryDirectory[str] | None = None
         self._kubeconfig_path = kubeconfig_path
         self._runner: web.AppRunner | None = None
         self._local_runner: web.ServerRunner | None = None
@@ -115,13 +119,21 @@ class KubeSim(Lifecycle):
         server = cast(asyncio.Server, site._server)
         self.port = server.sockets[0].getsockname()[1]
         self.server.address = f"{self.host}:{self.port}"
-        self._local_socket = str(tmp / LOCAL_SOCKET)
+        self._local_socket = str(self._socket_folder(tmp) / LOCAL_SOCKET)
         self._local_runner = web.ServerRunner(self.server.local_server(), shutdown_timeout=0.5)
         await self._local_runner.setup()
         await web.UnixSite(self._local_runner, self._local_socket).start()
         self.gc.start()
         self.write_kubeconfig(self.kubeconfig_path)
         return self
+
+    def _socket_folder(self, tmp: Path) -> Path:
+        """The private folder, or, where its path leaves no room for the socket's name within
+        the Unix limit (a long TMPDIR), a private folder of its own under /tmp."""
+        if len(os.fsencode(tmp / LOCAL_SOCKET)) <= MAX_SOCKET_PATH:
+            return tmp
+        self._socket_tmp = tempfile.TemporaryDirectory(prefix="kubesim-", dir="/tmp")
+        return Path(self._socket_tmp.name)
 
     async def stop(self) -> None:
         await self.gc.stop()
@@ -133,9 +145,10 @@ class KubeSim(Lifecycle):
         if self._local_runner is not None:
             await self._local_runner.cleanup()
             self._local_runner = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        for folder in (self._tmp, self._socket_tmp):
+            if folder is not None:
+                folder.cleanup()
+        self._tmp = self._socket_tmp = None
         self._local_socket = None
 
     # access
