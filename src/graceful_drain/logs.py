@@ -139,7 +139,7 @@ class EventLine:
         `msgspec.to_builtins` gives it: cheaper to encode than a dict)."""
         output = _json_output
         if output is None:
-            self._fallback.info(event, **_as_mapping(fields))
+            self._fallback.info(event, **as_mapping(fields))
             return
         if output.level > logging.INFO:
             return
@@ -149,7 +149,7 @@ class EventLine:
             encoded = None
         if encoded is None or not encoded.isascii():
             # As the renderer does, json.dumps escapes non-ASCII and reprs what msgspec refuses.
-            record = {"component": self._component, **_as_mapping(fields), "level": "info",
+            record = {"component": self._component, **as_mapping(fields), "level": "info",
                       "timestamp": self._timestamp(), "msg": event}  # fmt: skip
             output.sink.add_line(json.dumps(record, default=repr).encode() + b"\n")
             return
@@ -171,7 +171,8 @@ class EventLine:
         )  # fmt: skip
 
 
-def _as_mapping(fields: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
+def as_mapping(fields: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
+    """A log line's fields as a mapping: a struct's set fields (UNSET left out), in order."""
     if isinstance(fields, msgspec.Struct):
         mapping: dict[str, Any] = msgspec.to_builtins(fields)
         return mapping

@@ -65,7 +65,7 @@ from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, 
 from graceful_drain.controller.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.meta import utc_now
-from graceful_drain.logs import EventLine, get_logger
+from graceful_drain.logs import EventLine, as_mapping, get_logger
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
@@ -323,8 +323,8 @@ class EvictionWebhook:
         )
         if outcome.error is not None:
             _log.error("admission", message=decision.message, exc_info=outcome.error,
-                       **msgspec.to_builtins(line))  # fmt: skip
+                       **as_mapping(line))  # fmt: skip
         elif reason in _WARNING_LINE_REASONS:
-            _log.warning("admission", message=decision.message, **msgspec.to_builtins(line))
+            _log.warning("admission", message=decision.message, **as_mapping(line))
         else:
             _admission_line.info("admission", line)
