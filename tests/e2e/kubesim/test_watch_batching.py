@@ -90,7 +90,7 @@ async def test_a_burst_goes_out_in_one_chunk_in_order(sim: KubeSim) -> None:
 
 
 async def test_every_watch_of_a_collection_gets_the_burst(sim: KubeSim) -> None:
-    """The lines are encoded once and shared (jsoncodec.WatchLines): each watch still gets
+    """The lines reuse the store's encoding of each object (WatchEvent.line): each watch gets
     every event, whole and in order."""
     async with raw_watch(sim) as one, raw_watch(sim) as two, raw_watch(sim) as three:
         names = burst(sim, "fan-out")

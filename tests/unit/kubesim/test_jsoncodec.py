@@ -116,22 +116,7 @@ def test_copy_of_what_is_not_json_falls_back_to_deepcopy() -> None:
     assert copied["tuple"] == (1, 2)  # deep-copied as is, not through JSON
 
 
-def test_watch_lines_encode_one_object_once_per_event_type() -> None:
-    lines = encoding.WatchLines()
-    pod = objects.pod(1, namespace="shop", name="web-1", replicaset="web-5d9")
-    first = lines.line("MODIFIED", pod)
-    assert first == encoding.watch_event("MODIFIED", pod)
-    assert lines.line("MODIFIED", pod) is first  # the same bytes: not encoded again
-    assert lines.line("ADDED", pod) == encoding.watch_event("ADDED", pod)
-    twin = copy.deepcopy(pod)  # equal, but another object: encoded for itself
-    assert lines.line("MODIFIED", twin) is not first
-    assert lines.line("MODIFIED", twin) == first
-
-
-def test_watch_lines_keep_only_the_newest() -> None:
-    lines = encoding.WatchLines(size=2)
-    pods = [objects.pod(i, namespace="shop", name=f"web-{i}", replicaset=None) for i in range(3)]
-    encoded = [lines.line("ADDED", pod) for pod in pods]
-    assert lines.line("ADDED", pods[2]) is encoded[2]
-    again = lines.line("ADDED", pods[0])  # dropped when the third came in
-    assert again is not encoded[0] and again == encoded[0]
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), json_values)
+def test_a_watch_line_from_an_encoded_object_is_its_watch_event(type_: str, obj: Any) -> None:
+    assert encoding.watch_line(type_, encoding.dumps(obj)) == encoding.watch_event(type_, obj)

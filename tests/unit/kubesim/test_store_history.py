@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kubesim import jsoncodec
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.store import ObjectStore, Predicate, StorageKey, Watcher, WatchEvent
 from kubesim.types import Obj
@@ -59,3 +60,23 @@ def test_resuming_from_before_a_full_history_is_gone() -> None:
         store.watch(PODS, 3, app_is("web"))
     assert gone.value.code == 410
     assert len(drained(store.watch(PODS, 4, app_is("web")))) == 2
+
+
+@pytest.mark.parametrize(("since", "left_the_selector"), [(None, 1), (0, 1), (3, 0)])
+def test_each_watch_line_is_the_line_its_object_encodes_to(
+    since: int | None, left_the_selector: int
+) -> None:
+    """Live, listed first or replayed from the history, an event's line reuses the store's own
+    encoding of its object where it has one; a line is what encoding the object gives."""
+    store = ObjectStore()
+    live = store.watch(PODS, None, app_is("web"))
+    write_history(store)
+    store.put(PODS, labelled("c", "web", store.next_revision()))
+    events = drained(live) if since is None else drained(store.watch(PODS, since, app_is("web")))
+    listed = drained(store.watch(PODS, None, app_is("web")))
+    for event in events + listed:
+        assert event.line() == jsoncodec.watch_event(event.type, event.object)
+    # Only the DELETED of an object that left the selector (its previous state, at the new
+    # revision, at rv 3) is not what the store wrote: it is encoded when written out.
+    assert [e.type for e in events + listed if e.encoded is None] == ["DELETED"] * left_the_selector
+    assert all(e.encoded is not None for e in listed) and len(listed) == 2

@@ -49,29 +49,9 @@ def copy(document: T) -> T:
 
 def watch_event(type_: str, obj: Any) -> bytes:
     """One line of a watch stream: {"type":...,"object":...} and a newline."""
-    return b'{"type":' + dumps(type_) + b',"object":' + dumps(obj) + b"}\n"
+    return watch_line(type_, dumps(obj))
 
 
-class WatchLines:
-    """Watch-stream lines, each encoded once for every watch it goes to.
-
-    The store never mutates an object after commit, so one object (by identity) under one
-    event type always encodes to the same line: a change fanned out to N watchers of its
-    collection costs one encoding, not N. The newest `size` lines are kept, each with its
-    object (so no other object can take its id while it is cached).
-    """
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._lines: dict[tuple[str, int], tuple[Any, bytes]] = {}
-
-    def line(self, type_: str, obj: Any) -> bytes:
-        key = (type_, id(obj))
-        cached = self._lines.get(key)
-        if cached is not None and cached[0] is obj:
-            return cached[1]
-        line = watch_event(type_, obj)
-        if len(self._lines) >= self._size:
-            del self._lines[next(iter(self._lines))]  # the oldest
-        self._lines[key] = (obj, line)
-        return line
+def watch_line(type_: str, encoded_object: bytes) -> bytes:
+    """`watch_event` for an object already encoded by `dumps`."""
+    return b'{"type":' + dumps(type_) + b',"object":' + encoded_object + b"}\n"

@@ -214,7 +214,6 @@ class ApiServer:
         self.faults = faults
         self.minor_version = server_minor_version
         self.bookmark_interval = bookmark_interval
-        self.watch_lines = jsoncodec.WatchLines()
         self.authorizer: Authorizer | None = None
         self.rules_resolver: Callable[[UserInfo, str], RulesReview] | None = None
         self.admitters: list[Admitter] = []
@@ -620,8 +619,8 @@ class ApiServer:
                                               include_columns=first)  # fmt: skip
                         first = False
                         lines.append(jsoncodec.watch_event(event.type, obj))
-                    elif obj is event.object:  # the stored object itself: shared by watches
-                        lines.append(self.watch_lines.line(event.type, obj))
+                    elif obj is event.object:  # the stored object: as the store encoded it
+                        lines.append(event.line())
                     else:
                         lines.append(jsoncodec.watch_event(event.type, obj))
                     if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:

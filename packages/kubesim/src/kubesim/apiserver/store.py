@@ -9,7 +9,9 @@ may share them.
 The history keeps each change's objects encoded (JSON bytes): a resumed watch
 decodes the few it replays, and the thousands of superseded versions a busy
 cluster leaves behind are a few blobs each instead of trees of dicts and lists
-that every full garbage collection would walk.
+that every full garbage collection would walk. The encoding a write makes for
+the history also travels with the change to its watch events, so a watch
+stream writes it as it is instead of encoding the object again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Change:
     object: Obj
     previous: Obj | None
     resource_version: int
+    encoded: bytes  # jsoncodec.dumps(object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +52,21 @@ class _Kept:
 
     def change(self) -> Change:
         previous = None if self.previous is None else jsoncodec.loads(self.previous)
-        return Change(self.type, jsoncodec.loads(self.object), previous, self.resource_version)
+        return Change(self.type, jsoncodec.loads(self.object), previous, self.resource_version,
+                      self.object)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
     object: Obj
+    encoded: bytes | None = None  # jsoncodec.dumps(object), where the store already has it
+
+    def line(self) -> bytes:
+        """This event as one line of a watch stream."""
+        if self.encoded is None:
+            return jsoncodec.watch_event(self.type, self.object)
+        return jsoncodec.watch_line(self.type, self.encoded)
 
 
 def object_key(obj: Obj) -> Key:
@@ -79,9 +90,9 @@ class Watcher:
         if change.type == "MODIFIED" and change.previous is not None:
             was_matching = self.predicate(change.previous)
             if was_matching and now_matches:
-                self._put(WatchEvent("MODIFIED", change.object))
+                self._put(WatchEvent("MODIFIED", change.object, change.encoded))
             elif now_matches:
-                self._put(WatchEvent("ADDED", change.object))
+                self._put(WatchEvent("ADDED", change.object, change.encoded))
             elif was_matching:
                 # The cacher's convertToWatchEvent: the previous object, at the new revision.
                 gone = {
@@ -93,7 +104,7 @@ class Watcher:
                 }
                 self._put(WatchEvent("DELETED", gone))
         elif now_matches:
-            self._put(WatchEvent(change.type, change.object))
+            self._put(WatchEvent(change.type, change.object, change.encoded))
 
     def _put(self, event: WatchEvent) -> None:
         if self.queue.qsize() >= self._max_queue:
@@ -197,8 +208,9 @@ class ObjectStore:
             obj,
             previous,
             int(obj["metadata"]["resourceVersion"]),
+            encoded,
         )
-        self._publish(key, bucket, change, encoded, encoded_previous)
+        self._publish(key, bucket, change, encoded_previous)
         return change
 
     def remove(self, key: StorageKey, obj: Obj) -> Change:
@@ -209,8 +221,9 @@ class ObjectStore:
         bucket.ordered = None
         encoded_previous = self._encoded_previous(bucket, okey, previous)
         bucket.encoded.pop(okey, None)
-        change = Change("DELETED", obj, previous, int(obj["metadata"]["resourceVersion"]))
-        self._publish(key, bucket, change, jsoncodec.dumps(obj), encoded_previous)
+        change = Change("DELETED", obj, previous, int(obj["metadata"]["resourceVersion"]),
+                        jsoncodec.dumps(obj))  # fmt: skip
+        self._publish(key, bucket, change, encoded_previous)
         return change
 
     @staticmethod
@@ -221,12 +234,12 @@ class ObjectStore:
         encoded = bucket.encoded.get(okey)
         return jsoncodec.dumps(previous) if encoded is None else encoded
 
-    def _publish(self, key: StorageKey, bucket: _Bucket, change: Change, encoded: bytes,
+    def _publish(self, key: StorageKey, bucket: _Bucket, change: Change,
                  encoded_previous: bytes | None) -> None:  # fmt: skip
         if len(bucket.history) == bucket.history.maxlen:
             bucket.compacted_through = bucket.history[0].resource_version
         bucket.history.append(
-            _Kept(change.type, encoded, encoded_previous, change.resource_version)
+            _Kept(change.type, change.encoded, encoded_previous, change.resource_version)
         )
         for watcher in list(bucket.watchers):
             watcher.offer(change)
@@ -246,9 +259,9 @@ class ObjectStore:
         bucket = self._bucket(key)
         watcher = Watcher(predicate, self._watcher_queue_limit)
         if since is None:
-            for obj in sorted(bucket.objects.values(), key=object_key):
+            for okey, obj in sorted(bucket.objects.items()):
                 if predicate(obj):
-                    watcher.queue.put_nowait(WatchEvent("ADDED", obj))
+                    watcher.queue.put_nowait(WatchEvent("ADDED", obj, bucket.encoded.get(okey)))
         else:
             if since < bucket.compacted_through:
                 raise gone(f"too old resource version: {since} ({bucket.compacted_through + 1})")
