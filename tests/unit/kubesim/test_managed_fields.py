@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.apiserver import managed_fields
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.managed_fields import (
     Manager,
@@ -267,3 +268,19 @@ WORKLOADS = st.fixed_dictionaries(
 @given(WORKLOADS, WORKLOADS, st.sampled_from(["", "status"]))
 def test_changes_walk_inside_associative_lists(before: Obj, after: Obj, sub: str) -> None:
     assert _changes(before, after, sub) == flattened_changes(before, after, sub)
+
+
+def test_an_update_takes_the_decoded_fields_of_the_object_it_supersedes() -> None:
+    """The decoded form of a written list is kept for the next update of its object only
+    (the update supersedes that object); a second update from the same object, as after a
+    write that was refused, decodes the list again and records the same managedFields."""
+    stored = {**cm(a="1"), "metadata": {"name": "c"}}
+    track_update(None, stored, CAROL, NOW)
+    listed = stored["metadata"]["managedFields"]
+    assert managed_fields._WRITTEN.get(listed) is not None
+    first = {**cm(a="2", b="1"), "metadata": {"name": "c"}}
+    track_update(stored, first, Manager("dave", "Update", "v1"), "2026-01-01T00:00:01Z")
+    assert managed_fields._WRITTEN.get(listed) is None  # taken: `stored` is superseded
+    again = {**cm(a="2", b="1"), "metadata": {"name": "c"}}
+    track_update(stored, again, Manager("dave", "Update", "v1"), "2026-01-01T00:00:01Z")
+    assert again["metadata"]["managedFields"] == first["metadata"]["managedFields"]

@@ -24,6 +24,14 @@ class IdentityCache(Generic[V]):
         entry = self._entries.get(id(obj))
         return entry[1] if entry is not None and entry[0] is obj else None
 
+    def take(self, obj: object) -> V | None:
+        """`get`, and the entry is dropped: for a value only the object's successor needs."""
+        entry = self._entries.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        del self._entries[id(obj)]
+        return entry[1]
+
     def put(self, obj: object, value: V) -> V:
         if len(self._entries) >= self._size:
             del self._entries[next(iter(self._entries))]  # the oldest

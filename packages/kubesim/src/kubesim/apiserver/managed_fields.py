@@ -286,6 +286,8 @@ def _changes(current: Obj | None, new: Obj, subresource: str) -> tuple[set[Path]
 # manager's fieldsV1): the next update of the object finds them decoded, and a manager whose
 # fields did not change keeps its fieldsV1 instead of encoding it again. The list an update
 # finds on the stored object is the one written for it (stored objects are never mutated).
+# That update takes the entry out: the object it was written for is then superseded, and
+# keeping it would keep its managedFields alive for every full garbage collection to walk.
 _WRITTEN: IdentityCache[tuple[Owners, dict[Manager, str], Encoded]] = IdentityCache(8192)
 
 
@@ -303,7 +305,7 @@ def _decoded(obj: Obj | None) -> tuple[Owners, dict[Manager, str], Encoded]:
     """owners(obj) and _times(obj), fresh to change, and the fieldsV1 known to encode each
     manager's set of fields (not to be changed)."""
     listed = ((obj or {}).get("metadata") or {}).get("managedFields")
-    written = _WRITTEN.get(listed) if listed else None
+    written = _WRITTEN.take(listed) if listed else None
     if written is None:
         return owners(obj), _times(obj), {}
     owned, times, encoded = written
