@@ -14,6 +14,7 @@ import base64
 import json
 from typing import Any
 
+from kubesim import jsoncodec
 from kubesim.apiserver.errors import ApiError, bad_request
 from kubesim.apiserver.protobuf.schema import MESSAGES, Field, message_for
 from kubesim.apiserver.protobuf.wire import (
@@ -61,7 +62,7 @@ def unsupported_media_type(accepted: tuple[str, ...], note: str = "") -> ApiErro
 
 def _decode_json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return jsoncodec.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise bad_request(f"error decoding request body: {exc}") from None
 
