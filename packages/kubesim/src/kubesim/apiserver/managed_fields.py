@@ -166,7 +166,8 @@ def entries(
         if not paths:
             continue
         known = encoded.get(manager) if encoded else None
-        fields_v1 = known[1] if known is not None and known[0] == paths else encode(paths)
+        same = known is not None and (known[0] is paths or known[0] == paths)
+        fields_v1 = known[1] if known is not None and same else encode(paths)
         entry: Obj = {"manager": manager.name, "operation": manager.operation,
                       "apiVersion": manager.api_version, "time": times[manager],
                       "fieldsType": "FieldsV1", "fieldsV1": fields_v1}  # fmt: skip
@@ -302,24 +303,26 @@ def _remember(listed: list[Obj], owned: Owners, times: dict[Manager, str]) -> No
 
 
 def _decoded(obj: Obj | None) -> tuple[Owners, dict[Manager, str], Encoded]:
-    """owners(obj) and _times(obj), fresh to change, and the fieldsV1 known to encode each
-    manager's set of fields (not to be changed)."""
+    """owners(obj) and _times(obj), as dicts fresh to change (their sets of paths are shared:
+    replace a set, never change one), and the fieldsV1 known to encode each manager's set."""
     listed = ((obj or {}).get("metadata") or {}).get("managedFields")
     written = _WRITTEN.take(listed) if listed else None
     if written is None:
         return owners(obj), _times(obj), {}
     owned, times, encoded = written
-    return {m: set(paths) for m, paths in owned.items()}, dict(times), encoded
+    return dict(owned), dict(times), encoded
 
 
 def track_update(current: Obj | None, new: Obj, manager: Manager, now: str) -> None:
     """Set `new`'s managedFields after a write that is not an apply."""
     owned, times, encoded = _decoded(current)
     changed, removed = _changes(current, new, manager.subresource)
-    for paths in owned.values():
-        paths -= changed | removed
+    taken = changed | removed
+    for other, paths in owned.items():
+        if not paths.isdisjoint(taken):
+            owned[other] = paths - taken
     if changed:
-        owned.setdefault(manager, set()).update(changed)
+        owned[manager] = owned.get(manager, set()) | changed
         times[manager] = now
     listed = new["metadata"]["managedFields"] = entries(owned, times, encoded)
     _remember(listed, owned, times)
