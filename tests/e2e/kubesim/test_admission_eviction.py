@@ -29,6 +29,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod
 
+from kubesim.apiserver.admission import webhooks
 from kubesim.apiserver.eviction import EvictionRetry
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority
@@ -339,6 +340,27 @@ async def test_webhook_429_denial_reaches_the_client(
     assert err.value.status.message == denied
     assert untouched(before, read(sim, "Pod", "web-1"))
     assert sim.admission.calls[0].outcome == "denied"
+
+
+@pytest.fixture
+def three_calls_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set before `sim`: the dispatcher it builds keeps the newest three calls."""
+    monkeypatch.setattr(webhooks, "CALLS_KEPT", 3)
+
+
+async def test_only_the_newest_webhook_calls_are_kept(
+    three_calls_kept: None, sim: KubeSim, hooks: ReviewServer, lk: AsyncClient
+) -> None:
+    register_webhook(sim, hooks, "/deny-429")
+    names = [f"web-{i}" for i in range(5)]
+    for name in names:
+        pod(sim, name)
+        with pytest.raises(ApiError):
+            await lk.create(Pod.Eviction(metadata=ObjectMeta(name=name, namespace=NS)),
+                            name=name, namespace=NS)  # fmt: skip
+    assert len(hooks.received) == 5
+    kept = [call.review["request"]["name"] for call in sim.admission.calls if call.review]
+    assert kept == names[2:]
 
 
 async def test_kubectl_drain_prints_the_webhook_denial_and_retries(

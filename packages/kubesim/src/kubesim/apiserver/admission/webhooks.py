@@ -9,7 +9,8 @@ server certificate against `clientConfig.caBundle`. After
 staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go.
 
 `clientConfig.service` is resolved through a `ServiceResolver` (loopback
-addresses only); every call is recorded in `dispatcher.calls` for tests.
+addresses only); the newest calls (`CALLS_KEPT`) are recorded in `dispatcher.calls` for
+tests.
 Not implemented: matchConditions (ignored: the webhook is called), warnings
 (recorded, not sent to the client as Warning headers), audit annotations.
 """
@@ -23,6 +24,7 @@ import ipaddress
 import logging
 import ssl
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,13 +133,18 @@ class _Target:
     host_header: str | None
 
 
+# Enough for any test to read back; a long `kubesim serve` with a webhook must not keep every
+# AdmissionReview it ever sent.
+CALLS_KEPT = 10_000
+
+
 class ValidatingWebhookDispatcher:
     def __init__(self, registry: Registry, services: ServiceResolver) -> None:
         self.registry = registry
         self.resources = registry.resources
         self.store = registry.store
         self.services = services
-        self.calls: list[WebhookCall] = []
+        self.calls: deque[WebhookCall] = deque(maxlen=CALLS_KEPT)
         self._session: aiohttp.ClientSession | None = None
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
         self._equivalents_of: object = None  # the resource types the cache below is for
