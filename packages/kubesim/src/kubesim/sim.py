@@ -24,6 +24,7 @@ from typing import cast
 
 from aiohttp import web
 
+from kubesim import python_gc
 from kubesim.apiserver.admission.webhooks import ServiceResolver, ValidatingWebhookDispatcher
 from kubesim.apiserver.openapi.v3 import OpenApi
 from kubesim.lifecycle import Lifecycle
@@ -96,6 +97,7 @@ class KubeSim(Lifecycle):
         self._runner: web.AppRunner | None = None
         self._local_runner: web.ServerRunner | None = None
         self._local_socket: str | None = None
+        self._holds_gc = False  # python_gc: the collector is tuned while this runs
         self._bootstrap()
 
     def _rebuild_openapi(self) -> None:
@@ -125,6 +127,9 @@ class KubeSim(Lifecycle):
         await web.UnixSite(self._local_runner, self._local_socket).start()
         self.gc.start()
         self.write_kubeconfig(self.kubeconfig_path)
+        if not self._holds_gc:
+            python_gc.hold()
+            self._holds_gc = True
         return self
 
     def _socket_folder(self, tmp: Path) -> Path:
@@ -150,6 +155,9 @@ class KubeSim(Lifecycle):
                 folder.cleanup()
         self._tmp = self._socket_tmp = None
         self._local_socket = None
+        if self._holds_gc:
+            python_gc.release()
+            self._holds_gc = False
 
     # access
 
