@@ -9,7 +9,7 @@ lookups over what they listed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
@@ -215,6 +215,15 @@ class OwnerUnresolved(msgspec.Struct, frozen=True):
 
 OwnerLookup = DeploymentFound | NoDeployment | OwnerUnresolved
 
+# The Deployment's Ready pods other than `pod`, not terminating, as a pod cache holds them.
+ReadyBesides = Callable[[PodInfo, DeploymentInfo], int]
+
+
+def ready_besides_among(pod: PodInfo, pods: Iterable[PodInfo]) -> int:
+    """How many of `pods` (the Deployment's) are Ready, not terminating, and not `pod`."""
+    return sum(1 for other in pods if other.ready and not other.terminating
+               and other.name != pod.name)  # fmt: skip
+
 
 def resolve_owner(
     pod: PodInfo,
@@ -248,16 +257,18 @@ def decide_eviction(
     now: datetime,
     *,
     prechecked: bool = False,
+    ready_besides: ReadyBesides | None = None,
 ) -> Decision:
     """The first decision for a request whose pod was looked up: owner resolution, then the
-    table. The webhook and `graceful-drain plan` both decide through here; `prechecked` as for
-    `decide`."""
+    table. The webhook and `graceful-drain plan` both decide through here; `prechecked` and
+    `ready_besides` as for `decide`."""
     owner: OwnerLookup = (
         resolve_owner(pod.pod, find_replicaset, find_deployment)
         if isinstance(pod, PodFound)
         else _POD_NOT_FOUND  # never read unless PodFound
     )
-    return decide(request, pod, owner, config, now, prechecked=prechecked)
+    return decide(request, pod, owner, config, now, prechecked=prechecked,
+                  ready_besides=ready_besides)  # fmt: skip
 
 
 _POD_NOT_FOUND = NoDeployment("pod not found")
@@ -447,11 +458,16 @@ def decide(
     now: datetime,
     *,
     prechecked: bool = False,
+    ready_besides: ReadyBesides | None = None,
 ) -> Decision:
     """The first matching row of the table. A bug raises: the webhook's one catch-all answers
     it `Reason.ERROR` (allow), and `plan` reports it as the error it is. `prechecked`: the
-    caller has already had None from `precheck(request)` (the webhook, before its lookups)."""
-    return _first_matching_row(request, pod, owner, config, as_utc(now), prechecked)
+    caller has already had None from `precheck(request)` (the webhook, before its lookups).
+    `ready_besides`: the Deployment's Ready pods other than the one evicted, as the caller's
+    pod cache holds them (`surge-ready`); without it, `surge-ready` reads
+    `status.readyReplicas` alone."""
+    return _first_matching_row(request, pod, owner, config, as_utc(now), prechecked,
+                               ready_besides)  # fmt: skip
 
 
 def _first_matching_row(
@@ -461,6 +477,7 @@ def _first_matching_row(
     config: DecisionConfig,
     now: datetime,
     prechecked: bool,
+    ready_besides: ReadyBesides | None,
 ) -> Decision:
     early = None if prechecked else precheck(request)  # 1, 2
     if early is not None:
@@ -583,7 +600,12 @@ def _first_matching_row(
             **known,
         )
 
-    if deployment.ready_replicas >= 2:  # 13
+    # 13: the status counts the replacement, and the replacement is there. The status alone
+    # lags the pods: right after a rollout's old pod is gone it may still count it, and
+    # evicting the one pod left would leave the Deployment without a Ready one.
+    if deployment.ready_replicas >= 2 and (
+        ready_besides is None or ready_besides(pod, deployment) >= 1
+    ):
         return _allow(
             Reason.SURGE_READY,
             lambda: (

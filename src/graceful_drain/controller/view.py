@@ -30,6 +30,7 @@ from graceful_drain.controller.decide import (
     PodGone,
     PodLookup,
     PodUnavailable,
+    ready_besides_among,
 )
 from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.model_fast import pod_info_fast
@@ -185,6 +186,15 @@ class ClusterCache:
 
     def replicasets_of_deployment(self, namespace: str, deployment: str) -> list[ReplicaSetInfo]:
         return self.replicasets.by_index(REPLICASETS_BY_DEPLOYMENT, namespace, deployment)
+
+    def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        """The Deployment's Ready pods other than `pod`, not terminating, as cached
+        (`surge-ready`: its status may still count a pod that is gone)."""
+        return ready_besides_among(pod, (
+            other
+            for replicaset in self.replicasets_of_deployment(deployment.namespace, deployment.name)
+            for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
+        ))  # fmt: skip
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
         """The cached pod, else a live GET: 404 -> PodGone, any other failure -> PodUnavailable."""

@@ -112,6 +112,8 @@ class ClusterView(Protocol):
 
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None: ...
 
+    def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int: ...
+
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
 
@@ -224,7 +226,7 @@ class EvictionWebhook:
             outcome.pod = pod_lookup.pod
         decision = decide_eviction(
             request, pod_lookup, self.cluster.replicaset, self.cluster.deployment, self.config,
-            self._clock(), prechecked=True,
+            self._clock(), prechecked=True, ready_besides=self.cluster.ready_besides,
         )  # fmt: skip
         outcome.attempts = 1
         while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
@@ -257,8 +259,9 @@ class EvictionWebhook:
                     break
                 outcome.attempts += 1
                 decision = decide(
-                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True
-                )
+                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
+                    ready_besides=self.cluster.ready_besides,
+                )  # fmt: skip
                 continue
             outcome.stamped = True
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)

@@ -22,6 +22,7 @@ from graceful_drain.controller.decide import (
     PodFound,
     Reason,
     decide_eviction,
+    ready_besides_among,
 )
 from graceful_drain.controller.intstr import ROLLING_UPDATE, scaled_value_from_int_or_percent
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
@@ -145,6 +146,7 @@ class _Lookups:
             (rs.namespace, rs.name): rs
             for rs in (ReplicaSetInfo.from_object(raw) for raw in state.replicasets)
         }
+        self.neighbours = [PodInfo.from_object(raw) for raw in state.neighbours]
         self.raw_deployments = {_key(raw): raw for raw in state.deployments}
         self.deployments = {
             key: DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation)
@@ -156,6 +158,20 @@ class _Lookups:
 
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
         return self.deployments.get((namespace, name))
+
+    def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        """As the webhook's `ClusterCache.ready_besides`, over the namespace's pods."""
+        return ready_besides_among(pod, (
+            other for other in self.neighbours
+            if other.namespace == deployment.namespace
+            and self._deployment_of(other) == deployment.name
+        ))  # fmt: skip
+
+    def _deployment_of(self, pod: PodInfo) -> str | None:
+        if pod.owner_replicaset is None:
+            return None
+        replicaset = self.replicaset(pod.namespace, pod.owner_replicaset)
+        return None if replicaset is None else replicaset.owner_deployment
 
     def workload(self, pod: JsonDict) -> str:
         owner = controller_of(pod)
@@ -271,7 +287,7 @@ def _plan_pod(
     else:
         decision = decide_eviction(
             eviction_request(info.ref), PodFound(info), lookups.replicaset, lookups.deployment,
-            config, now,
+            config, now, ready_besides=lookups.ready_besides,
         )  # fmt: skip
         reason, message = decision.reason.value, decision.message
     base.update(reason=reason, decision=decision)

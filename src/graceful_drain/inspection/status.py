@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.decide import Decision, DecisionConfig, PodFound, decide_eviction
+from graceful_drain.controller.decide import (
+    Decision,
+    DecisionConfig,
+    PodFound,
+    decide_eviction,
+    ready_besides_among,
+)
 from graceful_drain.controller.model import (
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
@@ -140,6 +146,7 @@ def _held(
         decision = decide_eviction(
             eviction_request(subject.ref), PodFound(subject),
             lambda _, name: replicasets.get(name), lambda _, __: deployment, config, now,
+            ready_besides=lambda pod, _: ready_besides_among(pod, pods),
         )  # fmt: skip
     waited = max(now - deployment.restarted_at, timedelta(0))
     return HeldDeployment(

@@ -102,6 +102,8 @@ async def test_allow_rows_for_deployment_pods(
 ) -> None:
     workload = await create_workload(sim, raw, "web", **options)
     await until_cached(controller, workload)
+    if reason == "surge-ready":  # the replacement the status counts
+        await surge_pod(sim, raw, controller, workload)
     status, review = await post_review(
         https, controller, eviction_review(workload.namespace, workload.pod_name)
     )
@@ -111,6 +113,37 @@ async def test_allow_rows_for_deployment_pods(
     deployment = sim.get("apps/v1", "Deployment", "web", workload.namespace)
     assert deployment is not None
     assert RESTARTED_AT_ANNOTATION not in deployment["metadata"].get("annotations", {})
+
+
+async def surge_pod(sim: KubeSim, raw: KubeClient, app: ControllerApp, workload: Workload) -> None:
+    """A second Ready pod of the workload's ReplicaSet, once the cache holds it."""
+    assert workload.replicaset is not None
+    name = f"{workload.pod_name}-surge"
+    await create_pod(sim, raw, name, workload.namespace, owner=workload.replicaset,
+                     labels=workload.pod["metadata"]["labels"])  # fmt: skip
+    [pods] = app.cache.pods.informers
+    async with asyncio.timeout(DEADLINE):
+        await pods.wait_for(
+            lambda: getattr(app.cache.pods.get(workload.namespace, name), "ready", False)
+        )
+
+
+async def test_a_status_still_counting_a_pod_that_is_gone_does_not_let_the_last_one_go(
+    sim: KubeSim, raw: KubeClient, controller: ControllerApp, https: aiohttp.ClientSession
+) -> None:
+    """Right after a rollout, the Deployment's status may still count the old pod (its
+    controller has not synced since the old ReplicaSet's pods went): readyReplicas 2 with one
+    Ready pod left. Evicting that pod would leave none: it is held, and a rollout requested."""
+    workload = await create_workload(sim, raw, "web", ready_replicas=2)
+    await until_cached(controller, workload)
+    status, review = await post_review(
+        https, controller, eviction_review(workload.namespace, workload.pod_name)
+    )
+    assert status == 200
+    assert review["response"]["allowed"] is False
+    assert review["response"]["status"]["code"] == 429
+    assert decisions(controller, False, "rollout-requested") == 1
+    assert decisions(controller, True, "surge-ready") == 0
 
 
 async def test_bare_pod_and_dry_run_and_gone_pod_are_allowed(

@@ -9,6 +9,7 @@ is gone once kubesim stops.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 import tempfile
@@ -165,3 +166,21 @@ async def test_the_socket_answers_as_https_does(sim: KubeSim) -> None:
     finally:
         await https.close()
         await local.close()
+
+
+async def test_neither_way_in_writes_an_access_log_line(
+    sim: KubeSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kubesim serves HTTPS without aiohttp's access log; its own components' requests on the
+    socket are no different (a process logging at info, as the controller's does by default,
+    would otherwise get a line for every request its kubesim serves itself)."""
+    caplog.set_level(logging.INFO, logger="aiohttp.access")
+    https = KubeClient(sim.url, sim.admin_token, sim.ca_pem)
+    local = sim.local_client(sim.admin_token, "probe")
+    try:
+        for client in (https, local):
+            await client.get(resource_path("v1", "namespaces"))
+    finally:
+        await https.close()
+        await local.close()
+    assert [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"] == []

@@ -467,6 +467,38 @@ def test_only_the_warning_reasons_ask_for_a_warning_event() -> None:
         assert decision.warning_event is warned, (row, situation)
 
 
+# --- SURGE_READY: the status and the pod cache agree -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ready_replicas", "others_ready", "stamped", "expected"),
+    [
+        (2, 1, False, Reason.SURGE_READY),  # the replacement is there
+        (3, 2, False, Reason.SURGE_READY),
+        (2, 0, False, Reason.ROLLOUT_REQUESTED),  # the status still counts a pod that is gone
+        (2, 0, True, Reason.ROLLOUT_IN_PROGRESS),  # ... during our rollout: hold on
+        (1, 1, False, Reason.ROLLOUT_REQUESTED),  # a pod the status does not count yet
+    ],
+)
+def test_surge_ready_needs_the_replacement_in_the_pod_cache_too(
+    ready_replicas: int, others_ready: int, stamped: bool, expected: Reason
+) -> None:
+    scenario = Scenario().with_deployment(ready_replicas=ready_replicas)
+    if stamped:
+        scenario = scenario.restarted(timedelta(seconds=5), copied=True)
+    seen: list[tuple[str, str]] = []
+
+    def ready_besides(pod: PodInfo, deployment: DeploymentInfo) -> int:
+        seen.append((pod.name, deployment.name))
+        return others_ready
+
+    decision = decide(scenario.request, scenario.pod, scenario.owner, scenario.config,
+                      scenario.now, ready_besides=ready_besides)  # fmt: skip
+    assert decision.reason is expected
+    assert decision.allowed is (expected is Reason.SURGE_READY)
+    assert seen == ([(POD.name, DEPLOYMENT.name)] if ready_replicas >= 2 else [])
+
+
 # --- CANNOT_SURGE v2: a rollout of ours keeps holding -----------------------------------------
 
 

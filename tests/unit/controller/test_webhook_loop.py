@@ -85,6 +85,7 @@ class FakeCluster:
     replicasets: dict[str, ReplicaSetInfo] = field(default_factory=lambda: {"web-5d9": REPLICASET})
     deployments: dict[str, DeploymentInfo] = field(default_factory=lambda: {"web": deployment()})
     reread: list[OwnerLookup] = field(default_factory=list)
+    others_ready: int = 1  # the Deployment's Ready pods besides the evicted one
     lookups: int = 0
     rereads: int = 0
 
@@ -100,6 +101,9 @@ class FakeCluster:
 
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None:
         return self.deployments.get(name)
+
+    def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        return self.others_ready
 
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup:
         self.rereads += 1

@@ -239,7 +239,7 @@ class ApiServer:
         """The same handler as aiohttp's low-level server, for kubesim's own components on
         its private socket: no router (`app` has one catch-all route), middlewares or
         signals (`_no_cache`'s header is set here and by the watch), no Expect: 100-continue
-        (aiohttp's client never sends it)."""
+        (aiohttp's client never sends it), and, as on HTTPS, no access log."""
 
         async def handle(request: web.BaseRequest) -> web.StreamResponse:
             response = await self.handle(request)
@@ -254,7 +254,7 @@ class ApiServer:
                                    asyncio.get_running_loop(),
                                    client_max_size=MAX_BODY_BYTES)  # fmt: skip
 
-        return web.Server(handle, request_factory=make_request)
+        return web.Server(handle, request_factory=make_request, access_log=None)
 
     # entry point
 
