@@ -129,12 +129,14 @@ class Stream:
         if self.status in _BODYLESS_STATUS or 100 <= self.status < 200:
             pass
         elif chunked:
-            while True:
+            chunks = Dechunker()
+            while not chunks.done:
                 async with asyncio.timeout(self._idle_timeout):
-                    chunk = await _read_chunk(reader)
-                if chunk is None:
-                    break
-                yield chunk
+                    data = await _read_some(reader)
+                if body := chunks.feed(data):
+                    yield body
+            if chunks.extra:
+                self._keep_alive = False
         elif length is not None:
             async with asyncio.timeout(self._idle_timeout):
                 body = await _read_exactly(reader, _content_length(length))
@@ -240,10 +242,11 @@ class UnixHTTPClient:
             if method == "HEAD" or status in _BODYLESS_STATUS or 100 <= status < 200:
                 data = b""
             elif "chunked" in headers.get("transfer-encoding", "").lower():
-                parts = []
-                while (chunk := await _read_chunk(conn.reader)) is not None:
-                    parts.append(chunk)
+                chunks, parts = Dechunker(), []
+                while not chunks.done:
+                    parts.append(chunks.feed(await _read_some(conn.reader)))
                 data = b"".join(parts)
+                keep = keep and not chunks.extra
             elif (length := headers.get("content-length")) is not None:
                 data = await _read_exactly(conn.reader, _content_length(length))
             else:
@@ -326,30 +329,79 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str],
     return int(code), headers, keep
 
 
-async def _read_chunk(reader: asyncio.StreamReader) -> bytes | None:
-    """One chunk of a chunked body, or None after the last (trailers read and dropped)."""
+class Dechunker:
+    """Chunked transfer coding decoded from the bytes as they arrive, however the reads
+    split it: `feed` returns the body bytes they complete; `done` after the last chunk and
+    its trailers, with anything past them in `extra` (then the connection is not reused)."""
+
+    MAX_LINE = 4096  # a chunk-size or trailer line longer than this is refused
+
+    def __init__(self) -> None:
+        self._pending = b""  # an incomplete size line, CRLF or trailer line
+        self._left = 0  # data bytes of the current chunk still to come
+        self._state = "size"  # size, data, crlf, trailer, done
+        self.extra = b""
+
+    @property
+    def done(self) -> bool:
+        return self._state == "done"
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._pending + data if self._pending else data
+        out: list[bytes] = []
+        pos, end = 0, len(buf)
+        while pos < end:
+            state = self._state
+            if state == "data":
+                take = min(self._left, end - pos)
+                out.append(buf[pos : pos + take])
+                pos += take
+                self._left -= take
+                if not self._left:
+                    self._state = "crlf"
+            elif state == "crlf":
+                if end - pos < 2:
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise ConnectionLost("a chunk not followed by CRLF")
+                pos += 2
+                self._state = "size"
+            elif state == "done":
+                self.extra = buf[pos:]
+                pos = end
+            else:  # a size or trailer line
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if end - pos > self.MAX_LINE:
+                        raise ConnectionLost("a chunk-size or trailer line too long")
+                    break
+                line = buf[pos:eol]
+                pos = eol + 2
+                if state == "trailer":
+                    if not line:
+                        self._state = "done"
+                    continue
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise ConnectionLost(f"a malformed chunk-size line: {line[:40]!r}") from None
+                if size < 0:
+                    raise ConnectionLost(f"a malformed chunk-size line: {line[:40]!r}")
+                self._left = size
+                self._state = "data" if size else "trailer"
+        self._pending = buf[pos:]
+        return out[0] if len(out) == 1 else b"".join(out)
+
+
+async def _read_some(reader: asyncio.StreamReader) -> bytes:
+    """What arrived on the connection (waiting for something); EOF is a lost connection."""
     try:
-        line = await reader.readuntil(b"\r\n")
-        try:
-            size = int(line.split(b";", 1)[0], 16)
-        except ValueError:
-            raise ConnectionLost(f"a malformed chunk size line: {line[:40]!r}") from None
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass
-            return None
-        data = await reader.readexactly(size + 2)
-    except asyncio.IncompleteReadError:
-        raise ConnectionLost("the server closed the connection mid-body") from None
-    except asyncio.LimitOverrunError:
-        raise ConnectionLost("a malformed chunked body") from None
-    except ConnectionLost:
-        raise
+        data = await reader.read(65536)
     except OSError as err:
         raise ConnectionLost(str(err)) from err
-    if not data.endswith(b"\r\n"):
-        raise ConnectionLost("a chunk not followed by CRLF")
-    return data[:-2]
+    if not data:
+        raise ConnectionLost("the server closed the connection mid-body")
+    return data
 
 
 async def _read_exactly(reader: asyncio.StreamReader, size: int) -> bytes:
