@@ -239,7 +239,7 @@ class ApiServer:
         """The same handler as aiohttp's low-level server, for kubesim's own components on
         its private socket: no router (`app` has one catch-all route), middlewares or
         signals (`_no_cache`'s header is set here and by the watch), no Expect: 100-continue
-        (aiohttp's client never sends it), and, as on HTTPS, no access log."""
+        (kubesim's socket client, socket_http, never sends it), and, as on HTTPS, no access log."""
 
         async def handle(request: web.BaseRequest) -> web.StreamResponse:
             response = await self.handle(request)
