@@ -33,7 +33,7 @@ class Variant(StrEnum):
     PROTECTED = "protected"  # 16: stamp restarted-at, 429
     IN_PROGRESS = "in-progress"  # 15: restarted-at a minute ago, 429
     TIMED_OUT = "timed-out"  # 14: restarted-at older than the rollout timeout
-    SURGE_READY = "surge-ready"  # 13: readyReplicas 2
+    SURGE_READY = "surge-ready"  # 13: readyReplicas 2, the old pod and its Ready replacement
     POD_NOT_READY = "pod-not-ready"  # 12
     RECREATE = "recreate"  # 11
     NOT_ENABLED = "not-enabled"  # 9: lacks the enabled annotation
@@ -61,7 +61,8 @@ class DeploymentPlan:
     namespace: str
     name: str
     variant: Variant
-    pods: int  # pods in the cache; spec.replicas too, except that MULTI has at least 2
+    # pods in the cache; spec.replicas too, except for MULTI (at least 2) and SURGE_READY (1)
+    pods: int
 
     @property
     def replicaset(self) -> str:
@@ -96,7 +97,8 @@ def plan(spec: PopulationSpec) -> Layout:
     single = max(len(SINGLE_REPLICA_VARIANTS), round(spec.deployments * spec.single_replica_share))
     multi = spec.deployments - single
     bare = max(1, round(spec.pods * spec.bare_pod_share))
-    multi_pods = spec.pods - single - bare
+    single_pods = [_single_replica_pods(_single_variant(index)) for index in range(single)]
+    multi_pods = spec.pods - sum(single_pods) - bare
     if multi < 1 or multi_pods < multi:
         raise ValueError(f"{spec} leaves too few pods or Deployments for every decision row")
     namespaces = tuple(namespace_name(i) for i in range(spec.namespaces))
@@ -104,8 +106,8 @@ def plan(spec: PopulationSpec) -> Layout:
     for index in range(spec.deployments):
         variant: Variant
         if index < single:
-            variant = SINGLE_REPLICA_VARIANTS[index % len(SINGLE_REPLICA_VARIANTS)]
-            pods = 1
+            variant = _single_variant(index)
+            pods = single_pods[index]
         else:
             variant = Variant.MULTI
             ordinal = index - single
@@ -120,6 +122,15 @@ def plan(spec: PopulationSpec) -> Layout:
             )
         )
     return Layout(tuple(plans), bare, namespaces)
+
+
+def _single_variant(index: int) -> Variant:
+    return SINGLE_REPLICA_VARIANTS[index % len(SINGLE_REPLICA_VARIANTS)]
+
+
+def _single_replica_pods(variant: Variant) -> int:
+    """One pod; two while a surge rollout has its replacement Ready beside the old pod."""
+    return 2 if variant is Variant.SURGE_READY else 1
 
 
 # --- raw objects --------------------------------------------------------------------------------

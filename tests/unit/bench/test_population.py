@@ -36,7 +36,10 @@ def test_plan_adds_up_exactly(deployments: int, extra_pods: int, namespaces: int
     assert layout.pod_count == spec.pods
     assert {plan.variant for plan in layout.deployments} == set(Variant)
     assert all(plan.replicas != 1 for plan in layout.deployments if plan.variant is Variant.MULTI)
-    assert all(plan.pods == 1 for plan in layout.deployments if plan.variant is not Variant.MULTI)
+    single = [plan for plan in layout.deployments if plan.variant is not Variant.MULTI]
+    assert all(plan.replicas == 1 for plan in single)
+    # A surge rollout's old pod and its Ready replacement: row 13 finds the replacement cached.
+    assert all(plan.pods == (2 if plan.variant is Variant.SURGE_READY else 1) for plan in single)
 
 
 def test_the_full_size_plan_is_the_issues_cluster() -> None:
