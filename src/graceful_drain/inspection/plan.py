@@ -18,11 +18,13 @@ from typing import Any
 from graceful_drain.controller.decide import (
     Decision,
     DecisionConfig,
+    DeploymentFound,
     EvictionRequest,
     PodFound,
     Reason,
     decide_eviction,
     ready_besides_among,
+    resolve_owner,
 )
 from graceful_drain.controller.intstr import ROLLING_UPDATE, scaled_value_from_int_or_percent
 from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
@@ -164,14 +166,12 @@ class _Lookups:
         return ready_besides_among(pod, (
             other for other in self.neighbours
             if other.namespace == deployment.namespace
-            and self._deployment_of(other) == deployment.name
+            and self._deployment_of(other) == deployment.ref
         ))  # fmt: skip
 
-    def _deployment_of(self, pod: PodInfo) -> str | None:
-        if pod.owner_replicaset is None:
-            return None
-        replicaset = self.replicaset(pod.namespace, pod.owner_replicaset)
-        return None if replicaset is None else replicaset.owner_deployment
+    def _deployment_of(self, pod: PodInfo) -> ObjectRef | None:
+        found = resolve_owner(pod, self.replicaset, self.deployment)
+        return found.deployment.ref if isinstance(found, DeploymentFound) else None
 
     def workload(self, pod: JsonDict) -> str:
         owner = controller_of(pod)
