@@ -169,6 +169,21 @@ async def _reviews_as_admin(api: Api) -> None:
                    _access_review(api.namespace, "create", "pods"))  # fmt: skip
 
 
+async def _until_allowed(api: Api, user: str, review: Json) -> None:
+    """Ask (bounded, unrecorded) until `user` is allowed what `review` asks: a binding just
+    written takes effect once the authorizer's informer has it."""
+    path = api.client.server + f"{AUTHZ}/selfsubjectaccessreviews"
+    headers = {"Content-Type": JSON, "Impersonate-User": user}
+    async with asyncio.timeout(WATCH_TIMEOUT):
+        while True:
+            async with api.client.session.post(path, data=json.dumps(review),
+                                               headers=headers) as response:  # fmt: skip
+                answer = await response.json(content_type=None)
+            if (answer.get("status") or {}).get("allowed"):
+                return
+            await asyncio.sleep(POLL_INTERVAL)
+
+
 async def _reviews_as_service_account(api: Api) -> None:
     """The same for a ServiceAccount a Role and a RoleBinding grant some reads, and a
     RoleBinding to a Role that does not exist."""
@@ -185,13 +200,16 @@ async def _reviews_as_service_account(api: Api) -> None:
     await api.call("create role", "POST", resource_path(rbac, "roles", ns), role,
                    view=status_only)  # fmt: skip
     subject = [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]
-    for name, role_name in (("reader", "reader"), ("dangling", "no-such-role")):
+    for name, role_name in (("dangling", "no-such-role"), ("reader", "reader")):
         binding = {"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": name},
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                "name": role_name}, "subjects": subject}  # fmt: skip
         await api.call(f"create binding {name}", "POST", resource_path(rbac, "rolebindings", ns),
                        binding, view=status_only)  # fmt: skip
     user = f"system:serviceaccount:{ns}:reader"
+    # kube-apiserver's RBAC authorizer reads bindings from an informer: once the second
+    # binding grants its reads, the first (dangling) one has been seen too.
+    await _until_allowed(api, user, _access_review(ns, "list", "pods"))
     await call_as(api, user, "rules", f"{AUTHZ}/selfsubjectrulesreviews", _rules_review(ns),
                   view=rules_view)  # fmt: skip
     await call_as(api, user, "rules elsewhere", f"{AUTHZ}/selfsubjectrulesreviews",
