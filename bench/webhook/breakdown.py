@@ -19,9 +19,6 @@ same stack in a process holding the cache).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-
-from aiohttp import web
 
 from graceful_drain.controller.admission import (
     MalformedReview,
@@ -31,11 +28,11 @@ from graceful_drain.controller.admission import (
 from graceful_drain.controller.admission_fast import parse_review_fast
 from graceful_drain.controller.decide import unexpected_error
 from graceful_drain.controller.webhook import NOT_DECIDED, WEBHOOK_PATH, EvictionWebhook, Outcome
+from graceful_drain.controller.webhook_http import BodyHandler
 
 TIMED_PATH = WEBHOOK_PATH + "-timed"
 CANNED_PATH = WEBHOOK_PATH + "-canned"
-STAGES = ("read", "parse", "decide", "encode", "observe")
-OWN_STAGES = STAGES[1:]  # the reference reads the body too: that is part of its request
+STAGES = ("parse", "decide", "encode", "observe")
 _CALIBRATION_READS = 20_000
 
 
@@ -89,23 +86,19 @@ class StageClock:
             stage: max(0.0, total / self.requests - cost) / 1000
             for stage, total in self.totals.items()
         }
-        micros["total"] = sum(value for stage, value in micros.items() if stage in OWN_STAGES)
+        micros["total"] = sum(value for stage, value in micros.items() if stage in STAGES)
         micros["timing"] = self.timing_ns / 1000
         return micros
 
 
-def timed_handler(
-    webhook: EvictionWebhook, clock: StageClock
-) -> Callable[[web.BaseRequest], Awaitable[web.Response]]:
-    """EvictionWebhook.handle, step by step, with a CPU clock read between the steps."""
+def timed_handler(webhook: EvictionWebhook, clock: StageClock) -> BodyHandler:
+    """EvictionWebhook.answer, step by step, with a CPU clock read between the steps."""
     now = time.thread_time_ns
 
-    async def handle(request: web.BaseRequest) -> web.Response:
+    async def answer(body: bytes | None) -> bytes:
         started = time.perf_counter()
         marks = [now()]
-        body = await request.read()
-        marks.append(now())
-        parsed = parse_review_fast(body)
+        parsed = parse_review_fast(b"" if body is None else body)
         marks.append(now())
         if isinstance(parsed, MalformedReview):
             outcome = Outcome(parsed.decision())
@@ -124,6 +117,6 @@ def timed_handler(
         webhook._observe(outcome, time.perf_counter() - started)
         marks.append(now())
         clock.add(marks)
-        return web.Response(body=payload, content_type="application/json")
+        return payload
 
-    return handle
+    return answer

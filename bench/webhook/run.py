@@ -305,7 +305,6 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
 
 
 STAGE_LABELS = {
-    "read": "read the request body (the reference does too: not in the sum)",
     "parse": "parse the AdmissionReview (JSON + validation)",
     "decide": "cache lookups + decision table",
     "encode": "encode the AdmissionResponse",
@@ -335,8 +334,9 @@ def cost_table(measurements: list[Measurement], timed: Measurement, stack: Measu
     own = stages.get("total")
     table.add(stage="the webhook's own work (sum)", micros=own)
     canned = _server_micros([stack], "webhook", concurrency)
-    table.add(stage=f"+ the stack: a canned answer from the webhook's process, site and guard, "
-                    f"c={concurrency} (HTTP + TLS + guard + aiohttp)", micros=canned)  # fmt: skip
+    table.add(stage=f"+ the stack: a canned answer from the webhook's process, server and "
+                    f"guard, c={concurrency} (TLS + HTTP + guard + event loop)",
+              micros=canned)  # fmt: skip
     timing = stages.get("timing")
     table.add(stage="+ the timing itself (clock reads, bookkeeping)", micros=timing)
     parts = (own, canned, timing)
@@ -348,19 +348,19 @@ def cost_table(measurements: list[Measurement], timed: Measurement, stack: Measu
     table.add(stage=f"webhook CPU per request, c={concurrency} (main window, untimed)",
               micros=_server_micros(measurements, "webhook", concurrency))  # fmt: skip
     reference = _server_micros(measurements, "reference", concurrency)
-    table.add(stage=f"the reference server's whole request, c={concurrency} (own process, "
-                    "no guard)", micros=reference)  # fmt: skip
+    table.add(stage=f"the reference server's whole request, c={concurrency} (aiohttp, own "
+                    "process, no guard)", micros=reference)  # fmt: skip
     left_out = None if canned is None or reference is None else canned - reference
-    table.add(stage="what the reference leaves out: the guard, and the stack in the webhook's "
-                    "process (stack - reference)", micros=left_out)  # fmt: skip
+    table.add(stage="the webhook's server and guard against the reference's aiohttp "
+                    "(stack - reference)", micros=left_out)  # fmt: skip
     gap = None if total is None or not measured else abs(total / measured - 1)
     table.verdicts.append(evaluate(BREAKDOWN_TARGET, gap, f"concurrency {concurrency}"))
     table.notes.append(
         f"Stages timed under load at concurrency {concurrency}, on a copy of the handler that "
         "reads the thread's CPU clock between its steps (the clock's own cost measured and "
-        "taken off each stage, and shown as its own row), interleaved with TLS, aiohttp and "
+        "taken off each stage, and shown as its own row), interleaved with TLS, HTTP and "
         "the event loop. The stack around them is measured in the same process: the "
-        "reference's canned answer on the webhook's own site and connection guard. Canned and "
+        "reference's canned answer on the webhook's own server and connection guard. Canned and "
         f"timed windows alternate ({COST_ROUNDS} each, about "
         f"{timed.result.window / COST_ROUNDS:.0f} s each), so both see the "
         "same machine; the expected sum is compared with the CPU seconds the webhook process "

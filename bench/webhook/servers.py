@@ -46,6 +46,7 @@ from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
 from graceful_drain.controller.view import ClusterCache
 from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.controller.webhook_http import WebhookServer
 from graceful_drain.kube.client import RawWatchEvent
 from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging
@@ -189,6 +190,7 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         clock: breakdown.StageClock | None = None
         objects: dict[str, int] = {}
         tls: ReloadingTLS | None = None
+        site: WebhookServer | HttpSite
         started = time.perf_counter()
         if options.kind == "webhook":
             config = decision_config()
@@ -199,9 +201,9 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             mismatches = await verify_rows(webhook, options.requests)
             clock = breakdown.StageClock()
             routes = {
-                WEBHOOK_PATH: webhook.handle,
+                WEBHOOK_PATH: webhook.answer,
                 breakdown.TIMED_PATH: breakdown.timed_handler(webhook, clock),
-                breakdown.CANNED_PATH: canned,
+                breakdown.CANNED_PATH: canned_answer,
             }
             tls = ReloadingTLS(cert, key)
             await tls.start()
@@ -231,6 +233,11 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         if cache is not None:
             await cache.stop()
         connection.send("stopped")
+
+
+async def canned_answer(body: bytes | None) -> bytes:
+    """The reference's answer, from the webhook's own server (the stack in its process)."""
+    return CANNED_RESPONSE
 
 
 async def canned(request: web.BaseRequest) -> web.Response:

@@ -103,6 +103,9 @@ class _JsonOutput:
 _json_output: _JsonOutput | None = None
 _sinks: list[_Sink] = []  # every sink configured, written out at exit
 _encoder = msgspec.json.Encoder()
+_LEVEL_PARTS = {
+    name: b',"level":"' + name.encode() + b'","timestamp":"' for name in ("info", "warning")
+}
 
 
 @atexit.register
@@ -124,7 +127,7 @@ class EventLine:
         self._fallback = get_logger(component)
         self._head = b'{"component":' + _encoder.encode(component)
         self._second = -1
-        self._second_head = b""
+        self._second_text = b""
         self._tails: dict[str, bytes] = {}
 
     def _timestamp(self) -> str:
@@ -137,11 +140,19 @@ class EventLine:
     def info(self, event: str, fields: Mapping[str, Any] | msgspec.Struct) -> None:
         """`fields` in order: a mapping, or a struct (its UNSET fields left out, as
         `msgspec.to_builtins` gives it: cheaper to encode than a dict)."""
+        self._write(logging.INFO, "info", event, fields)
+
+    def warning(self, event: str, fields: Mapping[str, Any] | msgspec.Struct) -> None:
+        """As `info`, at warning level."""
+        self._write(logging.WARNING, "warning", event, fields)
+
+    def _write(self, level: int, level_name: str, event: str,
+               fields: Mapping[str, Any] | msgspec.Struct) -> None:  # fmt: skip
         output = _json_output
         if output is None:
-            self._fallback.info(event, **as_mapping(fields))
+            getattr(self._fallback, level_name)(event, **as_mapping(fields))
             return
-        if output.level > logging.INFO:
+        if output.level > level:
             return
         try:
             encoded: bytes | None = _encoder.encode(fields)
@@ -149,7 +160,7 @@ class EventLine:
             encoded = None
         if encoded is None or not encoded.isascii():
             # As the renderer does, json.dumps escapes non-ASCII and reprs what msgspec refuses.
-            record = {"component": self._component, **as_mapping(fields), "level": "info",
+            record = {"component": self._component, **as_mapping(fields), "level": level_name,
                       "timestamp": self._timestamp(), "msg": event}  # fmt: skip
             output.sink.add_line(json.dumps(record, default=repr).encode() + b"\n")
             return
@@ -157,17 +168,16 @@ class EventLine:
         second = int(now)
         if second != self._second:  # the date and time formatted once per second
             self._second = second
-            self._second_head = (
-                b',"level":"info","timestamp":"'
-                + datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S").encode()
+            self._second_text = (
+                datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S").encode()
             )
         tail = self._tails.get(event)
         if tail is None:
             tail = self._tails[event] = b'Z","msg":' + _encoder.encode(event) + b"}\n"
         inner = encoded[1:-1]  # the fields' object without its braces
         output.sink.add_line(
-            b"".join((self._head, b"," if inner else b"", inner, self._second_head,
-                      b".%06d" % int((now - second) * 1e6), tail))
+            b"".join((self._head, b"," if inner else b"", inner, _LEVEL_PARTS[level_name],
+                      self._second_text, b".%06d" % int((now - second) * 1e6), tail))
         )  # fmt: skip
 
 

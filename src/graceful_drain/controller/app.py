@@ -41,7 +41,7 @@ from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.admission import MAX_REVIEW_BYTES
 from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.connections import ConnectionGuard, GuardedTCPSite, Handler
+from graceful_drain.controller.connections import ConnectionGuard
 from graceful_drain.controller.events import DrainEvents
 from graceful_drain.controller.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.model import ObjectRef
@@ -50,6 +50,7 @@ from graceful_drain.controller.reconciler import Reconciler
 from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
 from graceful_drain.controller.view import ClusterCache
 from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.controller.webhook_http import BodyHandler, WebhookServer
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import EventRecorder
@@ -87,34 +88,23 @@ def _by_resource(counts: Mapping[str, int]) -> dict[tuple[str, ...], float]:
 
 
 class HttpSite:
-    """An aiohttp application served on host:port, HTTPS when given an SSL context. `app` is an
-    Application, or a low-level handler served by aiohttp's web.Server (no router, match info
-    or middleware chain: the webhook's site, see `webhook_site`)."""
+    """An aiohttp application served on host:port, HTTPS when given an SSL context (the health
+    site; the webhook has a server of its own, see `webhook_site`)."""
 
     def __init__(
         self,
         name: str,
-        app: web.Application | Handler,
+        app: web.Application,
         host: str,
         port: int,
         ssl_context: ssl.SSLContext | None = None,
-        guard: ConnectionGuard | None = None,
-        *,
-        client_max_size: int = 1024**2,  # a low-level handler's; an Application has its own
     ) -> None:
         self.name = name
         self._app = app
         self._host = host
         self._port = port
         self._ssl = ssl_context
-        self.guard = guard
-        self._client_max_size = client_max_size
-        if guard is not None:
-            if isinstance(app, web.Application):
-                app.middlewares.append(guard.middleware)
-            else:
-                self._app = guard.guarded(app)
-        self._runner: web.BaseRunner | None = None
+        self._runner: web.AppRunner | None = None
 
     @property
     def port(self) -> int:
@@ -125,28 +115,12 @@ class HttpSite:
             return int(address[1])
         return self._port
 
-    def _runner_for(self, app: web.Application | Handler) -> web.BaseRunner:
-        if isinstance(app, web.Application):
-            return web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS)
-        loop, limit = asyncio.get_running_loop(), self._client_max_size
-
-        def make_request(message: Any, payload: Any, protocol: Any, writer: Any,
-                         task: Any) -> web.BaseRequest:  # fmt: skip
-            return web.BaseRequest(message, payload, protocol, writer, task, loop,
-                                   client_max_size=limit)  # fmt: skip
-
-        server = web.Server(app, request_factory=make_request, access_log=None)
-        return web.ServerRunner(server, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS)
-
     async def start(self) -> None:
-        self._runner = self._runner_for(self._app)
+        self._runner = web.AppRunner(
+            self._app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS
+        )
         await self._runner.setup()
-        site: web.TCPSite
-        if self.guard is None:
-            site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
-        else:
-            site = GuardedTCPSite(self._runner, self._host, self._port, ssl_context=self._ssl,
-                                  guard=self.guard)  # fmt: skip
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
         await site.start()
         _log.info("listening", site=self.name, host=self._host, port=self.port,
                   tls=self._ssl is not None)  # fmt: skip
@@ -157,34 +131,20 @@ class HttpSite:
             self._runner = None
 
 
-def post_routes(routes: Mapping[str, Handler]) -> Handler:
-    """A low-level handler answering POST on each path of `routes`; elsewhere 404, and 405 for
-    another method, as an Application's router does."""
-
-    async def route(request: web.BaseRequest) -> web.StreamResponse:
-        handler = routes.get(request.path)
-        if handler is None:
-            return web.Response(status=404, text="404: Not Found")
-        if request.method != "POST":
-            return web.Response(status=405, text="405: Method Not Allowed",
-                                headers={"Allow": "POST"})  # fmt: skip
-        return await handler(request)
-
-    return route
-
-
 def webhook_site(
-    routes: Mapping[str, Handler],
+    routes: Mapping[str, BodyHandler],
     host: str,
     port: int,
     ssl_context: ssl.SSLContext,
     guard: ConnectionGuard | None = None,
-) -> HttpSite:
-    """The webhook's HTTPS site as the controller serves it: aiohttp's low-level server, POST
-    on `routes` (the controller's one is `{WEBHOOK_PATH: EvictionWebhook.handle}`), behind a
-    `ConnectionGuard`. The benchmark serves its webhook through this very function."""
-    return HttpSite("webhook", post_routes(routes), host, port, ssl_context,
-                    guard or ConnectionGuard(), client_max_size=MAX_REVIEW_BYTES + 1)  # fmt: skip
+) -> WebhookServer:
+    """The webhook's HTTPS site as the controller serves it: POST on `routes` (the controller's
+    one is `{WEBHOOK_PATH: EvictionWebhook.answer}`), behind a `ConnectionGuard`. The
+    benchmark serves its webhook through this very function."""
+    return WebhookServer(
+        "webhook", routes, host, port, ssl_context, guard,
+        max_body=MAX_REVIEW_BYTES, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS,
+    )  # fmt: skip
 
 
 class ControllerApp:
@@ -252,7 +212,7 @@ class ControllerApp:
             config.metrics_port,
         )  # fmt: skip
         self.webhook_site = webhook_site(
-            {WEBHOOK_PATH: self.webhook.handle}, config.bind_address, config.webhook_port,
+            {WEBHOOK_PATH: self.webhook.answer}, config.bind_address, config.webhook_port,
             self.tls.context, connection_guard,
         )  # fmt: skip
         self.readiness.add("caches-synced", lambda: self.cache.synced)

@@ -1,56 +1,55 @@
-"""The webhook's listening socket, bounded: read timeouts and a connection cap.
+"""The webhook's connections, bounded: read deadlines, an idle timeout and a connection cap.
 
-aiohttp has no header or body read timeout, so a client sending its request one byte a
-second holds a connection (and ~60 KB) for as long as it likes; enough of them OOM-kill the
-pod, and then every eviction is admitted (failurePolicy: Ignore). `GuardedTCPSite` serves the
-same aiohttp application with:
+A client sending its request one byte a second would otherwise hold a connection (and its
+buffers) for as long as it likes; enough of them OOM-kill the pod, and then every eviction is
+admitted (failurePolicy: Ignore). The webhook's server (webhook_http.py) tells the guard what
+each connection does, and the guard enforces:
 
-- a TLS handshake timeout (`read_timeout`);
-- a read deadline: a request must arrive whole (headers and body) within `read_timeout` of
-  the connection opening or of its first byte after an idle keep-alive period; a connection
+- a TLS handshake timeout (`read_timeout`, passed to the listening socket);
+- a read deadline: a request must arrive whole (head and body) within `read_timeout` of the
+  connection opening or of its first byte after an idle keep-alive period; a connection
   that misses it is aborted;
+- an idle timeout: a keep-alive connection with nothing to read or answer is closed after
+  `keepalive_timeout`;
 - a cap on open connections: when a new one would exceed it, the oldest connection that is
   not running a handler (idle keep-alive first, then slow readers) is aborted to make room;
   only when every connection is running a handler is the new one refused.
 
 The API server's own connections send a whole AdmissionReview at once and are reused, so
-they never meet either limit in normal operation. Idle keep-alive connections are closed by
-aiohttp's keepalive_timeout as before.
+they never meet the first or last limit in normal operation.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
-
-from aiohttp import web
 
 from graceful_drain.logs import get_logger
 
 DEFAULT_READ_TIMEOUT_SECONDS = 10.0
-DEFAULT_MAX_CONNECTIONS = 512  # ~60 KB each: about 30 MB, far below the 512 MiB limit
+DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 75.0  # as aiohttp's server; Go's client drops idle ones at 90
+DEFAULT_MAX_CONNECTIONS = 512
 
 _log = get_logger("connections")
 
-Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-
 
 @dataclass(eq=False, slots=True)
-class _Connection:
+class GuardedConnection:
     transport: asyncio.BaseTransport | None = None
-    busy: bool = False  # a handler runs for it
-    deadline: float | None = None  # loop time by which the request must have arrived whole
+    busy: bool = False  # a request arrived whole and is being answered
+    idle: bool = False  # kept alive between requests (its deadline is the idle timeout)
+    deadline: float | None = None  # loop time by which it must have read, or by which it closes
 
     def disarm(self) -> None:
         self.deadline = None
+        self.idle = False
 
 
 @dataclass
 class ConnectionStats:
     open: int = 0
     timed_out: int = 0  # aborted for missing the read deadline
+    idle_closed: int = 0  # closed after keepalive_timeout with nothing to do
     evicted: int = 0  # aborted to make room under the cap
     refused: int = 0  # new connections aborted because every slot ran a handler
 
@@ -63,29 +62,26 @@ class ConnectionGuard:
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
     ) -> None:
-        if read_timeout <= 0 or max_connections < 1:
-            raise ValueError("need read_timeout > 0 and max_connections >= 1")
+        if read_timeout <= 0 or max_connections < 1 or keepalive_timeout <= 0:
+            raise ValueError(
+                "need read_timeout > 0, keepalive_timeout > 0 and max_connections >= 1"
+            )
         self.read_timeout = read_timeout
+        self.keepalive_timeout = keepalive_timeout
         self.max_connections = max_connections
         self.stats = ConnectionStats()
-        self._open: dict[asyncio.BaseTransport, _Connection] = {}  # insertion order: oldest first
-        # One timer for every deadline, at the earliest one: a deadline is always now +
-        # read_timeout, so a new one never comes before those already set, and a request
-        # costs a float instead of a loop timer made and cancelled.
+        # insertion order: oldest first
+        self._open: dict[asyncio.BaseTransport, GuardedConnection] = {}
+        # One timer for every deadline, at the earliest one: a request costs a float and a
+        # comparison instead of a loop timer made and cancelled.
         self._sweep_timer: asyncio.TimerHandle | None = None
+        self._sweep_at = 0.0
         self._sweep_loop: asyncio.AbstractEventLoop | None = None  # a stopped site's may be gone
 
-    # --- the protocol side ------------------------------------------------------------------
-
-    def wrap(self, factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
-        def guarded() -> asyncio.Protocol:
-            return _GuardedProtocol(self, factory())
-
-        return guarded
-
-    def _opened(self, connection: _Connection, transport: asyncio.BaseTransport) -> bool:
-        """Register a new connection; False if it must be refused."""
+    def opened(self, connection: GuardedConnection, transport: asyncio.BaseTransport) -> bool:
+        """Register a new connection (its read deadline starts); False if it must be refused."""
         if len(self._open) >= self.max_connections and not self._make_room():
             self.stats.refused += 1
             _log.warning("connection refused: every slot is running a handler",
@@ -94,36 +90,56 @@ class ConnectionGuard:
         connection.transport = transport
         self._open[transport] = connection
         self.stats.open = len(self._open)
-        self._arm(connection)
+        self._arm(connection, self.read_timeout)
         return True
 
+    def data(self, connection: GuardedConnection) -> None:
+        """Bytes arrived; the first byte of a new request starts its read deadline."""
+        if not connection.busy and (connection.deadline is None or connection.idle):
+            self._arm(connection, self.read_timeout)
+
+    def busy(self, connection: GuardedConnection) -> None:
+        """A request arrived whole: no deadline while it is answered."""
+        connection.disarm()
+        connection.busy = True
+
+    def done(self, connection: GuardedConnection, *, mid_request: bool) -> None:
+        """Every request so far is answered; `mid_request` when part of the next one is in."""
+        connection.busy = False
+        if mid_request:
+            self._arm(connection, self.read_timeout)
+        else:
+            self._arm(connection, self.keepalive_timeout, idle=True)
+
+    def closed(self, connection: GuardedConnection) -> None:
+        connection.disarm()
+        if connection.transport is not None:
+            self._open.pop(connection.transport, None)
+        self.stats.open = len(self._open)
+
     def _make_room(self) -> bool:
-        idle = [c for c in self._open.values() if not c.busy and c.deadline is None]
-        reading = [c for c in self._open.values() if not c.busy and c.deadline is not None]
+        idle = [c for c in self._open.values() if not c.busy and c.idle]
+        reading = [c for c in self._open.values() if not c.busy and not c.idle]
         for victim in (*idle, *reading):
             self.stats.evicted += 1
             self._abort(victim)
             return True
         return False
 
-    def _data(self, connection: _Connection) -> None:
-        if not connection.busy and connection.deadline is None:
-            self._arm(connection)  # the first byte of a new request
-
-    def _closed(self, connection: _Connection) -> None:
-        connection.disarm()
-        if connection.transport is not None:
-            self._open.pop(connection.transport, None)
-        self.stats.open = len(self._open)
-
-    def _arm(self, connection: _Connection) -> None:
+    def _arm(self, connection: GuardedConnection, timeout: float, *, idle: bool = False) -> None:
         loop = asyncio.get_running_loop()
-        connection.deadline = deadline = loop.time() + self.read_timeout
-        if self._sweep_timer is None or self._sweep_loop is not loop:
+        connection.deadline = deadline = loop.time() + timeout
+        connection.idle = idle
+        timer = self._sweep_timer
+        if timer is None or self._sweep_loop is not loop or deadline < self._sweep_at:
+            if timer is not None:
+                timer.cancel()
             self._sweep_timer, self._sweep_loop = loop.call_at(deadline, self._sweep), loop
+            self._sweep_at = deadline
 
     def _sweep(self) -> None:
-        """Abort every connection past its deadline; wake again at the earliest one left."""
+        """Abort every connection past its read deadline, close those idle for too long; wake
+        again at the earliest deadline left."""
         self._sweep_timer = None
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -132,117 +148,33 @@ class ConnectionGuard:
             deadline = connection.deadline
             if deadline is None or connection.busy:
                 continue
-            if deadline <= now:
+            if deadline > now:
+                earliest = deadline if earliest is None else min(earliest, deadline)
+            elif connection.idle:
+                self.stats.idle_closed += 1
+                self._close(connection)
+            else:
                 self.stats.timed_out += 1
                 self._abort(connection)
-            elif earliest is None or deadline < earliest:
-                earliest = deadline
         if earliest is not None:
-            self._sweep_timer = loop.call_at(earliest, self._sweep)
+            self._sweep_timer, self._sweep_at = loop.call_at(earliest, self._sweep), earliest
 
-    def _abort(self, connection: _Connection) -> None:
+    def _forget(self, connection: GuardedConnection) -> asyncio.BaseTransport | None:
         connection.disarm()
         transport = connection.transport
         if transport is not None:
             self._open.pop(transport, None)
             self.stats.open = len(self._open)
-            abort = getattr(transport, "abort", None)
-            if abort is not None:
-                abort()
-            else:
-                transport.close()
+        return transport
 
-    # --- the application side ---------------------------------------------------------------
-
-    @web.middleware
-    async def middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """`serve` as an aiohttp middleware, for a site with an Application."""
-        return await self.serve(request, cast(Handler, handler))  # it only ever gets `request`
-
-    def guarded(self, handler: Handler) -> Handler:
-        """`serve` around a low-level handler (aiohttp's web.Server, no middleware chain)."""
-
-        async def guarded(request: web.BaseRequest) -> web.StreamResponse:
-            return await self.serve(request, handler)
-
-        return guarded
-
-    async def serve(self, request: web.BaseRequest, handler: Handler) -> web.StreamResponse:
-        """Reads the body under the connection's read deadline, then runs the handler."""
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            return web.Response(status=408)  # aborted by the guard: nobody reads an answer
-        connection = self._open.get(transport)
-        if connection is None:
-            return await handler(request)
-        try:
-            await request.read()  # aiohttp keeps it: the handler's read() returns it at once
-        except (ConnectionError, asyncio.CancelledError) as error:
-            if isinstance(error, asyncio.CancelledError) and not transport.is_closing():
-                raise
-            return web.Response(status=408)  # aborted while reading: nobody reads an answer
-        except web.HTTPException:
-            pass  # over client_max_size: the handler reads again and answers it its own way
-        connection.disarm()
-        connection.busy = True
-        try:
-            return await handler(request)
-        finally:
-            connection.busy = False
-
-
-class _GuardedProtocol(asyncio.Protocol):
-    """Forwards everything to aiohttp's protocol, telling the guard what happens."""
-
-    def __init__(self, guard: ConnectionGuard, inner: asyncio.Protocol) -> None:
-        self._guard = guard
-        self._inner = inner
-        self._connection = _Connection()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._inner.connection_made(transport)
-        if not self._guard._opened(self._connection, transport):
+    def _abort(self, connection: GuardedConnection) -> None:
+        transport = self._forget(connection)
+        if transport is not None:
+            # uvloop's TLS transport has abort() without subclassing WriteTransport
             abort = getattr(transport, "abort", None)
             (abort or transport.close)()
 
-    def data_received(self, data: bytes) -> None:
-        self._guard._data(self._connection)
-        self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._guard._closed(self._connection)
-        self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-
-class GuardedTCPSite(web.TCPSite):
-    """aiohttp's TCPSite with the guard in front of every connection it accepts."""
-
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, *,
-                 ssl_context: Any, guard: ConnectionGuard) -> None:  # fmt: skip
-        super().__init__(runner, host, port, ssl_context=ssl_context)
-        self._guard = guard
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        loop = asyncio.get_running_loop()
-        tls: dict[str, Any] = {}
-        if self._ssl_context is not None:
-            tls = {"ssl": self._ssl_context, "ssl_handshake_timeout": self._guard.read_timeout}
-        self._server = await loop.create_server(
-            self._guard.wrap(server), self._host, self._port, backlog=self._backlog, **tls
-        )
-        sockets = self._server.sockets
-        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+    def _close(self, connection: GuardedConnection) -> None:
+        transport = self._forget(connection)
+        if transport is not None:
+            transport.close()

@@ -26,10 +26,10 @@ from datetime import datetime
 from typing import Protocol
 
 import msgspec
-from aiohttp import web
 from msgspec import UNSET, UnsetType
 
 from graceful_drain.controller.admission import (
+    MAX_REVIEW_BYTES,
     MalformedReview,
     answer_malformed,
     encode_review_response,
@@ -81,7 +81,7 @@ _WARNING_LINE_REASONS = frozenset(
 
 
 class AdmissionLine(msgspec.Struct, gc=False):
-    """The fields of the one line logged per admission, in this order; the last four only when
+    """The fields of the one line logged per admission, in this order; the last five only when
     they say something (UNSET fields are left out). A struct rather than a dict: msgspec writes
     its keys from pre-encoded names, and it is built in a single call."""
 
@@ -96,6 +96,7 @@ class AdmissionLine(msgspec.Struct, gc=False):
     node: str | UnsetType = UNSET
     attempts: int | UnsetType = UNSET
     stamped: bool | UnsetType = UNSET
+    message: str | UnsetType = UNSET  # on the warning and error lines only
 
 
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
@@ -175,21 +176,18 @@ class EvictionWebhook:
 
     # --- HTTP -----------------------------------------------------------------------------------
 
-    async def handle(self, request: web.BaseRequest) -> web.Response:
-        """aiohttp handler: always HTTP 200 with an AdmissionReview."""
+    async def answer(self, body: bytes | None) -> bytes:
+        """The HTTP answer's body for one request body (None: over MAX_REVIEW_BYTES, not kept
+        by the server); webhook_http.py sends it with status 200. Never raises."""
         started = time.perf_counter()
-        try:
-            body: bytes | None = await request.read()
-        except Exception as error:  # over client_max_size, connection trouble
-            body = None
-            problem = f"unreadable body ({type(error).__name__})"
         if body is None:
+            problem = f"body is larger than {MAX_REVIEW_BYTES} bytes"
             payload = answer_malformed(MalformedReview("", problem))
             outcome = Outcome(malformed_review(problem))
         else:
             payload, outcome = await self.review(body)
         self._observe(outcome, time.perf_counter() - started)
-        return web.Response(body=payload, content_type="application/json")
+        return payload
 
     # --- the review -----------------------------------------------------------------------------
 
@@ -325,9 +323,10 @@ class EvictionWebhook:
             stamped=True if outcome.stamped else UNSET,
         )
         if outcome.error is not None:
-            _log.error("admission", message=decision.message, exc_info=outcome.error,
-                       **as_mapping(line))  # fmt: skip
+            line.message = decision.message
+            _log.error("admission", exc_info=outcome.error, **as_mapping(line))
         elif reason in _WARNING_LINE_REASONS:
-            _log.warning("admission", message=decision.message, **as_mapping(line))
+            line.message = decision.message
+            _admission_line.warning("admission", line)
         else:
             _admission_line.info("admission", line)

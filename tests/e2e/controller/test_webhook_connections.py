@@ -129,21 +129,21 @@ async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
         def abort(self) -> None:
             self.aborted = True
 
-    from graceful_drain.controller.connections import _Connection
+    from graceful_drain.controller.connections import GuardedConnection as _Connection
 
     busy, reading = _Connection(), _Connection()
     first, second = Transport(), Transport()
-    assert guard._opened(busy, first) and guard._opened(reading, second)
+    assert guard.opened(busy, first) and guard.opened(reading, second)
     busy.disarm()
     busy.busy = True
     third = Transport()
-    assert guard._opened(_Connection(), third)  # room made by aborting the slow reader
+    assert guard.opened(_Connection(), third)  # room made by aborting the slow reader
     assert second.aborted and not first.aborted
     fourth = Transport()
     for connection in list(guard._open.values()):
         connection.disarm()
         connection.busy = True
-    assert not guard._opened(_Connection(), fourth)
+    assert not guard.opened(_Connection(), fourth)
     assert guard.stats.refused == 1 and guard.stats.evicted == 1
     for connection in list(guard._open.values()):
         connection.disarm()
@@ -151,7 +151,7 @@ async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
 
 async def test_each_slow_reader_is_cut_at_its_own_deadline_and_a_busy_one_never() -> None:
     """The guard alone: one timer at the earliest deadline serves every connection's."""
-    from graceful_drain.controller.connections import _Connection
+    from graceful_drain.controller.connections import GuardedConnection as _Connection
 
     loop = asyncio.get_running_loop()
     aborts: list[float] = []
@@ -173,13 +173,13 @@ async def test_each_slow_reader_is_cut_at_its_own_deadline_and_a_busy_one_never(
     transports = {connection: Transport() for connection in (busy, late, quiet)}
     deadlines: dict[_Connection, float] = {}
     for connection in (busy, late, quiet):
-        assert guard._opened(connection, transports[connection])
+        assert guard.opened(connection, transports[connection])
         assert connection.deadline is not None
         deadlines[connection] = connection.deadline
         await asyncio.sleep(0)  # let the loop's clock move between the connections
     busy.disarm()  # its request arrived whole: a handler runs for it
     busy.busy = True
-    guard._data(late)  # more bytes of the same request: the deadline stays
+    guard.data(late)  # more bytes of the same request: the deadline stays
     assert late.deadline == deadlines[late]
     async with asyncio.timeout(DEADLINE):
         await two_aborted.wait()

@@ -1,0 +1,352 @@
+"""The webhook's HTTPS server: one request body in, one JSON body out, over HTTP/1.1 keep-alive.
+
+The API server's webhook client uses a small part of HTTP: it POSTs one AdmissionReview, with
+a Content-Length, to one path (plus a `?timeout=` query), and reuses the connection. aiohttp's
+server machinery (request and response objects, a payload stream and a task per request) cost
+as much CPU per admission as the review itself; this protocol, on httptools' parser (llhttp,
+Node's), costs about a third of it (bench/README.md, "The webhook's HTTP server"). Anything
+else a client sends still gets a plain HTTP answer:
+
+- a POST on a route: 200 with the handler's body. A body over `max_body` bytes is not kept:
+  the handler gets None (the webhook answers it as a malformed review);
+- another method on a route: 405 with `Allow: POST`; any other path: 404;
+- bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
+  MAX_HEAD_BYTES: 431. Either closes the connection;
+- `Expect: 100-continue` gets its interim answer. Requests pipelined on one connection are
+  answered in order, one handler at a time, and reading pauses while MAX_PIPELINED wait;
+- HTTP/1.0, or `Connection: close`, is answered and then closed.
+
+The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
+which also closes a keep-alive connection left idle for its `keepalive_timeout`. On stop, the
+server stops accepting, closes idle connections, lets running handlers answer for up to
+`shutdown_timeout`, and then aborts what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import cast
+
+import httptools
+
+from graceful_drain.controller.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.logs import get_logger
+
+# The body of a POST on a route; None when it was over the size limit and not kept.
+BodyHandler = Callable[[bytes | None], Awaitable[bytes]]
+
+MAX_HEAD_BYTES = 64 * 1024  # an AdmissionReview request's head is a few hundred bytes
+MAX_PIPELINED = 8  # complete requests queued behind the one answering before reading pauses
+DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 5.0
+
+_log = get_logger("webhook_http")
+
+
+def _plain(status: bytes, text: bytes, extra: bytes = b"") -> bytes:
+    """A complete text answer, up to the keep-alive decision (see `_closing`)."""
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Content-Length: " + str(len(text)).encode() + b"\r\n" + extra + b"\r\n" + text
+    )
+
+
+NOT_FOUND = _plain(b"404 Not Found", b"404: Not Found")
+NOT_ALLOWED = _plain(b"405 Method Not Allowed", b"405: Method Not Allowed", b"Allow: POST\r\n")
+BAD_REQUEST = _plain(b"400 Bad Request", b"400: Bad Request")
+HEAD_TOO_LARGE = _plain(b"431 Request Header Fields Too Large", b"431: Request head too large")
+HANDLER_FAILED = _plain(b"500 Internal Server Error", b"500: Internal Server Error")
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+_CLOSE_HEADER = b"Connection: close\r\n"
+
+
+def _closing(answer: bytes) -> bytes:
+    """`answer` with `Connection: close` added to its head."""
+    return answer.replace(b"\r\n\r\n", b"\r\n" + _CLOSE_HEADER + b"\r\n", 1)
+
+
+def _ok(body: bytes, keep_alive: bool) -> bytes:
+    head = _OK_HEAD % len(body)
+    return head + body if keep_alive else _closing(head) + body
+
+
+# One queued answer: (handler and body) for a route, or (None and a prebuilt answer).
+_Pending = tuple[BodyHandler | None, bytes | None, bool]
+
+
+class _Exchange(asyncio.Protocol):
+    """One connection: parses requests as they arrive and answers them in order."""
+
+    def __init__(self, server: WebhookServer) -> None:
+        self._server = server
+        self._guard = server.guard
+        self._connection = GuardedConnection()
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._queue: deque[_Pending] = deque()
+        self._answering = False  # a task is answering the queue
+        self._closed = False
+        self._broken = False  # the parser failed: nothing more is read
+        self._shutting_down = False
+        self._paused = False
+        # the request being parsed
+        self._url = b""
+        self._head_bytes = 0
+        self._heads_done = 0  # heads parsed on this connection, to tell where data ended
+        self._in_head = False
+        self._in_message = False  # between a request's first byte and its end
+        self._head_too_large = False
+        self._body: list[bytes] = []
+        self._body_bytes = 0
+        self._oversized = False
+        self._expect_continue = False
+
+    # --- the transport ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a TLS stream; uvloop's has a Transport's methods without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
+        if not self._guard.opened(self._connection, transport):
+            self._transport.abort()
+            return
+        self._server._exchanges.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._queue.clear()
+        self._guard.closed(self._connection)
+        self._server._forget(self)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes itself; an answer still running is dropped
+
+    def pause_writing(self) -> None:
+        self._pause()
+
+    def resume_writing(self) -> None:
+        self._resume()
+
+    def data_received(self, data: bytes) -> None:
+        if self._broken or self._closed:
+            return
+        self._guard.data(self._connection)
+        heads_before = self._heads_done
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(BAD_REQUEST, "upgrade requested")
+            return
+        except httptools.HttpParserError as error:
+            self._fail(BAD_REQUEST, f"not HTTP/1.x: {error}")
+            return
+        if self._in_head and self._heads_done == heads_before:
+            self._head_bytes += len(data)  # this whole chunk was head (and more may come)
+            self._head_too_large = self._head_bytes > MAX_HEAD_BYTES
+        if self._head_too_large:
+            self._fail(HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
+
+    # --- httptools' callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._head_bytes = 0
+        self._in_head = True
+        self._in_message = True
+        self._body = []
+        self._body_bytes = 0
+        self._oversized = False
+        self._expect_continue = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_bytes += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
+        if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
+            self._expect_continue = True
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._heads_done += 1
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._head_too_large = True  # answered once feed_data returns
+            return
+        if self._expect_continue and self._transport is not None and not self._closed:
+            self._transport.write(_CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        if self._oversized or self._head_too_large:
+            return
+        self._body_bytes += len(body)
+        if self._body_bytes > self._server.max_body:
+            self._oversized = True
+            self._body = []
+        else:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        if self._head_too_large:
+            return
+        parser = self._parser
+        keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
+        path, _, _ = self._url.partition(b"?")
+        handler = self._server.routes.get(path)
+        if handler is None:
+            self._enqueue((None, NOT_FOUND, keep_alive))
+        elif parser.get_method() != b"POST":
+            self._enqueue((None, NOT_ALLOWED, keep_alive))
+        else:
+            body = None if self._oversized else b"".join(self._body)
+            self._enqueue((handler, body, keep_alive))
+        self._body = []
+
+    # --- answering ----------------------------------------------------------------------------
+
+    def _enqueue(self, pending: _Pending) -> None:
+        self._guard.busy(self._connection)
+        self._queue.append(pending)
+        if len(self._queue) >= MAX_PIPELINED:
+            self._pause()
+        if not self._answering:
+            self._answering = True
+            asyncio.get_running_loop().create_task(self._answer_queue())
+
+    async def _answer_queue(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                handler, body, keep_alive = self._queue.popleft()
+                if handler is None:
+                    assert body is not None
+                    answer = body if keep_alive else _closing(body)
+                else:
+                    try:
+                        answer = _ok(await handler(body), keep_alive)
+                    except Exception as error:  # a handler's bug: said, never hidden as a 200
+                        _log.error("webhook handler failed", error=repr(error))
+                        answer, keep_alive = _closing(HANDLER_FAILED), False
+                if not self._write(answer, keep_alive and not self._shutting_down):
+                    return
+                if self._paused and len(self._queue) < MAX_PIPELINED:
+                    self._resume()
+        finally:
+            self._answering = False
+            if not self._closed:
+                self._guard.done(self._connection, mid_request=self._in_message)
+
+    def _write(self, answer: bytes, keep_alive: bool) -> bool:
+        """Write one answer; False when the connection is (now) closed."""
+        transport = self._transport
+        if transport is None or self._closed or transport.is_closing():
+            return False
+        transport.write(answer)
+        if not keep_alive:
+            self._close()
+            return False
+        return True
+
+    def _fail(self, answer: bytes, problem: str) -> None:
+        """The connection can go no further: answer what came before, then `answer`, then close."""
+        _log.debug("webhook connection closed", problem=problem)
+        self._broken = True
+        self._pause()
+        self._enqueue((None, answer, False))
+
+    def _close(self) -> None:
+        self._queue.clear()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    def _pause(self) -> None:
+        if not self._paused and self._transport is not None and not self._closed:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def _resume(self) -> None:
+        if self._paused and not self._broken and self._transport is not None and not self._closed:
+            self._paused = False
+            self._transport.resume_reading()
+
+    # --- shutdown -----------------------------------------------------------------------------
+
+    def shut_down(self) -> None:
+        """Close now when idle; otherwise after the answer being written."""
+        self._shutting_down = True
+        if not self._answering:
+            self._close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class WebhookServer:
+    """POST `routes` (path -> BodyHandler) served over HTTPS on host:port."""
+
+    def __init__(
+        self,
+        name: str,
+        routes: Mapping[str, BodyHandler],
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext,
+        guard: ConnectionGuard | None = None,
+        *,
+        max_body: int,
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
+    ) -> None:
+        self.name = name
+        self.routes = {path.encode(): handler for path, handler in routes.items()}
+        self.guard = guard or ConnectionGuard()
+        self.max_body = max_body
+        self._host = host
+        self._port = port
+        self._ssl = ssl_context
+        self._shutdown_timeout = shutdown_timeout
+        self._server: asyncio.Server | None = None
+        self._exchanges: set[_Exchange] = set()
+        self._all_closed: asyncio.Event | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when configured as 0)."""
+        if self._server is not None:
+            for sock in self._server.sockets:
+                return int(sock.getsockname()[1])
+        return self._port
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Exchange(self), self._host, self._port, ssl=self._ssl,
+            ssl_handshake_timeout=self.guard.read_timeout,
+        )  # fmt: skip
+        _log.info("listening", site=self.name, host=self._host, port=self.port, tls=True)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        self._all_closed = asyncio.Event()
+        for exchange in list(self._exchanges):
+            exchange.shut_down()
+        if self._exchanges:
+            try:
+                async with asyncio.timeout(self._shutdown_timeout):
+                    await self._all_closed.wait()
+            except TimeoutError:
+                _log.warning("connections still open at shutdown: aborted",
+                             site=self.name, count=len(self._exchanges))  # fmt: skip
+                for exchange in list(self._exchanges):
+                    exchange.abort()
+        await server.wait_closed()
+
+    def _forget(self, exchange: _Exchange) -> None:
+        self._exchanges.discard(exchange)
+        if not self._exchanges and self._all_closed is not None:
+            self._all_closed.set()
