@@ -9,8 +9,8 @@ from bench.webhook.breakdown import STAGES, StageClock
 def test_stage_means_less_the_clock_cost() -> None:
     clock = StageClock()
     clock.clock_cost_ns = 100.0
-    clock.add([0, 2_100, 7_100, 8_100, 19_100])  # parse 2.1 µs ... observe 11 µs
-    clock.add([0, 4_100, 9_100, 10_100, 21_100])
+    clock.add([0, 2_000, 7_000, 8_000, 19_000])  # parse 2 µs ... observe 11 µs
+    clock.add([0, 4_000, 9_000, 10_000, 21_000])
     micros = clock.micros()
     assert [micros[stage] for stage in STAGES] == pytest.approx([2.9, 4.9, 0.9, 10.9])
     assert micros["total"] == pytest.approx(2.9 + 4.9 + 0.9 + 10.9)

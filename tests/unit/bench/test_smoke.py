@@ -37,7 +37,7 @@ def test_webhook_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert not any("wrong decision" in n or "uid not echoed" in n for n in webhook["notes"])
     assert [t["where"] for t in webhook["targets"]] == []  # concurrency 32 is not in the smoke
     stages = [row["stage"] for row in tables["webhook_cost"]["rows"]]
-    assert len(stages) == 13
+    assert len(stages) == 12
     assert all(row["micros"] is not None for row in tables["webhook_cost"]["rows"])
     [breakdown] = tables["webhook_cost"]["targets"]
     assert breakdown["value"] is not None
