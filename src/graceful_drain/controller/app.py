@@ -206,7 +206,6 @@ class ControllerApp:
                 self.client, namespace=self.namespace, name=config.lease_name,
                 identity=self.identity, leading=self.reconciler,
             )  # fmt: skip
-        self._track_metrics()
         self.health_site = HttpSite(
             "health", health_app(self.metrics, self.readiness), config.bind_address,
             config.metrics_port,
@@ -215,6 +214,7 @@ class ControllerApp:
             {WEBHOOK_PATH: self.webhook.answer}, config.bind_address, config.webhook_port,
             self.tls.context, connection_guard,
         )  # fmt: skip
+        self._track_metrics()
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("caches-fresh", lambda: self.cache.fresh)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
@@ -249,6 +249,18 @@ class ControllerApp:
         track("events", "Kubernetes Events by outcome: created, aggregated (folded into an "
               "existing Event), failed (refused or unreachable API), dropped (queue full)",
               self._event_outcomes, kind="counter", labels=["outcome"])  # fmt: skip
+        track("webhook_connections", "Connections open on the webhook port",
+              lambda: float(self.webhook_site.guard.stats.open))  # fmt: skip
+        track("webhook_connections_closed", "Webhook connections the server closed by why: "
+              "read-timeout (a request not whole within the read deadline), idle (keep-alive "
+              "unused for its timeout), evicted (room made under the cap), refused (the cap "
+              "reached with every connection answering)",
+              self._connections_closed, kind="counter", labels=["why"])  # fmt: skip
+
+    def _connections_closed(self) -> dict[tuple[str, ...], float]:
+        stats = self.webhook_site.guard.stats
+        return {("read-timeout",): float(stats.timed_out), ("idle",): float(stats.idle_closed),
+                ("evicted",): float(stats.evicted), ("refused",): float(stats.refused)}  # fmt: skip
 
     def _oldest_drain_age(self) -> float:
         now = datetime.now(UTC)

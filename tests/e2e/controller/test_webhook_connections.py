@@ -13,7 +13,9 @@ import ssl
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.connections import ConnectionGuard
 from kubesim.sim import KubeSim
 
@@ -56,6 +58,22 @@ BODY_NEVER_ENDS = (
 )
 
 
+async def connections_closed(
+    session: aiohttp.ClientSession, app: ControllerApp
+) -> dict[str, float]:
+    """graceful_drain_webhook_connections_closed_total by `why`, scraped from /metrics."""
+    async with session.get(f"http://127.0.0.1:{app.health_site.port}/metrics") as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    return {
+        sample.labels["why"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "graceful_drain_webhook_connections_closed"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
 async def test_slow_readers_are_closed_while_the_api_server_gets_its_answers(
     sim: KubeSim, certs: WebhookCerts, https: aiohttp.ClientSession
 ) -> None:
@@ -74,6 +92,9 @@ async def test_slow_readers_are_closed_while_the_api_server_gets_its_answers(
         assert all(closed)  # every slow client was cut off before it finished trickling
         assert guard.stats.timed_out >= 24
         assert guard.stats.evicted == guard.stats.refused == 0
+        closed_by_why = await connections_closed(https, app)
+        assert closed_by_why["read-timeout"] == guard.stats.timed_out  # what operators see
+        assert closed_by_why["evicted"] == closed_by_why["refused"] == 0
 
 
 async def test_the_cap_bounds_open_connections_and_a_newcomer_still_gets_in(
