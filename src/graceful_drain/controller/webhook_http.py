@@ -12,8 +12,9 @@ else a client sends still gets a plain HTTP answer:
 - another method on a route: 405 with `Allow: POST`; any other path: 404;
 - bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
   MAX_HEAD_BYTES: 431. Either closes the connection;
-- `Expect: 100-continue` gets its interim answer. Requests pipelined on one connection are
-  answered in order, one handler at a time, and reading pauses while MAX_PIPELINED wait;
+- `Expect: 100-continue` gets its interim answer (after the answers to the requests before
+  it). Requests pipelined on one connection are answered in order, one handler at a time, and
+  reading pauses while MAX_PIPELINED wait;
 - HTTP/1.0, or `Connection: close`, is answered and then closed.
 
 The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
@@ -94,7 +95,10 @@ class _Exchange(asyncio.Protocol):
         self._paused = False
         # the request being parsed
         self._url = b""
-        self._head_bytes = 0
+        self._head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
+        self._head_read = 0  # of the head read while it was incomplete, counted by chunk
+        self._fed_body = 0  # body bytes in the chunk being parsed
+        self._head_began_at = -1  # body bytes in that chunk before the head began in it
         self._heads_done = 0  # heads parsed on this connection, to tell where data ended
         self._in_head = False
         self._in_message = False  # between a request's first byte and its end
@@ -134,6 +138,7 @@ class _Exchange(asyncio.Protocol):
             return
         self._guard.data(self._connection)
         heads_before = self._heads_done
+        self._fed_body, self._head_began_at = 0, -1
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -143,8 +148,11 @@ class _Exchange(asyncio.Protocol):
             self._fail(BAD_REQUEST, f"not HTTP/1.x: {error}")
             return
         if self._in_head and self._heads_done == heads_before:
-            self._head_bytes += len(data)  # this whole chunk was head (and more may come)
-            self._head_too_large = self._head_bytes > MAX_HEAD_BYTES
+            # the chunk was head from where the head began (and more may come); the parser
+            # keeps a header's value until it ends, so this counts what it holds
+            began = self._head_began_at
+            self._head_read += len(data) if began < 0 else len(data) - began
+            self._head_too_large = self._head_read > MAX_HEAD_BYTES
         if self._head_too_large:
             self._fail(HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
 
@@ -152,7 +160,8 @@ class _Exchange(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._url = b""
-        self._head_bytes = 0
+        self._head_bytes = self._head_read = 0
+        self._head_began_at = self._fed_body
         self._in_head = True
         self._in_message = True
         self._body = []
@@ -176,9 +185,13 @@ class _Exchange(asyncio.Protocol):
             self._head_too_large = True  # answered once feed_data returns
             return
         if self._expect_continue and self._transport is not None and not self._closed:
-            self._transport.write(_CONTINUE)
+            if self._answering:  # after the answers to the requests before it, in order
+                self._enqueue((None, _CONTINUE, True))
+            else:
+                self._transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
+        self._fed_body += len(body)
         if self._oversized or self._head_too_large:
             return
         self._body_bytes += len(body)
@@ -190,9 +203,9 @@ class _Exchange(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._in_message = False
-        if self._head_too_large:
-            return
         parser = self._parser
+        if self._head_too_large or parser.should_upgrade():
+            return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
         keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
         path, _, _ = self._url.partition(b"?")
         handler = self._server.routes.get(path)
@@ -222,14 +235,18 @@ class _Exchange(asyncio.Protocol):
                 handler, body, keep_alive = self._queue.popleft()
                 if handler is None:
                     assert body is not None
+                    keep_alive = keep_alive and not self._shutting_down
                     answer = body if keep_alive else _closing(body)
                 else:
                     try:
-                        answer = _ok(await handler(body), keep_alive)
+                        reply = await handler(body)
                     except Exception as error:  # a handler's bug: said, never hidden as a 200
                         _log.error("webhook handler failed", error=repr(error))
                         answer, keep_alive = _closing(HANDLER_FAILED), False
-                if not self._write(answer, keep_alive and not self._shutting_down):
+                    else:  # stop() may have come while the handler ran: then the answer says so
+                        keep_alive = keep_alive and not self._shutting_down
+                        answer = _ok(reply, keep_alive)
+                if not self._write(answer, keep_alive):
                     return
                 if self._paused and len(self._queue) < MAX_PIPELINED:
                     self._resume()
