@@ -14,7 +14,8 @@ else a client sends still gets a plain HTTP answer:
   MAX_HEAD_BYTES: 431. Either closes the connection;
 - `Expect: 100-continue` gets its interim answer (after the answers to the requests before
   it). Requests pipelined on one connection are answered in order, one handler at a time, and
-  reading pauses while MAX_PIPELINED wait;
+  reading pauses while MAX_PIPELINED wait or while the client leaves answers unread (the
+  transport's buffer is full);
 - HTTP/1.0, or `Connection: close`, is answered and then closed.
 
 The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
@@ -93,6 +94,7 @@ class _Exchange(asyncio.Protocol):
         self._broken = False  # the parser failed: nothing more is read
         self._shutting_down = False
         self._paused = False
+        self._writing_paused = False  # the transport's buffer is full: nothing more is read
         # the request being parsed
         self._url = b""
         self._head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
@@ -128,10 +130,13 @@ class _Exchange(asyncio.Protocol):
         return None  # the transport closes itself; an answer still running is dropped
 
     def pause_writing(self) -> None:
+        self._writing_paused = True
         self._pause()
 
     def resume_writing(self) -> None:
-        self._resume()
+        self._writing_paused = False
+        if len(self._queue) < MAX_PIPELINED:
+            self._resume()
 
     def data_received(self, data: bytes) -> None:
         if self._broken or self._closed:
@@ -284,7 +289,10 @@ class _Exchange(asyncio.Protocol):
             self._transport.pause_reading()
 
     def _resume(self) -> None:
-        if self._paused and not self._broken and self._transport is not None and not self._closed:
+        if (
+            self._paused and not self._broken and not self._writing_paused
+            and self._transport is not None and not self._closed
+        ):  # fmt: skip
             self._paused = False
             self._transport.resume_reading()
 

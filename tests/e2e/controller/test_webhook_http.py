@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from graceful_drain.controller.webhook_http import (
     MAX_PIPELINED,
     BodyHandler,
     WebhookServer,
+    _Exchange,
 )
 
 from .conftest import DEADLINE, WebhookCerts
@@ -96,11 +98,12 @@ async def serving(
     guard: ConnectionGuard | None = None,
     *,
     shutdown_timeout: float = DEADLINE,
+    max_body: int = MAX_BODY,
 ) -> AsyncIterator[WebhookServer]:
     context = server_context()
     context.load_cert_chain(certs.cert_file, certs.key_file)
     server = WebhookServer("test", routes, "127.0.0.1", 0, context, guard,
-                           max_body=MAX_BODY, shutdown_timeout=shutdown_timeout)  # fmt: skip
+                           max_body=max_body, shutdown_timeout=shutdown_timeout)  # fmt: skip
     await server.start()
     try:
         yield server
@@ -125,10 +128,18 @@ class Client:
         self.writer = writer
 
     @classmethod
-    async def connect(cls, server: WebhookServer, certs: WebhookCerts) -> Client:
+    async def connect(
+        cls, server: WebhookServer, certs: WebhookCerts, *, receive_buffer: int | None = None
+    ) -> Client:
+        """`receive_buffer`: the socket's, fixed (the kernel no longer grows it)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        if receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         async with asyncio.timeout(DEADLINE):
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
             reader, writer = await asyncio.open_connection(
-                "127.0.0.1", server.port, ssl=certs.client_context()
+                sock=sock, ssl=certs.client_context(), server_hostname="127.0.0.1"
             )
         return cls(reader, writer)
 
@@ -367,6 +378,38 @@ async def test_reading_pauses_while_max_pipelined_wait_and_every_request_is_answ
         assert not exchange._paused
         await client.send(post(b"/echo", b'"after"'))
         await assert_ok(client, b'"after"')
+
+
+async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers the client leaves unread fill the transport's buffer: the server stops reading
+    (so it stops answering) until they drain, instead of buffering answers without end."""
+    # 6.4 MB of answers: more than the server's socket buffer holds (wmem_max is 4 MB)
+    count, body = 400, b"x" * 16384
+    when_paused: list[int] = []  # requests taken by a handler or queued when writing paused
+    writing_paused = asyncio.Event()
+
+    def pause_writing(exchange: _Exchange) -> None:
+        when_paused.append(len(routes.echo.bodies) + len(exchange._queue))
+        writing_paused.set()
+        original(exchange)
+
+    original = _Exchange.pause_writing
+    monkeypatch.setattr(_Exchange, "pause_writing", pause_writing)
+    async with serving(certs, routes.mapping(), max_body=len(body)) as server:
+        client = await Client.connect(server, certs, receive_buffer=16384)
+        try:
+            client.writer.write(post(b"/echo", body) * count)  # and no answer read
+            async with asyncio.timeout(DEADLINE):
+                await writing_paused.wait()
+            for _ in range(8):
+                await round_trip(server, certs)
+            assert len(routes.echo.bodies) <= when_paused[0] < count
+            for _ in range(count):  # reading the answers lets the server read on
+                await assert_ok(client, body)
+        finally:
+            await client.close()
 
 
 async def test_expect_100_continue_behind_a_running_request_keeps_the_answers_in_order(
