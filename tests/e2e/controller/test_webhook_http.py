@@ -60,13 +60,24 @@ class Gate:
 
     def __init__(self, answer: bytes = b'"through the gate"') -> None:
         self.answer = answer
-        self.entered = asyncio.Event()
+        self.entered = asyncio.Event()  # set at each call
         self.open = asyncio.Event()
+        self.waiting = 0
 
     async def __call__(self, body: bytes | None) -> bytes:
+        self.waiting += 1
         self.entered.set()
-        await self.open.wait()
+        try:
+            await self.open.wait()
+        finally:
+            self.waiting -= 1
         return self.answer
+
+    async def until_waiting(self, count: int) -> None:
+        async with asyncio.timeout(DEADLINE):
+            while self.waiting < count:
+                self.entered.clear()
+                await self.entered.wait()
 
 
 async def broken(body: bytes | None) -> bytes:
@@ -684,6 +695,33 @@ async def test_a_request_begun_after_idling_is_not_closed_as_idle(
         await client.send(b"hook\r\nContent-Length: 2\r\n\r\n{}")
         await assert_ok(client, b"{}")
         assert guard.stats.timed_out == 0
+
+
+async def test_a_newcomer_is_refused_only_when_every_slot_runs_a_handler(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    guard = ConnectionGuard(max_connections=2)
+    async with (
+        serving(certs, routes.mapping(), guard) as server,
+        connected(server, certs) as first,
+        connected(server, certs) as second,
+    ):
+        for client in (first, second):
+            await client.send(post(b"/gate", b"{}"))
+        await routes.gate.until_waiting(2)
+        try:
+            async with connected(server, certs) as refused:
+                assert await refused.closed_by_server()  # aborted once its handshake is done
+        except (ConnectionError, ssl.SSLError):
+            pass  # or while the client still finished its side of it
+        assert guard.stats.refused == 1 and guard.stats.evicted == 0
+        routes.gate.open.set()
+        for client in (first, second):
+            await assert_ok(client, routes.gate.answer)
+        async with connected(server, certs) as newcomer:  # room made by closing an idle one
+            await newcomer.send(post(b"/echo", b'"in"'))
+            await assert_ok(newcomer, b'"in"')
+        assert guard.stats.evicted == 1 and guard.stats.refused == 1
 
 
 # --- stop ---------------------------------------------------------------------------------------
