@@ -12,8 +12,10 @@ else a client sends still gets a plain HTTP answer:
 - another method on a route: 405 with `Allow: POST`; any other path: 404;
 - bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
   MAX_HEAD_BYTES: 431. Either closes the connection;
-- `Expect: 100-continue` gets its interim answer. Requests pipelined on one connection are
-  answered in order, one handler at a time, and reading pauses while MAX_PIPELINED wait;
+- `Expect: 100-continue` gets its interim answer (after the answers to the requests before
+  it). Requests pipelined on one connection are answered in order, one handler at a time, and
+  reading pauses while MAX_PIPELINED wait or while the client leaves answers unread (the
+  transport's buffer is full);
 - HTTP/1.0, or `Connection: close`, is answered and then closed.
 
 The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
@@ -92,9 +94,13 @@ class _Exchange(asyncio.Protocol):
         self._broken = False  # the parser failed: nothing more is read
         self._shutting_down = False
         self._paused = False
+        self._writing_paused = False  # the transport's buffer is full: nothing more is read
         # the request being parsed
         self._url = b""
-        self._head_bytes = 0
+        self._head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
+        self._head_read = 0  # of the head read while it was incomplete, counted by chunk
+        self._fed_body = 0  # body bytes in the chunk being parsed
+        self._head_began_at = -1  # body bytes in that chunk before the head began in it
         self._heads_done = 0  # heads parsed on this connection, to tell where data ended
         self._in_head = False
         self._in_message = False  # between a request's first byte and its end
@@ -124,16 +130,20 @@ class _Exchange(asyncio.Protocol):
         return None  # the transport closes itself; an answer still running is dropped
 
     def pause_writing(self) -> None:
+        self._writing_paused = True
         self._pause()
 
     def resume_writing(self) -> None:
-        self._resume()
+        self._writing_paused = False
+        if len(self._queue) < MAX_PIPELINED:
+            self._resume()
 
     def data_received(self, data: bytes) -> None:
         if self._broken or self._closed:
             return
         self._guard.data(self._connection)
         heads_before = self._heads_done
+        self._fed_body, self._head_began_at = 0, -1
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -143,8 +153,11 @@ class _Exchange(asyncio.Protocol):
             self._fail(BAD_REQUEST, f"not HTTP/1.x: {error}")
             return
         if self._in_head and self._heads_done == heads_before:
-            self._head_bytes += len(data)  # this whole chunk was head (and more may come)
-            self._head_too_large = self._head_bytes > MAX_HEAD_BYTES
+            # the chunk was head from where the head began (and more may come); the parser
+            # keeps a header's value until it ends, so this counts what it holds
+            began = self._head_began_at
+            self._head_read += len(data) if began < 0 else len(data) - began
+            self._head_too_large = self._head_read > MAX_HEAD_BYTES
         if self._head_too_large:
             self._fail(HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
 
@@ -152,7 +165,8 @@ class _Exchange(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._url = b""
-        self._head_bytes = 0
+        self._head_bytes = self._head_read = 0
+        self._head_began_at = self._fed_body
         self._in_head = True
         self._in_message = True
         self._body = []
@@ -176,9 +190,13 @@ class _Exchange(asyncio.Protocol):
             self._head_too_large = True  # answered once feed_data returns
             return
         if self._expect_continue and self._transport is not None and not self._closed:
-            self._transport.write(_CONTINUE)
+            if self._answering:  # after the answers to the requests before it, in order
+                self._enqueue((None, _CONTINUE, True))
+            else:
+                self._transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
+        self._fed_body += len(body)
         if self._oversized or self._head_too_large:
             return
         self._body_bytes += len(body)
@@ -190,9 +208,9 @@ class _Exchange(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._in_message = False
-        if self._head_too_large:
-            return
         parser = self._parser
+        if self._head_too_large or parser.should_upgrade():
+            return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
         keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
         path, _, _ = self._url.partition(b"?")
         handler = self._server.routes.get(path)
@@ -222,14 +240,18 @@ class _Exchange(asyncio.Protocol):
                 handler, body, keep_alive = self._queue.popleft()
                 if handler is None:
                     assert body is not None
+                    keep_alive = keep_alive and not self._shutting_down
                     answer = body if keep_alive else _closing(body)
                 else:
                     try:
-                        answer = _ok(await handler(body), keep_alive)
+                        reply = await handler(body)
                     except Exception as error:  # a handler's bug: said, never hidden as a 200
                         _log.error("webhook handler failed", error=repr(error))
                         answer, keep_alive = _closing(HANDLER_FAILED), False
-                if not self._write(answer, keep_alive and not self._shutting_down):
+                    else:  # stop() may have come while the handler ran: then the answer says so
+                        keep_alive = keep_alive and not self._shutting_down
+                        answer = _ok(reply, keep_alive)
+                if not self._write(answer, keep_alive):
                     return
                 if self._paused and len(self._queue) < MAX_PIPELINED:
                     self._resume()
@@ -267,7 +289,10 @@ class _Exchange(asyncio.Protocol):
             self._transport.pause_reading()
 
     def _resume(self) -> None:
-        if self._paused and not self._broken and self._transport is not None and not self._closed:
+        if (
+            self._paused and not self._broken and not self._writing_paused
+            and self._transport is not None and not self._closed
+        ):  # fmt: skip
             self._paused = False
             self._transport.resume_reading()
 
