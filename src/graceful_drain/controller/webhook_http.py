@@ -90,6 +90,7 @@ class _Exchange(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._queue: deque[_Pending] = deque()
         self._answering = False  # a task is answering the queue
+        self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._broken = False  # the parser failed: nothing more is read
         self._shutting_down = False
@@ -232,7 +233,8 @@ class _Exchange(asyncio.Protocol):
             self._pause()
         if not self._answering:
             self._answering = True
-            asyncio.get_running_loop().create_task(self._answer_queue())
+            # held: the loop keeps only a weak reference to a task
+            self._task = asyncio.get_running_loop().create_task(self._answer_queue())
 
     async def _answer_queue(self) -> None:
         try:
@@ -305,8 +307,12 @@ class _Exchange(asyncio.Protocol):
             self._close()
 
     def abort(self) -> None:
+        """At the end of stop()'s wait: the connection goes, and a handler still running is
+        cancelled (nobody is left to read its answer)."""
         if self._transport is not None:
             self._transport.abort()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
 
 class WebhookServer:

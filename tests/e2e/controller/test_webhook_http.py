@@ -63,12 +63,16 @@ class Gate:
         self.entered = asyncio.Event()  # set at each call
         self.open = asyncio.Event()
         self.waiting = 0
+        self.cancelled = asyncio.Event()
 
     async def __call__(self, body: bytes | None) -> bytes:
         self.waiting += 1
         self.entered.set()
         try:
             await self.open.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
         finally:
             self.waiting -= 1
         return self.answer
@@ -773,7 +777,8 @@ async def test_stop_aborts_a_handler_that_never_finishes_after_shutdown_timeout(
             assert await client.closed_by_server()
         assert [log["count"] for log in logs if "aborted" in log["event"]] == [1]
         assert server.guard.stats.open == 0
-        routes.gate.open.set()  # the handler itself is the test's: let it end
+        async with asyncio.timeout(DEADLINE):
+            await routes.gate.cancelled.wait()  # nobody is left to read its answer
 
 
 # --- any split of a request stream --------------------------------------------------------------
