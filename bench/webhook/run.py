@@ -301,6 +301,14 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
                 f"ms on average, so a p99 under {P99_TARGET.limit:g} ms needs well over "
                 f"{TARGET_CONCURRENCY / (P99_TARGET.limit / 1000):,.0f} req/s."
             )
+        web_tail = summarize(latencies_of(web.result))
+        ref_tail = summarize(latencies_of(ref.result))
+        if web_tail is not None and ref_tail is not None and ref_tail.p99 > 0:
+            parts.append(
+                f"The reference's own p99 in the same run was {ref_tail.p99 * 1000:.1f} ms "
+                f"(p50 {ref_tail.p50 * 1000:.1f} ms): the webhook's p99 is "
+                f"{web_tail.p99 / ref_tail.p99:.2f}x it."
+            )
     return " ".join(parts)
 
 

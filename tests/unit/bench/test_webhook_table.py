@@ -64,6 +64,8 @@ def test_targets_are_judged_at_concurrency_32_only() -> None:
     assert "Targets missed" in notes
     assert "Little's law" in notes
     assert "6,400 req/s" in notes
+    assert "reference's own p99 in the same run was 3.0 ms" in notes
+    assert "the webhook's p99 is 4.00x it" in notes
 
 
 def test_a_saturated_client_is_called_out() -> None:
