@@ -9,7 +9,8 @@ else a client sends still gets a plain HTTP answer:
 
 - a POST on a route: 200 with the handler's body. A body over `max_body` bytes is not kept:
   the handler gets None (the webhook answers it as a malformed review);
-- another method on a route: 405 with `Allow: POST`; any other path: 404;
+- another method on a route: 405 with `Allow: POST`; any other path: 404 (either without a
+  body for HEAD);
 - bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
   MAX_HEAD_BYTES: 431. Either closes the connection;
 - `Expect: 100-continue` gets its interim answer (after the answers to the requests before
@@ -68,6 +69,13 @@ _CLOSE_HEADER = b"Connection: close\r\n"
 def _closing(answer: bytes) -> bytes:
     """`answer` with `Connection: close` added to its head."""
     return answer.replace(b"\r\n\r\n", b"\r\n" + _CLOSE_HEADER + b"\r\n", 1)
+
+
+def _for_method(answer: bytes, method: bytes) -> bytes:
+    """`answer`, or for HEAD its head alone (with the Content-Length GET would get)."""
+    if method != b"HEAD":
+        return answer
+    return answer[: answer.index(b"\r\n\r\n") + 4]
 
 
 def _ok(body: bytes, keep_alive: bool) -> bytes:
@@ -216,9 +224,9 @@ class _Exchange(asyncio.Protocol):
         path, _, _ = self._url.partition(b"?")
         handler = self._server.routes.get(path)
         if handler is None:
-            self._enqueue((None, NOT_FOUND, keep_alive))
-        elif parser.get_method() != b"POST":
-            self._enqueue((None, NOT_ALLOWED, keep_alive))
+            self._enqueue((None, _for_method(NOT_FOUND, parser.get_method()), keep_alive))
+        elif (method := parser.get_method()) != b"POST":
+            self._enqueue((None, _for_method(NOT_ALLOWED, method), keep_alive))
         else:
             body = None if self._oversized else b"".join(self._body)
             self._enqueue((handler, body, keep_alive))

@@ -305,6 +305,19 @@ async def test_other_methods_get_405_other_paths_404_and_the_connection_serves_o
         assert routes.echo.bodies == [b'"still here"']  # no handler ran for a 404 or a 405
 
 
+async def test_an_answer_to_head_has_no_body_and_the_next_answer_is_read_whole(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    async with serving(certs, routes.mapping()) as server, connected(server, certs) as client:
+        for path, status in ((b"/echo", b"405"), (b"/elsewhere", b"404")):
+            await client.send(request(b"HEAD", path) + post(b"/echo", b'"after HEAD"'))
+            async with asyncio.timeout(DEADLINE):
+                head = await client.reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 " + status + b" ")
+            assert b"content-length: " in head.lower()  # the length GET would get, no body
+            await assert_ok(client, b'"after HEAD"')
+
+
 # --- bodies -------------------------------------------------------------------------------------
 
 
