@@ -115,12 +115,13 @@ def _write_pending_lines() -> None:
 
 
 class EventLine:
-    """A frequent info event (the webhook's one line per admission) written as the very JSON
-    object the "json" format renders — component, the fields, level, timestamp, msg — without
-    structlog's processor chain, which costs several times the encoding: the fixed parts are
-    pre-rendered bytes, only the fields are encoded per line (msgspec), and the line is handed
-    to the sink, which writes a loop iteration's lines at once. In any other configuration it is
-    an ordinary structlog event. Context variables are not merged in: nothing binds any."""
+    """A frequent event (the webhook's one line per admission, at info or warning) written as
+    the very JSON object the "json" format renders — component, the fields, level, timestamp,
+    msg — without structlog's processor chain, which costs several times the encoding: the
+    fixed parts are pre-rendered bytes, only the fields are encoded per line (msgspec), and the
+    line is handed to the sink, which writes a loop iteration's lines at once. In any other
+    configuration it is an ordinary structlog event. Context variables are not merged in:
+    nothing binds any."""
 
     def __init__(self, component: str) -> None:
         self._component = component

@@ -96,6 +96,27 @@ def test_struct_fields_write_the_line_of_their_set_fields(log_format: str, field
         assert from_struct.split(" ", 1)[1] == from_dict.split(" ", 1)[1]  # but the time
 
 
+@pytest.mark.parametrize("fields", [FIELDS, {**FIELDS, "message": "naïve"}])
+def test_a_warning_line_is_the_record_structlog_writes_at_warning(fields: dict[str, Any]) -> None:
+    stream = io.StringIO()
+    configure_logging("json", "info", stream=stream)
+    EventLine("webhook").warning("admission", fields)
+    get_logger("webhook").warning("admission", **fields)
+    direct, rendered = lines(stream)
+    del direct["timestamp"], rendered["timestamp"]
+    assert direct == rendered
+    assert direct["level"] == "warning"
+
+
+@pytest.mark.parametrize(("configured", "written"), [("warning", 1), ("error", 0)])
+def test_a_warning_line_follows_the_configured_level(configured: str, written: int) -> None:
+    stream = io.StringIO()
+    configure_logging("json", configured, stream=stream)
+    EventLine("webhook").warning("admission", FIELDS)
+    EventLine("webhook").info("admission", FIELDS)  # below both levels
+    assert len(lines(stream)) == written
+
+
 def test_level_above_info_writes_nothing() -> None:
     stream = io.StringIO()
     configure_logging("json", "warning", stream=stream)
