@@ -1,19 +1,18 @@
 """Where one admission's CPU time goes inside the webhook, measured under load.
 
 The bench's webhook server also answers on `TIMED_PATH`, with `timed_handler`: the same steps
-as `EvictionWebhook.handle` (read the body, parse, decide, encode, log + metrics), the thread's
-CPU clock read between them. After the main measurements the load generator sends one more
-window at concurrency 32 there, so each stage is timed interleaved with TLS, aiohttp and the
-event loop, with the caches as they are under load — not in a warm tight loop, which
-understates the same code about twice. The clock's own cost is measured first and taken off.
+as `EvictionWebhook.answer` (parse, decide, encode, log + metrics), the thread's CPU clock read
+between them. After the main measurements the load generator sends one more window at
+concurrency 32 there, so each stage is timed interleaved with TLS, HTTP and the event loop,
+with the caches as they are under load — not in a warm tight loop, which understates the
+same code about twice. The clock's own cost is measured first and taken off.
 
-What the stages leave out — HTTP parsing, TLS, the connection guard, the response write, the
+What the stages leave out — TLS, HTTP parsing, the connection guard, the response write, the
 event loop — is measured on `CANNED_PATH`: the reference's canned answer served by the webhook's
-own process, site and guard, in windows alternating with the timed ones. The cost table adds
+own process, server and guard, in windows alternating with the timed ones. The cost table adds
 the stages, that stack and the timing's own cost, and checks the sum against the CPU the
 webhook process actually used per request in the timed windows; the reference server's whole
-request is shown beside it, and the difference is what it leaves out (the guard, and the
-same stack in a process holding the cache).
+request (on aiohttp) is shown beside it.
 """
 
 from __future__ import annotations

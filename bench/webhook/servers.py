@@ -1,14 +1,14 @@
 """The two HTTPS servers the webhook benchmark loads, each in its own process.
 
-- `webhook`: the controller's `EvictionWebhook` behind the same aiohttp site and connection
+- `webhook`: the controller's `EvictionWebhook` behind the same HTTP server and connection
   guard (`app.webhook_site`), TLS source and JSON logging (at info, one line per admission,
   written to /dev/null) as the controller process, deciding against a `ClusterCache` filled
   through its informers' list path (transform + store + indexes) from objects generated in
   memory instead of an API server. ROLLOUT_REQUESTED's restarted-at PATCH goes to a patcher
   that returns at once. It also answers on breakdown.TIMED_PATH (the handler, timed stage by
-  stage) and breakdown.CANNED_PATH (the reference's handler: the stack in this process).
+  stage) and breakdown.CANNED_PATH (the reference's answer: the stack in this process).
 - `reference`: a trivial aiohttp handler on the same TLS settings that reads the body and
-  returns a canned AdmissionResponse: the cost of the stack itself.
+  returns a canned AdmissionResponse: the cost of aiohttp's stack itself.
 
 Protocol with the parent: the child sends `Ready` once serving, then answers "cpu" with its
 process CPU seconds, "stages-reset" and "stages" (the webhook's µs per request by stage on
