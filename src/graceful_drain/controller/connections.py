@@ -112,10 +112,7 @@ class ConnectionGuard:
             self._arm(connection, self.keepalive_timeout, idle=True)
 
     def closed(self, connection: GuardedConnection) -> None:
-        connection.disarm()
-        if connection.transport is not None:
-            self._open.pop(connection.transport, None)
-        self.stats.open = len(self._open)
+        self._forget(connection)
 
     def _make_room(self) -> bool:
         idle = [c for c in self._open.values() if not c.busy and c.idle]
