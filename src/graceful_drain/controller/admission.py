@@ -31,6 +31,7 @@ from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
 MAX_REVIEW_BYTES = 1 << 20  # an eviction review is a few KiB; refuse to parse more than this
+TOO_LARGE = f"body is larger than {MAX_REVIEW_BYTES} bytes"  # the problem a malformed review names
 MAX_UID_CHARS = 256
 MAX_NAME_CHARS = 253  # DNS subdomain
 MAX_NAMESPACE_CHARS = 63  # DNS label
@@ -114,7 +115,7 @@ def _usable_uid(request: object) -> str:
 
 def _decode(body: bytes | bytearray | memoryview | str) -> object:
     if len(body) > MAX_REVIEW_BYTES:
-        raise _Invalid(f"body is larger than {MAX_REVIEW_BYTES} bytes")
+        raise _Invalid(TOO_LARGE)
     try:
         return json.loads(bytes(body) if isinstance(body, memoryview) else body)
     except (ValueError, RecursionError) as error:  # also bad UTF-8 and over-long integers

@@ -29,7 +29,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from graceful_drain.controller.admission import (
-    MAX_REVIEW_BYTES,
+    TOO_LARGE,
     MalformedReview,
     answer_malformed,
     encode_review_response,
@@ -181,9 +181,8 @@ class EvictionWebhook:
         by the server); webhook_http.py sends it with status 200. Never raises."""
         started = time.perf_counter()
         if body is None:
-            problem = f"body is larger than {MAX_REVIEW_BYTES} bytes"
-            payload = answer_malformed(MalformedReview("", problem))
-            outcome = Outcome(malformed_review(problem))
+            payload = answer_malformed(MalformedReview("", TOO_LARGE))
+            outcome = Outcome(malformed_review(TOO_LARGE))
         else:
             payload, outcome = await self.review(body)
         self._observe(outcome, time.perf_counter() - started)
