@@ -49,6 +49,7 @@ SMOKE = Profile(
     webhook=webhook.WebhookProfile(
         population=PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2),
         concurrencies=(1, 4),
+        rounds=2,
         warmup=0.1,
         duration=0.5,
         max_requests=500,

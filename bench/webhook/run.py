@@ -1,18 +1,24 @@
 """Part 1: webhook throughput and latency against a trivial reference, measured in one run.
 
 Two server processes (the webhook with its filled cache, and the reference), one fresh load
-generator process per measurement; at each concurrency the reference is measured first, then
-the webhook, so both see the same machine within seconds of each other.
+generator process per measurement. At each concurrency the two are measured back to back in
+`rounds` rounds, the order alternating, so both see the same machine within seconds of each
+other; this machine's speed drifts by a third from one window to the next, both servers' and
+the client's alike. Each figure in the table is the median of its rounds, and a ratio to the
+reference is the median of the per-round ratios (each round's pair of windows).
 """
 
 from __future__ import annotations
 
 import contextlib
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from bench.procs import Child
 from bench.report import Column, Table, fixed, percent
-from bench.stats import Bound, Target, evaluate, rate, ratio, summarize
+from bench.stats import Bound, Summary, Target, evaluate, rate, ratio, summarize
 from bench.webhook import breakdown, population
 from bench.webhook.loadgen import LoadOptions, LoadRequest, LoadResult, latencies_of, loadgen_main
 from bench.webhook.population import PopulationSpec, PreparedRequest
@@ -31,16 +37,18 @@ TARGET_CONCURRENCY = 32
 CLIENT_SATURATED = 0.9  # of one core: above this the client may be what limits the rate
 START_TIMEOUT = 300.0  # filling 50,000 pods on a busy machine
 # The breakdown's windows: the stack (CANNED_PATH) and the timed stages (TIMED_PATH) alternate,
-# each this many times for duration / COST_ROUNDS, so both see the same machine.
+# each this many times for duration * rounds / COST_ROUNDS, so both see the same machine.
 COST_ROUNDS = 2
+SERVERS = ("reference", "webhook")
 
 
 @dataclass(frozen=True)
 class WebhookProfile:
     population: PopulationSpec = field(default_factory=PopulationSpec)
     concurrencies: tuple[int, ...] = (1, 32, 256)
+    rounds: int = 4  # windows per server and concurrency, the two servers back to back
     warmup: float = 1.0
-    duration: float = 8.0
+    duration: float = 2.5  # of each window
     max_requests: int = 400_000
     uvloop: bool = True
 
@@ -52,6 +60,19 @@ class Measurement:
     result: LoadResult
     server_cpu: float  # CPU seconds of the server process over the window
     stages: dict[str, float] = field(default_factory=dict)  # µs/request, on TIMED_PATH only
+    round: int = 0
+
+    @property
+    def rps(self) -> float:
+        return rate(self.result.completed, self.result.window)
+
+    @property
+    def cpu_per_request(self) -> float | None:
+        """Server CPU µs per request answered."""
+        return self.server_cpu / self.result.completed * 1e6 if self.result.completed else None
+
+    def latency(self) -> Summary | None:
+        return summarize(latencies_of(self.result))
 
 
 COLUMNS = [
@@ -79,6 +100,7 @@ def _measure(
     requests: tuple[LoadRequest, ...],
     profile: WebhookProfile,
     path: str = WEBHOOK_PATH,
+    round_: int = 0,
 ) -> Measurement:
     timed = path == breakdown.TIMED_PATH
     verify = name == "webhook" and path != breakdown.CANNED_PATH  # canned: a fixed uid
@@ -110,7 +132,7 @@ def _measure(
             cpu_after = server.ask("cpu", 10.0)
             stages = server.ask("stages", 10.0) if timed else {}
             used = 0.0 if cpu_before is None else cpu_after - cpu_before
-            return Measurement(name, concurrency, message, used, stages)
+            return Measurement(name, concurrency, message, used, stages, round_)
     finally:
         client.finish()
 
@@ -128,7 +150,7 @@ def run(profile: WebhookProfile) -> list[Table]:
     servers: dict[str, tuple[Child, Ready]] = {}
     measurements: list[Measurement] = []
     try:
-        for kind in ("reference", "webhook"):
+        for kind in SERVERS:
             options = ServerOptions(
                 kind, pair.cert_pem, pair.key_pem, spec, tuple(prepared), profile.uvloop
             )
@@ -136,14 +158,15 @@ def run(profile: WebhookProfile) -> list[Table]:
             servers[kind] = (child, child.receive(START_TIMEOUT))
         requests = _load_requests(prepared)
         for concurrency in profile.concurrencies:
-            for kind in ("reference", "webhook"):
-                child, ready = servers[kind]
-                measurements.append(
-                    _measure(child, ready.port, kind, concurrency, ca.cert_pem, requests, profile)
-                )
+            for round_ in range(profile.rounds):
+                for kind in SERVERS if round_ % 2 == 0 else SERVERS[::-1]:
+                    child, ready = servers[kind]
+                    measurements.append(_measure(child, ready.port, kind, concurrency,
+                                                 ca.cert_pem, requests, profile,
+                                                 round_=round_))  # fmt: skip
         child, ready = servers["webhook"]
         at = _cost_concurrency(measurements)
-        short = replace(profile, duration=profile.duration / COST_ROUNDS)
+        short = replace(profile, duration=profile.duration * profile.rounds / COST_ROUNDS)
         canned: list[Measurement] = []
         timed: list[Measurement] = []
         for _ in range(COST_ROUNDS):
@@ -197,43 +220,45 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
         "Webhook throughput and latency (AdmissionReview over TLS, keep-alive)",
         COLUMNS,
     )
-    reference_rps: dict[int, float] = {}
+    series = _series(measurements)
     saturated: list[str] = []
-    for m in measurements:
-        result = m.result
-        summary = summarize(latencies_of(result))
-        rps = rate(result.completed, result.window)
-        if m.server == "reference":
-            reference_rps[m.concurrency] = rps
-        share = ratio(rps, reference_rps.get(m.concurrency, 0.0)) if m.server == "webhook" else None
-        client_share = result.client_cpu / result.window if result.window > 0 else None
-        if client_share is not None and client_share >= CLIENT_SATURATED:
-            saturated.append(f"{m.server} at concurrency {m.concurrency}")
+    for (server, concurrency), rounds in series.items():
+        reference = series.get(("reference", concurrency), [])
+        tails = [m.latency() for m in rounds]
+        client_shares = [m.result.client_cpu / m.result.window for m in rounds
+                         if m.result.window > 0]  # fmt: skip
+        if any(used >= CLIENT_SATURATED for used in client_shares):
+            saturated.append(f"{server} at concurrency {concurrency}")
+        share = _paired(rounds, reference, lambda m: m.rps) if server == "webhook" else None
+        server_shares = [m.server_cpu / m.result.window for m in rounds if m.result.window > 0]
+        client_micros = [m.result.client_cpu / m.result.completed * 1e6 for m in rounds
+                         if m.result.completed]  # fmt: skip
+        p99 = _median(None if t is None else t.p99 * 1000 for t in tails)
         table.add(
-            server=m.server,
-            concurrency=m.concurrency,
-            requests=result.completed,
-            rps=rps,
-            p50=None if summary is None else summary.p50 * 1000,
-            p99=None if summary is None else summary.p99 * 1000,
-            p999=None if summary is None else summary.p999 * 1000,
-            errors=sum(result.errors.values()),
-            server_cpu=m.server_cpu / result.window if result.window > 0 else None,
-            client_cpu=client_share,
-            client_us=result.client_cpu / result.completed * 1e6 if result.completed else None,
+            server=server,
+            concurrency=concurrency,
+            requests=sum(m.result.completed for m in rounds),
+            rps=_median(m.rps for m in rounds),
+            p50=_median(None if t is None else t.p50 * 1000 for t in tails),
+            p99=p99,
+            p999=_median(None if t is None else t.p999 * 1000 for t in tails),
+            errors=sum(sum(m.result.errors.values()) for m in rounds),
+            server_cpu=_median(server_shares),
+            client_cpu=_median(client_shares),
+            client_us=_median(client_micros),
             ratio=share,
         )
-        if m.server == "webhook" and m.concurrency == TARGET_CONCURRENCY:
+        if server == "webhook" and concurrency == TARGET_CONCURRENCY:
             where = f"concurrency {TARGET_CONCURRENCY}"
             table.verdicts.append(evaluate(THROUGHPUT_TARGET, share, where))
-            web_cpu = _server_micros(measurements, "webhook", TARGET_CONCURRENCY)
-            ref_cpu = _server_micros(measurements, "reference", TARGET_CONCURRENCY)
-            cpu_ratio = None if web_cpu is None or not ref_cpu else web_cpu / ref_cpu
+            cpu_ratio = _paired(rounds, reference, lambda m: m.cpu_per_request)
             table.verdicts.append(evaluate(CPU_TARGET, cpu_ratio, where))
-            p99 = None if summary is None else summary.p99 * 1000
             table.verdicts.append(evaluate(P99_TARGET, p99, where))
-        for kind, count in sorted(m.result.errors.items()):
-            table.notes.append(f"{m.server} at concurrency {m.concurrency}: {count} x {kind}")
+        errors: Counter[str] = Counter()
+        for m in rounds:
+            errors.update(m.result.errors)
+        for kind, count in sorted(errors.items()):
+            table.notes.append(f"{server} at concurrency {concurrency}: {count} x {kind}")
     rows = sorted({p.case.row for p in prepared})
     table.notes += [
         f"Cache: {ready.objects.get('deployments', 0):,} Deployments, "
@@ -252,10 +277,16 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
         + ("" if profile.uvloop else " (off in this run)")
         + ", each in its own process; the client is a minimal HTTP/1.1 client (prebuilt "
         "requests, one in flight per connection) whose own CPU use is shown.",
-        f"Window: {profile.warmup:g} s warm-up, then {profile.duration:g} s or "
-        f"{profile.max_requests:,} requests. Latency = request written to response read, "
-        "nearest-rank percentiles.",
+        f"Rounds: at each concurrency, {profile.rounds} rounds of one window per server, back "
+        "to back, the order alternating; a window is a fresh client, "
+        f"{profile.warmup:g} s of warm-up, then {profile.duration:g} s or "
+        f"{profile.max_requests:,} requests. Each figure is the median of its rounds; requests "
+        "and errors are totals; a ratio to the reference is the median of the per-round "
+        "ratios. Latency = request written to response read, nearest-rank percentiles.",
     ]
+    spread = p99_spread(series)
+    if spread:
+        table.notes.append(spread)
     if ready.mismatches:
         table.notes.append(
             f"{len(ready.mismatches)} requests were decided on an unexpected row, e.g. "
@@ -273,14 +304,66 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
     return table
 
 
+def _series(measurements: list[Measurement]) -> dict[tuple[str, int], list[Measurement]]:
+    """The rounds of each (server, concurrency), in the order first measured."""
+    grouped: dict[tuple[str, int], list[Measurement]] = {}
+    for m in measurements:
+        grouped.setdefault((m.server, m.concurrency), []).append(m)
+    return grouped
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _paired(rounds: Sequence[Measurement], reference: Sequence[Measurement],
+            value: Callable[[Measurement], float | None]) -> float | None:  # fmt: skip
+    """The median over rounds of value(this) ÷ value(the reference's window of that round)."""
+    theirs = {m.round: value(m) for m in reference}
+    ratios = []
+    for m in rounds:
+        mine, other = value(m), theirs.get(m.round)
+        if mine is not None and other is not None:
+            ratios.append(ratio(mine, other))
+    return _median(ratios)
+
+
+def _p99s(rounds: Sequence[Measurement]) -> list[float]:
+    return [t.p99 * 1000 for m in rounds if (t := m.latency()) is not None]
+
+
+def p99_spread(series: dict[tuple[str, int], list[Measurement]]) -> str | None:
+    """How far p99 moved between the rounds at the target's concurrency, for both servers."""
+    web = series.get(("webhook", TARGET_CONCURRENCY), [])
+    ref = series.get(("reference", TARGET_CONCURRENCY), [])
+    web_p99, ref_p99 = _p99s(web), _p99s(ref)
+    if len(web_p99) < 2 or not ref_p99:
+        return None
+
+    def per_round(m: Measurement) -> float | None:
+        tail = m.latency()
+        return None if tail is None else tail.p99
+
+    paired = _paired(web, ref, per_round)
+    return (
+        f"p99 per round at concurrency {TARGET_CONCURRENCY}: the reference "
+        f"{min(ref_p99):.1f} to {max(ref_p99):.1f} ms, the webhook "
+        f"{min(web_p99):.1f} to {max(web_p99):.1f} ms"
+        + ("" if paired is None else f"; the webhook's ÷ the reference's, median {paired:.2f}")
+        + "."
+    )
+
+
 def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) -> str:
-    """Why a target was missed, from what the run itself shows."""
-    at = {m.server: m for m in measurements if m.concurrency == TARGET_CONCURRENCY}
+    """Why a target was missed, from what the run itself shows (medians of the rounds)."""
+    series = _series(measurements)
+    web = series.get(("webhook", TARGET_CONCURRENCY), [])
+    ref = series.get(("reference", TARGET_CONCURRENCY), [])
     parts = ["Targets missed."]
-    web, ref = at.get("webhook"), at.get("reference")
-    if web is not None and ref is not None and web.result.completed and ref.result.completed:
-        web_cpu = web.server_cpu / web.result.completed * 1e6
-        ref_cpu = ref.server_cpu / ref.result.completed * 1e6
+    web_cpu = _median(m.cpu_per_request for m in web)
+    ref_cpu = _median(m.cpu_per_request for m in ref)
+    if web_cpu is not None and ref_cpu:
         parts.append(
             f"Under load the webhook process spent {web_cpu:.0f} µs of CPU per request, the "
             f"reference {ref_cpu:.0f} µs (HTTP + TLS + aiohttp): on one core the rate ratio "
@@ -293,22 +376,22 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
                 f"{stages['encode']:.0f}, log + metrics {stages['observe']:.0f} µs, timed under "
                 f"load) costs {stages['total'] / ref_cpu:.1f}x the whole reference request."
             )
-        rps = rate(web.result.completed, web.result.window)
-        if rps > 0:
-            parts.append(
-                f"With {TARGET_CONCURRENCY} requests always in flight, latency follows the rate "
-                f"(Little's law): {rps:,.0f} req/s means {TARGET_CONCURRENCY / rps * 1000:.1f} "
-                f"ms on average, so a p99 under {P99_TARGET.limit:g} ms needs well over "
-                f"{TARGET_CONCURRENCY / (P99_TARGET.limit / 1000):,.0f} req/s."
-            )
-        web_tail = summarize(latencies_of(web.result))
-        ref_tail = summarize(latencies_of(ref.result))
-        if web_tail is not None and ref_tail is not None and ref_tail.p99 > 0:
-            parts.append(
-                f"The reference's own p99 in the same run was {ref_tail.p99 * 1000:.1f} ms "
-                f"(p50 {ref_tail.p50 * 1000:.1f} ms): the webhook's p99 is "
-                f"{web_tail.p99 / ref_tail.p99:.2f}x it."
-            )
+    rps = _median(m.rps for m in web)
+    if rps:
+        parts.append(
+            f"With {TARGET_CONCURRENCY} requests always in flight, latency follows the rate "
+            f"(Little's law): {rps:,.0f} req/s means {TARGET_CONCURRENCY / rps * 1000:.1f} "
+            f"ms on average, so a p99 under {P99_TARGET.limit:g} ms needs well over "
+            f"{TARGET_CONCURRENCY / (P99_TARGET.limit / 1000):,.0f} req/s."
+        )
+    web_p99, ref_p99 = _median(_p99s(web)), _median(_p99s(ref))
+    ref_tails = [t for m in ref if (t := m.latency()) is not None]
+    if web_p99 is not None and ref_p99:
+        ref_p50 = statistics.median(t.p50 * 1000 for t in ref_tails)
+        parts.append(
+            f"The reference's own p99 in the same rounds was {ref_p99:.1f} ms "
+            f"(p50 {ref_p50:.1f} ms): the webhook's p99 is {web_p99 / ref_p99:.2f}x it."
+        )
     return " ".join(parts)
 
 
@@ -321,10 +404,10 @@ STAGE_LABELS = {
 
 
 def _server_micros(measurements: list[Measurement], server: str, concurrency: int) -> float | None:
-    for m in measurements:
-        if (m.server, m.concurrency) == (server, concurrency) and m.result.completed:
-            return m.server_cpu / m.result.completed * 1e6
-    return None
+    """Server CPU µs per request over every window of (server, concurrency), pooled."""
+    matching = [m for m in measurements if (m.server, m.concurrency) == (server, concurrency)]
+    completed = sum(m.result.completed for m in matching)
+    return sum(m.server_cpu for m in matching) / completed * 1e6 if completed else None
 
 
 def cost_table(measurements: list[Measurement], timed: Measurement, stack: Measurement) -> Table:

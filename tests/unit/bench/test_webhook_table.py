@@ -20,13 +20,14 @@ READY = Ready(8443, 50 << 20, 110 << 20, 20.0, {"pods": 200}, [])
 
 def measurement(server: str, concurrency: int, rps: float, latency_ms: float,
                 client_share: float = 0.3, server_share: float = 0.95,
-                stages: dict[str, float] | None = None) -> Measurement:  # fmt: skip
+                stages: dict[str, float] | None = None,
+                round_: int = 0) -> Measurement:  # fmt: skip
     window = 8.0
     count = int(rps * window)
     latencies = array("d", [latency_ms / 1000] * count)
     result = LoadResult(completed=count, latencies=latencies.tobytes(), window=window,
                         client_cpu=client_share * window)  # fmt: skip
-    return Measurement(server, concurrency, result, server_share * window, stages or {})
+    return Measurement(server, concurrency, result, server_share * window, stages or {}, round_)
 
 
 def table_of(measurements: list[Measurement], ready: Ready = READY) -> dict[str, object]:
@@ -64,8 +65,40 @@ def test_targets_are_judged_at_concurrency_32_only() -> None:
     assert "Targets missed" in notes
     assert "Little's law" in notes
     assert "6,400 req/s" in notes
-    assert "reference's own p99 in the same run was 3.0 ms" in notes
+    assert "reference's own p99 in the same rounds was 3.0 ms" in notes
     assert "the webhook's p99 is 4.00x it" in notes
+
+
+def test_rounds_are_medians_and_ratios_pair_each_rounds_windows() -> None:
+    # The machine slows down in round 1 for both servers: each round's pair keeps the ratio.
+    rounds = [(10000, 8000, 3.0, 4.0, 0.8), (5000, 4000, 6.0, 9.0, 0.9),
+              (8000, 6000, 3.5, 4.5, 0.8)]  # fmt: skip
+    measurements = []
+    for index, (ref_rps, web_rps, ref_p99, web_p99, web_share) in enumerate(rounds):
+        measurements += [
+            measurement("reference", 32, ref_rps, ref_p99, server_share=0.8, round_=index),
+            measurement("webhook", 32, web_rps, web_p99, server_share=web_share, round_=index),
+        ]
+    built = table_of(measurements)
+    rows = built["rows"]
+    assert isinstance(rows, list)
+    assert [row["server"] for row in rows] == ["reference", "webhook"]
+    assert rows[0]["requests"] == (10000 + 5000 + 8000) * 8
+    assert rows[0]["rps"] == 8000 and rows[1]["rps"] == 6000
+    assert rows[1]["p99"] == pytest.approx(4.5)
+    assert rows[1]["ratio"] == pytest.approx(0.8)  # per round: 0.8, 0.8, 0.75
+    verdicts = built["verdicts"]
+    assert isinstance(verdicts, list)
+    throughput, cpu, p99 = verdicts
+    assert throughput.value == pytest.approx(0.8)
+    # CPU µs per request per round, webhook ÷ reference: 100/80, 225/160, 133.3/100
+    assert cpu.value == pytest.approx(4 / 3)
+    assert p99.value == pytest.approx(4.5) and p99.met
+    notes = str(built["notes"])
+    assert "4 rounds of one window per server" in notes  # the profile's
+    assert "p99 per round at concurrency 32: the reference 3.0 to 6.0 ms" in notes
+    assert "the webhook 4.0 to 9.0 ms" in notes
+    assert "median 1.33" in notes  # 4/3, 9/6, 4.5/3.5
 
 
 def test_a_saturated_client_is_called_out() -> None:
