@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 from kubesim.client import KubeClient
 from kubesim.recorder import DRAIN_FINISHED, AvailabilityRecorder
 from kubesim.watchlog import watch_until
-from tests.conftest import run_kubectl
+from tests.conftest import kubectl_cache_args, run_kubectl
 from tests.e2e.watching import is_ready
 from tests.unit.inspection.documented_schema import problems
 
@@ -31,7 +32,7 @@ from .installed import BOUND
 
 Obj = dict[str, Any]
 GRACEFUL_DRAIN = str(Path(sys.executable).parent / "graceful-drain")
-DRAIN_TIMEOUT = "20s"  # the PDB-blocked pod never goes: the drain ends on this timeout
+DRAIN_TIMEOUT = "20s"  # a ceiling: the drain is interrupted once only PDB-blocked pods are left
 BUDGET_VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget"
 
 # Deployments the table cannot protect: name -> spec.strategy.rollingUpdate, and the
@@ -247,6 +248,76 @@ async def settle(subject: DrainSubject) -> None:
         )
 
 
+def _output_has_settled(plan: Obj, stdout: str, stderr: str) -> bool:
+    """kubectl has evicted every pod the plan says it evicts, and has been refused for every
+    pod it says is blocked. (A held pod may print nothing more: once its replacement is Ready
+    the rollout deletes it, and kubectl's retry finds it gone.)"""
+    refusals = [line for line in stderr.splitlines() if BUDGET_VIOLATION in line]
+    for pod in plan["pods"]:
+        if pod["outcome"] == "evicted" and f"pod/{pod['name']} evicted" not in stdout:
+            return False
+        if pod["outcome"] == "blocked" and not any(f'"{pod["name"]}"' in r for r in refusals):
+            return False
+    return True
+
+
+async def _held_pods_gone(subject: DrainSubject, plan: Obj) -> None:
+    held: dict[str, set[str]] = {}
+    for pod in plan["pods"]:
+        if pod["outcome"] == "held":
+            held.setdefault(pod["namespace"], set()).add(pod["name"])
+    for namespace, names in held.items():
+
+        def gone(items: list[Obj], names: set[str] = names) -> bool:
+            return not any(p["metadata"]["name"] in names for p in items)
+
+        await watch_until(subject.admin, "v1", "pods", "Pod", namespace, gone, bound=BOUND)
+
+
+async def drain_until_only_blocked_remain(subject: DrainSubject, plan: Obj) -> Run:
+    """`kubectl drain`, interrupted as an operator would once only the pods the plan says are
+    blocked are left (`_output_has_settled`, and every held pod gone): they never go, so left
+    alone it would always run to DRAIN_TIMEOUT. Its exit status is then non-zero, as on that
+    timeout."""
+    process = await asyncio.create_subprocess_exec(
+        "kubectl", *kubectl_cache_args(subject.kubeconfig), "drain", subject.drained,
+        "--ignore-daemonsets", "--delete-emptydir-data", "--force", f"--timeout={DRAIN_TIMEOUT}",
+        env={**os.environ, "KUBECONFIG": str(subject.kubeconfig)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    out, err = bytearray(), bytearray()
+    output_settled = asyncio.Event()
+
+    async def collect(stream: asyncio.StreamReader, into: bytearray) -> None:
+        while chunk := await stream.read(1 << 16):
+            into += chunk
+            if _output_has_settled(plan, out.decode(), err.decode()):
+                output_settled.set()
+
+    async def settled() -> None:
+        await asyncio.gather(output_settled.wait(), _held_pods_gone(subject, plan))
+
+    readers = [asyncio.create_task(collect(process.stdout, out)),
+               asyncio.create_task(collect(process.stderr, err))]  # fmt: skip
+    exited = asyncio.create_task(process.wait())
+    interrupt = asyncio.create_task(settled())
+    try:
+        async with asyncio.timeout(BOUND):
+            await asyncio.wait([exited, interrupt], return_when=asyncio.FIRST_COMPLETED)
+            if process.returncode is None:
+                process.terminate()
+            await exited
+            await asyncio.gather(*readers)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        for task in (*readers, exited, interrupt):
+            task.cancel()
+    return Run(process.returncode or 0, out.decode(), err.decode())
+
+
 async def predict_drain_and_check(subject: DrainSubject) -> Obj:
     await set_up(subject)
     predicted = await run_plan(subject.kubeconfig, subject.drained, "--json")
@@ -264,10 +335,7 @@ async def predict_drain_and_check(subject: DrainSubject) -> Obj:
     ), "the plan covers every pod on the node"
 
     subject.recorder.mark_drain_started(subject.drained, "kubectl")
-    drained = await kubectl(
-        subject.kubeconfig, "drain", subject.drained, "--ignore-daemonsets",
-        "--delete-emptydir-data", "--force", f"--timeout={DRAIN_TIMEOUT}",
-    )  # fmt: skip
+    drained = await drain_until_only_blocked_remain(subject, plan)
     subject.recorder.mark(DRAIN_FINISHED, node=subject.drained)
     start, _ = subject.recorder.drain_window(subject.drained)
     await settle(subject)
