@@ -82,9 +82,8 @@ async def _settled(sim: KubeSim) -> None:
     """Until kubesim's garbage collector has looked at every seeded object: it reacts to each
     write after the fact (one queued item per pod), and that backlog must not run during the
     sync being measured. Bounded: the collector drains its queue in one loop step."""
-    backlog = sim.gc._queue
     for _ in range(SETTLE_STEPS):
-        if backlog.empty():
+        if sim.gc.backlog == 0:
             return
         await asyncio.sleep(0)  # one loop iteration: the collector's turn
     raise RuntimeError(f"kubesim's garbage collector still busy after {SETTLE_STEPS} steps")

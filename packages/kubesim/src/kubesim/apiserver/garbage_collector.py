@@ -77,6 +77,11 @@ class GarbageCollector:
             except Exception:
                 log.exception("gc: unexpected error")
 
+    @property
+    def backlog(self) -> int:
+        """Changes queued and not yet looked at."""
+        return self._queue.qsize()
+
     def owner_exists(self, uid: str) -> bool:
         return uid in self._uids
 
