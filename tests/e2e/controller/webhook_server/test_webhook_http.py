@@ -3,8 +3,9 @@
 Each test starts a `WebhookServer` on 127.0.0.1 with small handlers (one echoes the body it
 got, one waits on an event the test sets, one raises) and speaks HTTP to it byte by byte, as
 a client that is not the API server might, on asyncio's default event loop and on uvloop
-(whose TLS transport the controller process serves with). The controller's own handler behind
-`app.webhook_site` is covered by test_webhook_e2e.py. Every wait is bounded (DEADLINE).
+(whose TLS transport the controller process serves with; conftest.py). The controller's own
+handler behind `app.webhook_site` is covered by ../test_webhook_e2e.py. Every wait is bounded
+(DEADLINE).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 
 import pytest
 import structlog
-import uvloop
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,25 +33,9 @@ from graceful_drain.controller.webhook_http import (
     _Exchange,
 )
 
-from .conftest import DEADLINE, WebhookCerts
+from ..conftest import DEADLINE, WebhookCerts
 
-pytestmark = [
-    pytest.mark.e2e,
-    # pytest-asyncio's replacement (a pytest_asyncio_loop_factories hook) is conftest-wide:
-    # it would put every async test of the directory through its loop factories.
-    pytest.mark.filterwarnings(
-        "ignore:Overriding the .event_loop_policy. fixture:pytest.PytestDeprecationWarning"
-    ),
-]
-
-
-@pytest.fixture(scope="module", params=["asyncio", "uvloop"])
-def event_loop_policy(request: pytest.FixtureRequest) -> asyncio.AbstractEventLoopPolicy:
-    """Every test on both loops: production runs uvloop."""
-    if request.param == "uvloop":
-        policy: asyncio.AbstractEventLoopPolicy = uvloop.EventLoopPolicy()
-        return policy
-    return asyncio.DefaultEventLoopPolicy()
+pytestmark = pytest.mark.e2e  # on both event loops: conftest.py
 
 
 MAX_BODY = 64  # the servers here keep bodies up to this size
