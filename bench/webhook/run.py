@@ -15,6 +15,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from bench.procs import Child
 from bench.report import Column, Table, fixed, percent
@@ -71,8 +72,14 @@ class Measurement:
         """Server CPU µs per request answered."""
         return self.server_cpu / self.result.completed * 1e6 if self.result.completed else None
 
+    @cached_property
     def latency(self) -> Summary | None:
+        """The latencies of the requests answered without error (sorted once)."""
         return summarize(latencies_of(self.result))
+
+    @property
+    def p99_ms(self) -> float | None:
+        return None if self.latency is None else self.latency.p99 * 1000
 
 
 COLUMNS = [
@@ -224,7 +231,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
     saturated: list[str] = []
     for (server, concurrency), rounds in series.items():
         reference = series.get(("reference", concurrency), [])
-        tails = [m.latency() for m in rounds]
+        tails = [m.latency for m in rounds]
         client_shares = [m.result.client_cpu / m.result.window for m in rounds
                          if m.result.window > 0]  # fmt: skip
         if any(used >= CLIENT_SATURATED for used in client_shares):
@@ -233,7 +240,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
         server_shares = [m.server_cpu / m.result.window for m in rounds if m.result.window > 0]
         client_micros = [m.result.client_cpu / m.result.completed * 1e6 for m in rounds
                          if m.result.completed]  # fmt: skip
-        p99 = _median(None if t is None else t.p99 * 1000 for t in tails)
+        p99 = _median(m.p99_ms for m in rounds)
         table.add(
             server=server,
             concurrency=concurrency,
@@ -330,7 +337,7 @@ def _paired(rounds: Sequence[Measurement], reference: Sequence[Measurement],
 
 
 def _p99s(rounds: Sequence[Measurement]) -> list[float]:
-    return [t.p99 * 1000 for m in rounds if (t := m.latency()) is not None]
+    return [p99 for m in rounds if (p99 := m.p99_ms) is not None]
 
 
 def p99_spread(series: dict[tuple[str, int], list[Measurement]]) -> str | None:
@@ -340,12 +347,7 @@ def p99_spread(series: dict[tuple[str, int], list[Measurement]]) -> str | None:
     web_p99, ref_p99 = _p99s(web), _p99s(ref)
     if len(web_p99) < 2 or not ref_p99:
         return None
-
-    def per_round(m: Measurement) -> float | None:
-        tail = m.latency()
-        return None if tail is None else tail.p99
-
-    paired = _paired(web, ref, per_round)
+    paired = _paired(web, ref, lambda m: m.p99_ms)
     return (
         f"p99 per round at concurrency {TARGET_CONCURRENCY}: the reference "
         f"{min(ref_p99):.1f} to {max(ref_p99):.1f} ms, the webhook "
@@ -385,7 +387,7 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
             f"{TARGET_CONCURRENCY / (P99_TARGET.limit / 1000):,.0f} req/s."
         )
     web_p99, ref_p99 = _median(_p99s(web)), _median(_p99s(ref))
-    ref_tails = [t for m in ref if (t := m.latency()) is not None]
+    ref_tails = [t for m in ref if (t := m.latency) is not None]
     if web_p99 is not None and ref_p99:
         ref_p50 = statistics.median(t.p50 * 1000 for t in ref_tails)
         parts.append(
