@@ -386,13 +386,13 @@ def miss_explanation(measurements: list[Measurement], stages: dict[str, float]) 
             f"ms on average, so a p99 under {P99_TARGET.limit:g} ms needs well over "
             f"{TARGET_CONCURRENCY / (P99_TARGET.limit / 1000):,.0f} req/s."
         )
-    web_p99, ref_p99 = _median(_p99s(web)), _median(_p99s(ref))
-    ref_tails = [t for m in ref if (t := m.latency) is not None]
-    if web_p99 is not None and ref_p99:
-        ref_p50 = statistics.median(t.p50 * 1000 for t in ref_tails)
+    ref_p99 = _median(_p99s(ref))
+    ref_p50 = _median(None if (t := m.latency) is None else t.p50 * 1000 for m in ref)
+    paired = _paired(web, ref, lambda m: m.p99_ms)
+    if ref_p99 is not None and ref_p50 is not None and paired is not None:
         parts.append(
             f"The reference's own p99 in the same rounds was {ref_p99:.1f} ms "
-            f"(p50 {ref_p50:.1f} ms): the webhook's p99 is {web_p99 / ref_p99:.2f}x it."
+            f"(p50 {ref_p50:.1f} ms): round by round, the webhook's p99 is {paired:.2f}x it."
         )
     return " ".join(parts)
 

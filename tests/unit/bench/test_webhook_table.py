@@ -66,7 +66,7 @@ def test_targets_are_judged_at_concurrency_32_only() -> None:
     assert "Little's law" in notes
     assert "6,400 req/s" in notes
     assert "reference's own p99 in the same rounds was 3.0 ms" in notes
-    assert "the webhook's p99 is 4.00x it" in notes
+    assert "round by round, the webhook's p99 is 4.00x it" in notes
 
 
 def test_rounds_are_medians_and_ratios_pair_each_rounds_windows() -> None:
