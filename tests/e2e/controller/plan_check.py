@@ -305,6 +305,8 @@ async def drain_until_only_blocked_remain(subject: DrainSubject, plan: Obj) -> R
     try:
         async with asyncio.timeout(BOUND):
             await asyncio.wait([exited, interrupt], return_when=asyncio.FIRST_COMPLETED)
+            if interrupt.done():
+                interrupt.result()  # a watch that failed fails here, not as a drain cut short
             if process.returncode is None:
                 process.terminate()
             await exited
