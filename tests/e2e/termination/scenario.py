@@ -371,20 +371,25 @@ async def preemption(workload: Workload) -> str:
 
 
 async def oom_kill(workload: Workload) -> Obj:
-    """A container the cgroup OOM killer ends shortly after it starts; restarted in place."""
+    """A container the cgroup OOM killer ends shortly after it starts, restarted in place and
+    killed again, now backing off. The first restart is immediate, so its lastState would
+    change again 50 ms later; during the back-off it holds still."""
     name = "web-0"
     pods = await pods_log(workload.admin)
     try:
         await workload.create_pod(pod_manifest(name, annotations={OOM_AFTER: "50ms"}))
-        return await pods.until_obj(named(name, restarted_after_oom), within=WAIT_SECONDS)
+        return await pods.until_obj(named(name, backing_off_after_oom), within=WAIT_SECONDS)
     finally:
         await pods.stop()
 
 
-def restarted_after_oom(pod: Obj) -> bool:
+def backing_off_after_oom(pod: Obj) -> bool:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    last = (statuses[0].get("lastState") or {}).get("terminated") if statuses else None
-    return bool(last) and last.get("reason") == "OOMKilled"
+    if not statuses:
+        return False
+    last = (statuses[0].get("lastState") or {}).get("terminated") or {}
+    waiting = (statuses[0].get("state") or {}).get("waiting") or {}
+    return last.get("reason") == "OOMKilled" and waiting.get("reason") == "CrashLoopBackOff"
 
 
 async def pod_until(client: KubeClient, predicate: Callable[[Obj], bool], what: str) -> Obj:
