@@ -1,11 +1,13 @@
 """Where one admission's CPU time goes inside the webhook, measured under load.
 
-The bench's webhook server also answers on `TIMED_PATH`, with `timed_handler`: the same steps
-as `EvictionWebhook.answer` (parse, decide, encode, log + metrics), the thread's CPU clock read
-between them. After the main measurements the load generator sends one more window at
-concurrency 32 there, so each stage is timed interleaved with TLS, HTTP and the event loop,
-with the caches as they are under load — not in a warm tight loop, which understates the
-same code about twice. The clock's own cost is measured first and taken off.
+The bench's webhook server also answers on `TIMED_PATH`, with `timed_handler` over its own
+`TimedWebhook`: the same steps as `EvictionWebhook.answer` (parse, decide, encode), the
+thread's CPU clock read between them, and the observation (log line, metrics) timed where the
+webhook runs it, in the next turn of the event loop for all the answers of a turn. After the
+main measurements the load generator sends more windows at concurrency 32 there, so each stage
+is timed interleaved with TLS, HTTP and the event loop, with the caches as they are under load —
+not in a warm tight loop, which understates the same code about twice. The clock's own cost is
+measured first and taken off.
 
 What the stages leave out — TLS, HTTP parsing, the connection guard, the response write, the
 event loop — is measured on `CANNED_PATH`: the reference's canned answer served by the webhook's
@@ -18,6 +20,7 @@ request (on aiohttp) is shown beside it.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from graceful_drain.controller.admission import (
     MalformedReview,
@@ -32,6 +35,7 @@ from graceful_drain.controller.webhook_http import BodyHandler
 TIMED_PATH = WEBHOOK_PATH + "-timed"
 CANNED_PATH = WEBHOOK_PATH + "-canned"
 STAGES = ("parse", "decide", "encode", "observe")
+ANSWER_STAGES = STAGES[:-1]  # timed in the handler; "observe" in the loop turn after
 _CALIBRATION_READS = 20_000
 
 
@@ -50,16 +54,18 @@ class StageClock:
         self.clock_cost_ns = _clock_cost_ns()
         self.totals = dict.fromkeys(STAGES, 0)
         self.requests = 0
+        self.turns = 0  # observations of a loop turn's answers
         self.timing_ns = self._timing_cost_ns()
 
     def _timing_cost_ns(self) -> float:
         """Nanoseconds per request the timing itself adds to the process: the clock reads
-        between the stages and this bookkeeping, as timed_handler does them."""
+        between the answer's stages and this bookkeeping, as timed_handler does them (the
+        observation's two reads are per loop turn, not per request, and left out)."""
         now = time.thread_time_ns
         started = now()
         for _ in range(_CALIBRATION_READS // len(STAGES)):
             marks = [now()]
-            for _stage in STAGES:
+            for _stage in ANSWER_STAGES:
                 marks.append(now())
             self.add(marks)
         cost = (now() - started) / (_CALIBRATION_READS // len(STAGES))
@@ -69,11 +75,18 @@ class StageClock:
     def reset(self) -> None:
         self.totals = dict.fromkeys(STAGES, 0)
         self.requests = 0
+        self.turns = 0
 
     def add(self, marks: list[int]) -> None:
-        for stage, begin, end in zip(STAGES, marks, marks[1:], strict=False):
+        """One answer's clock readings around ANSWER_STAGES."""
+        for stage, begin, end in zip(ANSWER_STAGES, marks, marks[1:], strict=False):
             self.totals[stage] += end - begin
         self.requests += 1
+
+    def observed(self, nanoseconds: int) -> None:
+        """The observation of one loop turn's answers took `nanoseconds`."""
+        self.totals["observe"] += nanoseconds
+        self.turns += 1
 
     def micros(self) -> dict[str, float]:
         """µs per request for each stage, "total" for the webhook's own ones (all but the
@@ -81,8 +94,9 @@ class StageClock:
         if self.requests == 0:
             return {}
         cost = self.clock_cost_ns
+        readings = {stage: self.requests for stage in ANSWER_STAGES} | {"observe": self.turns}
         micros = {
-            stage: max(0.0, total / self.requests - cost) / 1000
+            stage: max(0.0, (total - readings[stage] * cost) / self.requests) / 1000
             for stage, total in self.totals.items()
         }
         micros["total"] = sum(value for stage, value in micros.items() if stage in STAGES)
@@ -90,9 +104,24 @@ class StageClock:
         return micros
 
 
-def timed_handler(webhook: EvictionWebhook, clock: StageClock) -> BodyHandler:
+class TimedWebhook(EvictionWebhook):
+    """The webhook of TIMED_PATH: its observation of each loop turn's answers is timed as the
+    "observe" stage of `stages`."""
+
+    def __init__(self, *args: Any, stages: StageClock, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stages = stages
+
+    def _observe_gathered(self) -> None:
+        started = time.thread_time_ns()
+        super()._observe_gathered()
+        self.stages.observed(time.thread_time_ns() - started)
+
+
+def timed_handler(webhook: TimedWebhook) -> BodyHandler:
     """EvictionWebhook.answer, step by step, with a CPU clock read between the steps."""
     now = time.thread_time_ns
+    clock = webhook.stages
 
     async def answer(body: bytes | None) -> bytes:
         started = time.perf_counter()
@@ -113,9 +142,8 @@ def timed_handler(webhook: EvictionWebhook, clock: StageClock) -> BodyHandler:
             marks.append(now())
             payload = encode_review_response(parsed.uid, outcome.decision)
         marks.append(now())
-        webhook._observe(outcome, time.perf_counter() - started)
-        marks.append(now())
         clock.add(marks)
+        webhook._observe_later(outcome, time.perf_counter() - started)
         return payload
 
     return answer

@@ -450,9 +450,11 @@ def cost_table(measurements: list[Measurement], timed: Measurement, stack: Measu
     table.verdicts.append(evaluate(BREAKDOWN_TARGET, gap, f"concurrency {concurrency}"))
     table.notes.append(
         f"Stages timed under load at concurrency {concurrency}, on a copy of the handler that "
-        "reads the thread's CPU clock between its steps (the clock's own cost measured and "
-        "taken off each stage, and shown as its own row), interleaved with TLS, HTTP and "
-        "the event loop. The stack around them is measured in the same process: the "
+        "reads the thread's CPU clock between its steps, and around the observation of each "
+        "loop turn's answers (log lines and metrics, run in the turn after the answers as in "
+        "production); the clock's own cost is measured and taken off each stage, and shown "
+        "as its own row. They run interleaved with TLS, HTTP and the event loop. The stack "
+        "around them is measured in the same process: the "
         "reference's canned answer on the webhook's own server and connection guard. Canned and "
         f"timed windows alternate ({COST_ROUNDS} each, about "
         f"{timed.result.window / COST_ROUNDS:.0f} s each), so both see the "

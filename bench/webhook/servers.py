@@ -200,9 +200,12 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
             mismatches = await verify_rows(webhook, options.requests)
             clock = breakdown.StageClock()
+            timed = breakdown.TimedWebhook(
+                cache, InstantPatcher(), config=config, metrics=Metrics(), stages=clock
+            )
             routes = {
                 WEBHOOK_PATH: webhook.answer,
-                breakdown.TIMED_PATH: breakdown.timed_handler(webhook, clock),
+                breakdown.TIMED_PATH: breakdown.timed_handler(timed),
                 breakdown.CANNED_PATH: canned_answer,
             }
             tls = ReloadingTLS(cert, key)

@@ -43,7 +43,7 @@ from graceful_drain.controller.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.webhook import EvictionWebhook
+from graceful_drain.controller.webhook import EvictionWebhook, Outcome
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 
@@ -454,3 +454,36 @@ def test_rate_limiter_allows_once_per_interval_and_stays_bounded() -> None:
     for key in range(10):
         assert limiter.allow(key)
     assert len(limiter._last) <= 4
+
+
+async def test_answers_are_observed_in_the_next_loop_turn_together_and_in_order(rig: Rig) -> None:
+    """`answer` returns before the answer is counted, logged or its events handed over (all
+    but the stamp's own, sent with it); the next turn of the loop observes every answer of this
+    one, in the order they were given."""
+    observed: list[Reason] = []
+    observe = rig.webhook._observe
+
+    def recording(outcome: Outcome, seconds: float) -> None:
+        observed.append(outcome.decision.reason)
+        observe(outcome, seconds)
+
+    rig.webhook._observe = recording  # type: ignore[method-assign]
+    first = await rig.webhook.answer(review())
+    stamped = deployment(restarted_at=NOW - timedelta(seconds=30), restarted_at_raw="x")
+    rig.cluster.deployments = {"web": stamped}
+    second = await rig.webhook.answer(review())
+    third = await rig.webhook.answer(review(dryRun=True))
+    assert [json.loads(body)["response"]["allowed"] for body in (first, second, third)] == [
+        False, False, True,
+    ]  # fmt: skip
+    assert observed == []
+    assert counted(rig, "false", "rollout-requested") == 0
+    assert [event.reason for event in rig.events] == [DRAIN_STARTED]
+    await asyncio.sleep(0)
+    assert observed == [Reason.ROLLOUT_REQUESTED, Reason.ROLLOUT_IN_PROGRESS, Reason.DRY_RUN]
+    assert counted(rig, "false", "rollout-requested") == 1
+    assert counted(rig, "false", "rollout-in-progress") == 1
+    assert counted(rig, "true", "dry-run") == 1
+    assert [event.reason for event in rig.events] == [DRAIN_STARTED, DRAIN_WAITING]
+    await asyncio.sleep(0)
+    assert len(observed) == 3  # each answer once
