@@ -299,6 +299,8 @@ async def _streaming_list(api: Api) -> None:
     for step, params in invalid_watches:
         await api.call(f"watch: {step}", "GET", path,
                        params={"watch": "true", "timeoutSeconds": "1", **params})  # fmt: skip
+    bad_revision = {"watch": "true", "resourceVersion": "abc", **STREAMING_LIST}
+    await api.call("streaming list from a bad revision", "GET", path, params=bad_revision)
     invalid_lists: tuple[tuple[str, dict[str, str]], ...] = (
         ("sendInitialEvents", {"sendInitialEvents": "true"}),
         ("resourceVersionMatch without resourceVersion", {"resourceVersionMatch": "Exact"}),

@@ -547,14 +547,10 @@ class ApiServer:
 
         options = list_options(ctx.request.query, watch=True)
         rv_param = options.resource_version
-        since: int | None
-        if options.send_initial_events:
-            since = None  # the current state first, whatever revision it is not older than
-        elif rv_param in ("", "0"):
-            since = self.store.revision  # sendInitialEvents=false: from now on
-        else:
+        requested = 0
+        if rv_param not in ("", "0"):
             try:
-                since = int(rv_param)
+                requested = int(rv_param)
             except ValueError:
                 # The watch cache's parse error, answered as an internal error upstream.
                 raise ApiError(
@@ -564,6 +560,13 @@ class ApiServer:
                     "invalid syntax",
                     reason="",
                 ) from None
+        since: int | None
+        if options.send_initial_events:
+            since = None  # the current state first, whatever revision it is not older than
+        elif rv_param in ("", "0"):
+            since = self.store.revision  # sendInitialEvents=false: from now on
+        else:
+            since = requested
         bookmarks = options.allow_watch_bookmarks
         timeout = _timeout_seconds(ctx.request)
         stored = self._stored_type(ctx.rt)
