@@ -221,23 +221,31 @@ async def _headers(kubeconfig: Path, *args: str) -> list[tuple[list[str], list[s
     return list(zip(tables[0], tables[1], strict=True))
 
 
+Resources = tuple[list[str], list[str]]  # (namespaced, cluster-scoped)
+
+
+async def built_in_resources(kubeconfig: Path) -> Resources:
+    """The built-in resources the server lists for `kubectl get`."""
+    crds = await kubectl(kubeconfig, "get", "customresourcedefinitions", "-o", "name")
+    custom = {line.partition("/")[2] for line in crds.stdout.split()}
+    namespaced, cluster = await asyncio.gather(
+        _resources(kubeconfig, True, custom), _resources(kubeconfig, False, custom)
+    )
+    return namespaced, cluster
+
+
 async def every_header(
-    endpoint: Endpoint, kubeconfig: Path, namespace: str, suffix: str
-) -> tuple[Headers, set[str]]:
-    """The headers of every resource the server lists for `kubectl get`, and those
-    resources."""
+    endpoint: Endpoint, kubeconfig: Path, namespace: str, suffix: str, resources: Resources
+) -> Headers:
+    """The headers of `kubectl get` of each of `resources`, one object of each made first."""
     client: KubeClient = endpoint.client()
     manifests = every_resource.namespaced(namespace) + every_resource.cluster_scoped(suffix)
     stream = yaml.safe_dump_all(manifests)
+    namespaced, cluster = resources
     try:
         await client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": namespace}})  # fmt: skip
         await kubectl(kubeconfig, "create", "-f", "-", stdin=stream)
-        crds = await kubectl(kubeconfig, "get", "customresourcedefinitions", "-o", "name")
-        custom = {line.partition("/")[2] for line in crds.stdout.split()}
-        namespaced, cluster = await asyncio.gather(
-            _resources(kubeconfig, True, custom), _resources(kubeconfig, False, custom)
-        )
         named = [(r, _cluster_scoped_name(r, namespace, suffix)) for r in cluster]
         # `kubectl get` of several resources prints one table per resource, in order.
         in_namespace, listed, by_name = await asyncio.gather(
@@ -249,8 +257,7 @@ async def every_header(
                    + [r for r, name in named if name is not None])  # fmt: skip
         tables = in_namespace + listed + by_name
         assert len(tables) == len(ordered), (ordered, tables)
-        headers = dict(zip(ordered, tables, strict=True))
-        return headers, set(namespaced) | set(cluster)
+        return dict(zip(ordered, tables, strict=True))
     finally:
         # Nothing outlives the test: its PodDisruptionBudget would hold later suites' drains.
         await kubectl(kubeconfig, "delete", "--ignore-not-found", "--wait=false", "-f", "-",
@@ -268,17 +275,22 @@ async def test_kubectl_get_headers_of_every_resource_match(
     suffix = secrets.token_hex(3)
     real = Endpoint("kube-apiserver", real_cluster.server, real_cluster.admin_token,
                     real_cluster.ca_pem)  # fmt: skip
-    (on_real, real_resources), (on_kubesim, kubesim_resources) = await asyncio.gather(
-        every_header(real, real_cluster.kubeconfig_path, namespace, suffix),
-        every_header(*kubesim_workdir, namespace, suffix),
+    real_kubeconfig = real_cluster.kubeconfig_path
+    on_real, on_kubesim = await asyncio.gather(
+        built_in_resources(real_kubeconfig), built_in_resources(kubesim_workdir[1])
     )
+    real_resources, kubesim_resources = (set(n) | set(c) for n, c in (on_real, on_kubesim))
     assert kubesim_resources <= real_resources, kubesim_resources - real_resources
     assert sorted(real_resources - kubesim_resources) == sorted(not_served_in_doc())
+    real_headers, kubesim_headers = await asyncio.gather(
+        every_header(real, real_kubeconfig, namespace, suffix, on_kubesim),
+        every_header(*kubesim_workdir, namespace, suffix, on_kubesim),
+    )
     differences = {
-        resource: (headers, on_real[resource])
-        for resource, headers in on_kubesim.items()
-        if headers != on_real[resource]
+        resource: (headers, real_headers[resource])
+        for resource, headers in kubesim_headers.items()
+        if headers != real_headers[resource]
     }
     assert not differences, differences
-    assert on_kubesim["namespaces"][0] == ["NAME", "STATUS", "AGE"]
-    assert on_kubesim["secrets"][0] == ["NAME", "TYPE", "DATA", "AGE"]
+    assert kubesim_headers["namespaces"][0] == ["NAME", "STATUS", "AGE"]
+    assert kubesim_headers["secrets"][0] == ["NAME", "TYPE", "DATA", "AGE"]
