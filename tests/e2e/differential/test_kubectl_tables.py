@@ -246,6 +246,12 @@ async def every_header(
         await client.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": namespace}})  # fmt: skip
         await kubectl(kubeconfig, "create", "-f", "-", stdin=stream)
+        # The endpoints controllers make the Service's Endpoints and EndpointSlice.
+        await asyncio.gather(
+            watch_until(client, "v1", "endpoints", "Endpoints", namespace, bool),
+            watch_until(client, "discovery.k8s.io/v1", "endpointslices", "EndpointSlice",
+                        namespace, bool),
+        )  # fmt: skip
         named = [(r, _cluster_scoped_name(r, namespace, suffix)) for r in cluster]
         # `kubectl get` of several resources prints one table per resource, in order.
         in_namespace, listed, by_name = await asyncio.gather(

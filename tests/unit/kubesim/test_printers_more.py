@@ -155,3 +155,40 @@ def test_format_labels_sorts_by_key(labels: dict[str, str]) -> None:
         pairs = shown.split(",")
         assert pairs == sorted(pairs, key=lambda pair: pair.split("=", 1)[0])
         assert dict(pair.split("=", 1) for pair in pairs) == labels
+
+
+def _subset(ips: list[str], ports: list[int]) -> Obj:
+    return {"addresses": [{"ip": ip} for ip in ips], "ports": [{"port": p} for p in ports]}
+
+
+@pytest.mark.parametrize(
+    ("subsets", "shown"),
+    [
+        (None, "<none>"),
+        ([{"notReadyAddresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 80}]}], ""),
+        ([_subset(["10.0.0.1"], [80])], "10.0.0.1:80"),
+        ([_subset(["10.0.0.1", "10.0.0.2"], [80, 443])],
+         "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 1 more..."),
+        ([{"addresses": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}], "10.0.0.1,fd00::1"),
+        ([_subset(["fd00::1"], [80])], "[fd00::1]:80"),
+    ],
+)  # fmt: skip
+def test_endpoints(subsets: list[Obj] | None, shown: str) -> None:
+    value = obj() if subsets is None else obj(subsets=subsets)
+    assert printers.print_endpoints(value, NOW).cells == ["x", shown, "3m"]
+
+
+@pytest.mark.parametrize(
+    ("ports", "endpoints", "shown"),
+    [
+        ([], [], ["", ""]),
+        ([{"port": 80}, {"name": "h"}, {}], [{"addresses": ["10.0.0.1"]}],
+         ["80,h,*", "10.0.0.1"]),
+        ([{"port": p} for p in (1, 2, 3, 4, 5)],
+         [{"addresses": [f"10.0.0.{i}"]} for i in range(1, 6)],
+         ["1,2,3 + 2 more...", "10.0.0.1,10.0.0.2,10.0.0.3 + 2 more..."]),
+    ],
+)  # fmt: skip
+def test_endpoint_slice(ports: list[Obj], endpoints: list[Obj], shown: list[str]) -> None:
+    value = obj(addressType="IPv4", ports=ports, endpoints=endpoints)
+    assert printers.print_endpoint_slice(value, NOW).cells == ["x", "IPv4", *shown, "3m"]

@@ -631,3 +631,41 @@ CLUSTER_ROLE_BINDING = (
         priority=1,
     ),
 )  # fmt: skip
+
+ENDPOINTS = (
+    NAME,
+    ColumnDefinition(
+        "Endpoints", "string",
+        "The set of all endpoints is the union of all subsets. Addresses are placed into "
+        "subsets according to the IPs they share. A single address with multiple ports, some of "
+        "which are ready and some of which are not (because they come from different "
+        "containers) will result in the address being displayed in different subsets for the "
+        "different ports. No address will appear in both Addresses and NotReadyAddresses in the "
+        "same subset. Sets of addresses and ports that comprise a service.",
+    ),
+    AGE,
+)  # fmt: skip
+
+ENDPOINT_SLICE = (
+    NAME,
+    ColumnDefinition(
+        "AddressType", "string",
+        "addressType specifies the type of address carried by this EndpointSlice. All addresses "
+        "in this slice must be the same type. This field is immutable after creation. The "
+        "following address types are currently supported: * IPv4: Represents an IPv4 Address. * "
+        "IPv6: Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.",
+    ),
+    ColumnDefinition(
+        "Ports", "string",
+        "ports specifies the list of network ports exposed by each endpoint in this slice. Each "
+        "port must have a unique name. When ports is empty, it indicates that there are no "
+        'defined ports. When a port is defined with a nil port value, it indicates "all ports". '
+        "Each slice may include a maximum of 100 ports.",
+    ),
+    ColumnDefinition(
+        "Endpoints", "string",
+        "endpoints is a list of unique endpoints in this slice. Each slice may include a "
+        "maximum of 1000 endpoints.",
+    ),
+    AGE,
+)  # fmt: skip

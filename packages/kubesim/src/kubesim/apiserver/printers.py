@@ -669,3 +669,55 @@ def print_role_binding(binding: Obj, now: datetime) -> Row:
         ", ".join(accounts),
     ]
     return Row(cells)
+
+
+def _list_with_more(shown: list[str], more: bool, count: int, limit: int) -> str:
+    """``listWithMoreString``."""
+    text = ",".join(shown)
+    return f"{text} + {count - limit} more..." if more else text
+
+
+def _join_host_port(ip: str, port: int) -> str:
+    """``net.JoinHostPort``: an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def print_endpoints(endpoints: Obj, now: datetime) -> Row:
+    """``printEndpoints``: ``formatEndpoints`` with every port, at most three addresses."""
+    subsets: list[Obj] = endpoints.get("subsets") or []
+    limit, more, count = 3, False, 0
+    shown: list[str] = []
+    for subset in subsets:
+        addresses = subset.get("addresses") or []
+        ports = subset.get("ports") or []
+        pairs = (
+            [(a.get("ip", ""), None) for a in addresses]
+            if not ports
+            else [(a.get("ip", ""), int(p.get("port") or 0)) for p in ports for a in addresses]
+        )
+        count += len(pairs)
+        for ip, port in pairs:
+            if len(shown) == limit:
+                more = True
+                continue
+            shown.append(ip if port is None else _join_host_port(ip, port))
+    cell = "<none>" if not subsets else _list_with_more(shown, more, count, limit)
+    return Row([_name(endpoints), cell, _age(endpoints, now)])
+
+
+def print_endpoint_slice(endpoint_slice: Obj, now: datetime) -> Row:
+    """``printEndpointSlice``: at most three ports and three addresses."""
+    limit = 3
+    ports: list[Obj] = endpoint_slice.get("ports") or []
+    port_cells = [
+        str(p["port"]) if p.get("port") is not None else (p.get("name") or "*") for p in ports
+    ]
+    addresses = [a for e in endpoint_slice.get("endpoints") or [] for a in e.get("addresses") or []]
+    cells = [
+        _name(endpoint_slice),
+        endpoint_slice.get("addressType") or "",
+        _list_with_more(port_cells[:limit], len(port_cells) > limit, len(port_cells), limit),
+        _list_with_more(addresses[:limit], len(addresses) > limit, len(addresses), limit),
+        _age(endpoint_slice, now),
+    ]
+    return Row(cells)

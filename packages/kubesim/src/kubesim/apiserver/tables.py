@@ -42,6 +42,11 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
         lambda event, now: printers.print_event(to_core_event(event), now),
     ),
     ("", "Service"): (printer_columns.SERVICE, printers.print_service),
+    ("", "Endpoints"): (printer_columns.ENDPOINTS, printers.print_endpoints),
+    ("discovery.k8s.io", "EndpointSlice"): (
+        printer_columns.ENDPOINT_SLICE,
+        printers.print_endpoint_slice,
+    ),
     ("apps", "StatefulSet"): (printer_columns.STATEFUL_SET, printers.print_stateful_set),
     ("apps", "DaemonSet"): (printer_columns.DAEMON_SET, printers.print_daemon_set),
     ("apps", "ControllerRevision"): (
