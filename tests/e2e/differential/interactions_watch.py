@@ -215,6 +215,105 @@ async def _compressed_lists(api: Api) -> None:
             })  # fmt: skip
 
 
+STREAMING_LIST = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+async def _until_bookmark(
+    api: Api, path: str, since: str, params: Mapping[str, str]
+) -> list[Mapping[str, Any]]:
+    """A watch's events up to its first bookmark (the watch ends on its own after 5 s if
+    none comes)."""
+    out: list[Mapping[str, Any]] = []
+    async with asyncio.timeout(WATCH_GUARD):
+        async for event in api.client.watch(path, since, timeout_seconds=5, params=params):
+            out.append(event)
+            if event["type"] == "BOOKMARK":
+                break
+    return out
+
+
+def _initial_events_view(events: list[Mapping[str, Any]], kind: str) -> list[Json]:
+    """The events' summaries, a bookmark's as its annotations and whether it is otherwise
+    bare (kind and resourceVersion only)."""
+    out: list[Json] = []
+    for event in events:
+        obj = event["object"]
+        if event["type"] != "BOOKMARK":
+            out.append(_summary(event))
+            continue
+        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "annotations"}
+        out.append(["BOOKMARK", (obj.get("metadata") or {}).get("annotations"),
+                    _is_bare_bookmark({**obj, "metadata": meta}, kind)])  # fmt: skip
+    return out
+
+
+async def _streaming_list(api: Api) -> None:
+    """client-go's streaming list (WatchListClient): a watch with sendInitialEvents=true and
+    resourceVersionMatch=NotOlderThan sends the current state as ADDED events, then one
+    bookmark annotated k8s.io/initial-events-end at a revision not older than the state's,
+    then the changes after it. kube-apiserver 1.34 defaults a watch from "" or "0" that
+    names neither to the same; sendInitialEvents=false starts from now; the options are
+    validated (422, ListOptions)."""
+    path = resource_path("v1", "configmaps", api.namespace)
+    for name in ("a", "b"):
+        await api.call(f"create {name}", "POST", path, _configmap(name, "a"), view=status_only)
+    _, listed = await api.call("list", "GET", path, params=SELECTED, view=names_view)
+    read_at = int(listed["metadata"]["resourceVersion"])
+    for since, step, params in (
+        ("", "streaming list", {**SELECTED, **STREAMING_LIST}),
+        ("0", "streaming list from 0", {**SELECTED, **STREAMING_LIST}),
+        (str(read_at), "streaming list not older than the list", {**SELECTED, **STREAMING_LIST}),
+        ("", "watch from '' (defaulted)", SELECTED),
+        ("0", "watch from 0 (defaulted)", SELECTED),
+    ):
+        events = await _until_bookmark(api, path, since, params)
+        api.note(step, _initial_events_view(events, "ConfigMap"))
+        bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+        api.note(f"{step}: bookmark not older than the list", [
+            int(e["object"]["metadata"]["resourceVersion"]) >= read_at for e in bookmarks
+        ])  # fmt: skip
+    for since, step, params in (
+        ("", "streaming list without bookmarks",
+         {**SELECTED, **STREAMING_LIST, "allowWatchBookmarks": "false"}),
+        ("0", "watch from 0 without bookmarks", {**SELECTED, "allowWatchBookmarks": "false"}),
+        ("0", "no initial events, from 0",
+         {**SELECTED, **STREAMING_LIST, "sendInitialEvents": "false",
+          "allowWatchBookmarks": "false"}),
+        ("", "no initial events, from ''",
+         {**SELECTED, **STREAMING_LIST, "sendInitialEvents": "false",
+          "allowWatchBookmarks": "false"}),
+    ):  # fmt: skip
+        events = await _events(api, path, since, seconds=1, params=params, bookmarks=True)
+        api.note(step, [_summary(e) for e in events])
+    invalid_watches: tuple[tuple[str, dict[str, str]], ...] = (
+        ("sendInitialEvents without resourceVersionMatch", {"sendInitialEvents": "true"}),
+        ("sendInitialEvents=false without resourceVersionMatch", {"sendInitialEvents": "false"}),
+        ("resourceVersionMatch without sendInitialEvents",
+         {"resourceVersionMatch": "NotOlderThan"}),
+        ("resourceVersionMatch=Exact", {"sendInitialEvents": "true",
+                                        "resourceVersionMatch": "Exact"}),
+        ("resourceVersionMatch=Exact alone", {"resourceVersionMatch": "Exact",
+                                              "resourceVersion": "1"}),
+    )  # fmt: skip
+    for step, params in invalid_watches:
+        await api.call(f"watch: {step}", "GET", path,
+                       params={"watch": "true", "timeoutSeconds": "1", **params})  # fmt: skip
+    bad_revision = {"watch": "true", "resourceVersion": "abc", **STREAMING_LIST}
+    await api.call("streaming list from a bad revision", "GET", path, params=bad_revision)
+    invalid_lists: tuple[tuple[str, dict[str, str]], ...] = (
+        ("sendInitialEvents", {"sendInitialEvents": "true"}),
+        ("resourceVersionMatch without resourceVersion", {"resourceVersionMatch": "Exact"}),
+        ("resourceVersionMatch=Exact from 0",
+         {"resourceVersionMatch": "Exact", "resourceVersion": "0"}),
+        ("resourceVersionMatch unknown",
+         {"resourceVersionMatch": "Newest", "resourceVersion": "0"}),
+    )  # fmt: skip
+    for step, params in invalid_lists:
+        await api.call(f"list: {step}", "GET", path, params={**SELECTED, **params},
+                       view=names_view)  # fmt: skip
+
+
 BURST = 30
 COMPRESSED_LIST_ITEMS = 50  # ~160 KiB of ConfigMaps
 
@@ -223,6 +322,7 @@ WATCH: list[tuple[str, Interaction]] = [
     ("watch: a burst of writes arrives in order", _burst),
     ("list/watch serving: gzip past 128 KiB when accepted", _compressed_lists),
     ("watch: bookmarks", _bookmarks),
+    ("watch: the streaming list (sendInitialEvents)", _streaming_list),
     ("watch: selector transitions both ways", _selector_transitions),
 ]
 # Last in the catalogue: compacting restarts kube-apiserver, and until kube-controller-

@@ -188,3 +188,83 @@ async def test_official_client_receives_bookmarks(sim: KubeSim) -> None:
         api.close()
     assert event["object"]["kind"] == "ConfigMap"
     assert int(event["object"]["metadata"]["resourceVersion"]) >= 1
+
+
+STREAMING_LIST = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+
+
+async def test_streaming_list_ends_its_initial_events_with_an_annotated_bookmark(
+    raw: KubeClient,
+) -> None:
+    """client-go's WatchListClient: the current state as ADDED, one bookmark annotated
+    k8s.io/initial-events-end at the revision it was read at, then the changes after it."""
+    for name in ("a", "b"):
+        await raw.create(CMS, {"metadata": {"name": name}})
+    read_at = int((await raw.get(CMS))["metadata"]["resourceVersion"])
+    events: list[dict[str, Any]] = []
+
+    async def until_after_the_bookmark() -> None:
+        async for event in raw.watch(CMS, "", 30, STREAMING_LIST):
+            events.append(event)
+            if event["type"] == "BOOKMARK":
+                await raw.create(CMS, {"metadata": {"name": "c"}})
+            if event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "c":
+                return
+
+    await asyncio.wait_for(until_after_the_bookmark(), 10)
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None), ("ADDED", "c"),
+    ]  # fmt: skip
+    bookmark = events[2]["object"]
+    assert bookmark["kind"] == "ConfigMap"
+    assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(bookmark["metadata"]["resourceVersion"]) == read_at
+
+
+@pytest.mark.parametrize(
+    ("params", "bookmarked"),
+    [
+        ({"resourceVersion": "0"}, True),  # defaulted to a streaming list (WatchList gate)
+        ({"resourceVersion": ""}, True),
+        ({"resourceVersion": "0", "allowWatchBookmarks": "false"}, False),
+        ({**STREAMING_LIST, "allowWatchBookmarks": "false"}, False),
+    ],
+)
+async def test_initial_events_end_bookmark_needs_bookmarks_and_initial_events(
+    raw: KubeClient, params: dict[str, str], bookmarked: bool
+) -> None:
+    await raw.create(CMS, {"metadata": {"name": "a"}})
+    rv = params.pop("resourceVersion", "")
+    types = [e["type"] async for e in raw.watch(CMS, rv, 1, params)]
+    assert types == (["ADDED", "BOOKMARK"] if bookmarked else ["ADDED"])
+
+
+async def test_streaming_list_without_initial_events_starts_now(raw: KubeClient) -> None:
+    await raw.create(CMS, {"metadata": {"name": "before"}})
+    params = {**STREAMING_LIST, "sendInitialEvents": "false"}
+    types = [e["type"] async for e in raw.watch(CMS, "0", 1, params)]
+    assert types == []
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"sendInitialEvents": "true"},
+         'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+         "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
+        ({"resourceVersionMatch": "NotOlderThan"},
+         'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+         "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"),
+    ],
+)  # fmt: skip
+async def test_streaming_list_options_are_validated(
+    raw: KubeClient, params: dict[str, str], message: str
+) -> None:
+    from kubesim.client import ApiStatusError
+
+    with pytest.raises(ApiStatusError) as err:
+        async for _ in raw.watch(CMS, "", 1, params):
+            pass
+    assert err.value.code == 422
+    assert err.value.status["message"] == message
+    assert err.value.status["details"]["group"] == "meta.k8s.io"

@@ -33,7 +33,10 @@ def table(kind: str, query: str = "", include_columns: bool = True) -> Obj:
         ("Node", printer_columns.NODE),
         ("Deployment", printer_columns.DEPLOYMENT),
         ("ReplicaSet", printer_columns.REPLICA_SET),
-        ("ConfigMap", printer_columns.GENERIC),
+        ("ConfigMap", printer_columns.CONFIG_MAP),
+        ("Namespace", printer_columns.NAMESPACE),
+        ("Role", printer_columns.GENERIC),
+        ("CustomResourceDefinition", printer_columns.GENERIC),
     ],
 )
 def test_columns_per_kind(kind: str, columns: tuple[printer_columns.ColumnDefinition, ...]) -> None:
@@ -71,3 +74,14 @@ def test_rows_only_when_columns_are_not_wanted() -> None:
 )
 def test_wants_table(accept: str, wanted: bool) -> None:
     assert wants_table(accept) is wanted
+
+
+@pytest.mark.parametrize(
+    "rt", [rt for rt in RESOURCE_TYPES if not rt.virtual], ids=lambda rt: rt.group_resource
+)
+def test_every_served_kind_prints_a_cell_per_column(rt: ResourceType) -> None:
+    """A bare object of each kind kubesim serves (list/get-able) prints one cell per column,
+    whatever fields it lacks."""
+    request = make_mocked_request("GET", "/x")
+    served = to_table(rt, [{"metadata": dict(META)}], "7", request)
+    assert len(served["rows"][0]["cells"]) == len(served["columnDefinitions"])

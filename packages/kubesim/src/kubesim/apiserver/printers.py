@@ -1,7 +1,6 @@
-"""The Table cells kube-apiserver computes for Pods, Deployments, ReplicaSets, Nodes and
-HorizontalPodAutoscalers: a port of ``printPod``, ``printDeployment``, ``printReplicaSet``,
-``printNode`` and ``printHorizontalPodAutoscaler``
-(pkg/printers/internalversion/printers.go, v1.34), always ``Wide`` as the server prints them.
+"""The Table cells kube-apiserver computes for each built-in kind kubesim serves: a port of
+the ``print<Kind>`` functions of pkg/printers/internalversion/printers.go (v1.34), always
+``Wide`` as the server prints them.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 from kubesim.apiserver.selectors.labels import SelectorError, label_selector_from_object
 from kubesim.types import Obj
 
-from .humanduration import parse_timestamp, translate_timestamp_since
+from .humanduration import human_duration, parse_timestamp, translate_timestamp_since
 
 NODE_UNREACHABLE_POD_REASON = "NodeLost"  # pkg/util/node
 LABEL_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
@@ -368,5 +367,357 @@ def print_horizontal_pod_autoscaler(hpa: Obj, now: datetime) -> Row:
         int(spec.get("maxReplicas") or 0),
         int(status.get("currentReplicas") or 0),
         _age(hpa, now),
+    ]
+    return Row(cells)
+
+
+# --- the other kinds kubesim serves -------------------------------------------------------
+
+
+def format_labels(labels: dict[str, str] | None) -> str:
+    """``labels.FormatLabels``: ``k=v`` pairs sorted by key, ``<none>`` when empty."""
+    if not labels:
+        return "<none>"
+    return ",".join(f"{key}={labels[key]}" for key in sorted(labels))
+
+
+def format_label_selector(selector: Obj | None) -> str:
+    """``metav1.FormatLabelSelector``."""
+    if selector is None:
+        return "<none>"
+    try:
+        return _selector(selector) or "<none>"
+    except SelectorError:
+        return "<error>"
+
+
+def print_namespace(namespace: Obj, now: datetime) -> Row:
+    phase = (namespace.get("status") or {}).get("phase") or ""
+    return Row([_name(namespace), phase, _age(namespace, now)])
+
+
+def print_secret(secret: Obj, now: datetime) -> Row:
+    data = secret.get("data") or {}
+    return Row([_name(secret), secret.get("type") or "", len(data), _age(secret, now)])
+
+
+def print_service_account(account: Obj, now: datetime) -> Row:
+    return Row([_name(account), len(account.get("secrets") or []), _age(account, now)])
+
+
+def print_config_map(config_map: Obj, now: datetime) -> Row:
+    count = len(config_map.get("data") or {}) + len(config_map.get("binaryData") or {})
+    return Row([_name(config_map), count, _age(config_map, now)])
+
+
+def _micro_time_since(timestamp: str | None, now: datetime) -> str:
+    """``translateMicroTimestampSince``."""
+    return translate_timestamp_since(timestamp, now)
+
+
+def print_event(event: Obj, now: datetime) -> Row:
+    """``printEvent`` (core/v1 form; events.k8s.io/v1 Events are printed converted to it)."""
+    first = event.get("firstTimestamp")
+    first_seen = (
+        translate_timestamp_since(first, now)
+        if first
+        else _micro_time_since(event.get("eventTime"), now)
+    )
+    last = event.get("lastTimestamp")
+    last_seen = translate_timestamp_since(last, now) if last else first_seen
+    count = int(event.get("count") or 0)
+    series = event.get("series")
+    if series is not None:
+        last_seen = _micro_time_since(series.get("lastObservedTime"), now)
+        count = int(series.get("count") or 0)
+    elif count == 0:
+        count = 1
+    involved = event.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    host = source.get("host") or event.get("reportingInstance") or ""
+    cells = [
+        last_seen,
+        event.get("type") or "",
+        event.get("reason") or "",
+        target,
+        involved.get("fieldPath") or "",
+        f"{component}, {host}" if host else component,
+        str(event.get("message") or "").strip(),
+        first_seen,
+        count,
+        _name(event),
+    ]
+    return Row(cells)
+
+
+def _service_external_ip(service: Obj) -> str:
+    """``getServiceExternalIP`` (wide: load-balancer addresses not cut short)."""
+    spec = service.get("spec") or {}
+    external: list[str] = spec.get("externalIPs") or []
+    type_ = spec.get("type")
+    if type_ in ("ClusterIP", "NodePort"):
+        return ",".join(external) if external else "<none>"
+    if type_ == "LoadBalancer":
+        ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        balancers = sorted({i.get("ip") or i.get("hostname") for i in ingress} - {None, ""})
+        if external:
+            return ",".join([*balancers, *external])
+        return ",".join(balancers) if balancers else "<pending>"
+    if type_ == "ExternalName":
+        return str(spec.get("externalName") or "")
+    return "<unknown>"
+
+
+def _service_ports(ports: Sequence[Obj]) -> str:
+    """``makePortString``."""
+    pieces = []
+    for port in ports:
+        protocol = port.get("protocol", "")
+        if int(port.get("nodePort") or 0) > 0:
+            pieces.append(f"{port.get('port')}:{port['nodePort']}/{protocol}")
+        else:
+            pieces.append(f"{port.get('port')}/{protocol}")
+    return ",".join(pieces)
+
+
+def print_service(service: Obj, now: datetime) -> Row:
+    spec = service.get("spec") or {}
+    cluster_ips = spec.get("clusterIPs") or []
+    cells = [
+        _name(service),
+        spec.get("type") or "",
+        cluster_ips[0] if cluster_ips else "<none>",
+        _service_external_ip(service),
+        _service_ports(spec.get("ports") or []) or "<none>",
+        _age(service, now),
+        format_labels(spec.get("selector")),
+    ]
+    return Row(cells)
+
+
+def print_stateful_set(stateful_set: Obj, now: datetime) -> Row:
+    spec = stateful_set.get("spec") or {}
+    status = stateful_set.get("status") or {}
+    names, images = _container_cells(spec.get("template") or {})
+    ready = f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas', 1))}"
+    return Row([_name(stateful_set), ready, _age(stateful_set, now), names, images])
+
+
+_DAEMON_SET_COUNTS = (
+    "desiredNumberScheduled", "currentNumberScheduled", "numberReady", "updatedNumberScheduled",
+    "numberAvailable",
+)  # fmt: skip
+
+
+def print_daemon_set(daemon_set: Obj, now: datetime) -> Row:
+    spec = daemon_set.get("spec") or {}
+    status = daemon_set.get("status") or {}
+    template = spec.get("template") or {}
+    names, images = _container_cells(template)
+    cells = [
+        _name(daemon_set),
+        *(int(status.get(field) or 0) for field in _DAEMON_SET_COUNTS),
+        format_labels((template.get("spec") or {}).get("nodeSelector")),
+        _age(daemon_set, now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+    return Row(cells)
+
+
+def _controller_of(obj: Obj) -> Obj | None:
+    owners: list[Obj] = obj["metadata"].get("ownerReferences") or []
+    return next((o for o in owners if o.get("controller")), None)
+
+
+def print_controller_revision(revision: Obj, now: datetime) -> Row:
+    """The controller as ``formatResourceName``: ``kind.group/name`` in lower case."""
+    controller = _controller_of(revision)
+    shown = "<none>"
+    if controller is not None:
+        group = str(controller.get("apiVersion") or "").rpartition("/")[0]
+        kind = str(controller.get("kind") or "")
+        group_kind = f"{kind}.{group}" if group else kind
+        name = str(controller.get("name") or "")
+        shown = f"{group_kind.lower()}/{name}" if group_kind else name
+    return Row([_name(revision), shown, int(revision.get("revision") or 0), _age(revision, now)])
+
+
+def _has_condition(conditions: Sequence[Obj], type_: str) -> bool:
+    return _condition_true(conditions, type_)
+
+
+def print_job(job: Obj, now: datetime) -> Row:
+    spec = job.get("spec") or {}
+    status = job.get("status") or {}
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif int(spec.get("parallelism") or 0) > 1:
+        completions = f"{succeeded}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{succeeded}/1"
+    start, end = status.get("startTime"), status.get("completionTime")
+    duration = ""
+    if start and not end:
+        duration = human_duration(now - parse_timestamp(start))
+    elif start and end:
+        duration = human_duration(parse_timestamp(end) - parse_timestamp(start))
+    conditions: list[Obj] = status.get("conditions") or []
+    if _has_condition(conditions, "Complete"):
+        state = "Complete"
+    elif _has_condition(conditions, "Failed"):
+        state = "Failed"
+    elif job["metadata"].get("deletionTimestamp") is not None:
+        state = "Terminating"
+    elif _has_condition(conditions, "Suspended"):
+        state = "Suspended"
+    elif _has_condition(conditions, "FailureTarget"):
+        state = "FailureTarget"
+    elif _has_condition(conditions, "SuccessCriteriaMet"):
+        state = "SuccessCriteriaMet"
+    else:
+        state = "Running"
+    names, images = _container_cells(spec.get("template") or {})
+    cells = [
+        _name(job), state, completions, duration, _age(job, now), names, images,
+        format_label_selector(spec.get("selector")),
+    ]  # fmt: skip
+    return Row(cells)
+
+
+def print_pod_disruption_budget(budget: Obj, now: datetime) -> Row:
+    spec = budget.get("spec") or {}
+    shown = [
+        "N/A" if spec.get(field) is None else str(spec[field])
+        for field in ("minAvailable", "maxUnavailable")
+    ]
+    allowed = int((budget.get("status") or {}).get("disruptionsAllowed") or 0)
+    return Row([_name(budget), *shown, allowed, _age(budget, now)])
+
+
+def print_lease(lease: Obj, now: datetime) -> Row:
+    holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+    return Row([_name(lease), holder, _age(lease, now)])
+
+
+def print_validating_webhook(configuration: Obj, now: datetime) -> Row:
+    webhooks = configuration.get("webhooks") or []
+    return Row([_name(configuration), len(webhooks), _age(configuration, now)])
+
+
+def print_validating_admission_policy(policy: Obj, now: datetime) -> Row:
+    spec = policy.get("spec") or {}
+    param_kind = spec.get("paramKind")
+    shown = "<unset>"
+    if param_kind is not None:
+        shown = f"{param_kind.get('apiVersion', '')}/{param_kind.get('kind', '')}"
+    return Row([_name(policy), len(spec.get("validations") or []), shown, _age(policy, now)])
+
+
+def print_validating_admission_policy_binding(binding: Obj, now: datetime) -> Row:
+    spec = binding.get("spec") or {}
+    ref = spec.get("paramRef")
+    shown = "<unset>"
+    if ref is not None and ref.get("name"):
+        shown = f"{ref.get('namespace') or '*'}/{ref['name']}"
+    elif ref is not None and ref.get("selector") is not None:
+        shown = format_label_selector(ref["selector"])
+    return Row([_name(binding), spec.get("policyName") or "", shown, _age(binding, now)])
+
+
+def print_priority_class(priority_class: Obj, now: datetime) -> Row:
+    cells = [
+        _name(priority_class),
+        int(priority_class.get("value") or 0),
+        bool(priority_class.get("globalDefault")),
+        _age(priority_class, now),
+        priority_class.get("preemptionPolicy") or "",
+    ]
+    return Row(cells)
+
+
+def print_network_policy(policy: Obj, now: datetime) -> Row:
+    selector = (policy.get("spec") or {}).get("podSelector") or {}
+    return Row([_name(policy), format_label_selector(selector), _age(policy, now)])
+
+
+def print_role_binding(binding: Obj, now: datetime) -> Row:
+    """``printRoleBinding`` and ``printClusterRoleBinding``."""
+    ref = binding.get("roleRef") or {}
+    users: list[str] = []
+    groups: list[str] = []
+    accounts: list[str] = []
+    for subject in binding.get("subjects") or []:
+        kind = subject.get("kind")
+        if kind == "ServiceAccount":
+            accounts.append(f"{subject.get('namespace', '')}/{subject.get('name', '')}")
+        elif kind == "User":
+            users.append(str(subject.get("name", "")))
+        elif kind == "Group":
+            groups.append(str(subject.get("name", "")))
+    cells = [
+        _name(binding),
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        _age(binding, now),
+        ", ".join(users),
+        ", ".join(groups),
+        ", ".join(accounts),
+    ]
+    return Row(cells)
+
+
+def _list_with_more(shown: list[str], more: bool, count: int, limit: int) -> str:
+    """``listWithMoreString``."""
+    text = ",".join(shown)
+    return f"{text} + {count - limit} more..." if more else text
+
+
+def _join_host_port(ip: str, port: int) -> str:
+    """``net.JoinHostPort``: an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def print_endpoints(endpoints: Obj, now: datetime) -> Row:
+    """``printEndpoints``: ``formatEndpoints`` with every port, at most three addresses."""
+    subsets: list[Obj] = endpoints.get("subsets") or []
+    limit, more, count = 3, False, 0
+    shown: list[str] = []
+    for subset in subsets:
+        addresses = subset.get("addresses") or []
+        ports = subset.get("ports") or []
+        pairs = (
+            [(a.get("ip", ""), None) for a in addresses]
+            if not ports
+            else [(a.get("ip", ""), int(p.get("port") or 0)) for p in ports for a in addresses]
+        )
+        count += len(pairs)
+        for ip, port in pairs:
+            if len(shown) == limit:
+                more = True
+                continue
+            shown.append(ip if port is None else _join_host_port(ip, port))
+    cell = "<none>" if not subsets else _list_with_more(shown, more, count, limit)
+    return Row([_name(endpoints), cell, _age(endpoints, now)])
+
+
+def print_endpoint_slice(endpoint_slice: Obj, now: datetime) -> Row:
+    """``printEndpointSlice``: at most three ports and three addresses."""
+    limit = 3
+    ports: list[Obj] = endpoint_slice.get("ports") or []
+    port_cells = [
+        str(p["port"]) if p.get("port") is not None else (p.get("name") or "*") for p in ports
+    ]
+    addresses = [a for e in endpoint_slice.get("endpoints") or [] for a in e.get("addresses") or []]
+    cells = [
+        _name(endpoint_slice),
+        endpoint_slice.get("addressType") or "",
+        _list_with_more(port_cells[:limit], len(port_cells) > limit, len(port_cells), limit),
+        _list_with_more(addresses[:limit], len(addresses) > limit, len(addresses), limit),
+        _age(endpoint_slice, now),
     ]
     return Row(cells)

@@ -101,6 +101,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                                            "authentication.k8s.io", "v1"),)),
     ResourceType("", "v1", "Secret", "secrets", True),
     ResourceType("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    # Kept by the endpoints controller (cluster/endpoints.py) for Services with a selector.
+    ResourceType("", "v1", "Endpoints", "endpoints", True, ("ep",)),
+    ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     # apps/v1
     ResourceType("apps", "v1", "Deployment", "deployments", True, ("deploy",),
                  subresources=(_status("Deployment"), _scale()), categories=("all",),

@@ -40,6 +40,7 @@ from .errors import (
     unauthorized,
 )
 from .faults import FaultInjector
+from .list_options import INITIAL_EVENTS_END, list_options
 from .managed_fields import Manager
 from .meta import rfc3339
 from .query import match_everything
@@ -489,6 +490,7 @@ class ApiServer:
         )
 
     def _list(self, ctx: RequestContext) -> web.Response:
+        list_options(ctx.request.query, watch=False)
         predicate = self._predicate(ctx, scoped=False)
         stored = self._stored_type(ctx.rt)
         namespace = ctx.info.namespace if ctx.rt.namespaced and ctx.info.namespace else None
@@ -543,13 +545,12 @@ class ApiServer:
             def predicate(obj: Obj) -> bool:
                 return bool(obj["metadata"]["name"] == name and base(obj))
 
-        rv_param = ctx.request.query.get("resourceVersion", "")
-        since: int | None
-        if rv_param in ("", "0"):
-            since = None
-        else:
+        options = list_options(ctx.request.query, watch=True)
+        rv_param = options.resource_version
+        requested = 0
+        if rv_param not in ("", "0"):
             try:
-                since = int(rv_param)
+                requested = int(rv_param)
             except ValueError:
                 # The watch cache's parse error, answered as an internal error upstream.
                 raise ApiError(
@@ -559,7 +560,14 @@ class ApiServer:
                     "invalid syntax",
                     reason="",
                 ) from None
-        bookmarks = ctx.request.query.get("allowWatchBookmarks") in ("true", "1")
+        since: int | None
+        if options.send_initial_events:
+            since = None  # the current state first, whatever revision it is not older than
+        elif rv_param in ("", "0"):
+            since = self.store.revision  # sendInitialEvents=false: from now on
+        else:
+            since = requested
+        bookmarks = options.allow_watch_bookmarks
         timeout = _timeout_seconds(ctx.request)
         stored = self._stored_type(ctx.rt)
         response = web.StreamResponse(headers={"Content-Type": JSON})
@@ -573,6 +581,10 @@ class ApiServer:
             await response.prepare(ctx.request)
             await _write_event(response, "ERROR", err.status())
             return response
+        if options.watch_list:
+            # The initial events end in a bookmark at the revision they were read at, before
+            # any change made after (nothing ran between the snapshot and this).
+            watcher.queue.put_nowait(WatchEvent("BOOKMARK", self._bookmark(ctx.rt, initial=True)))
         as_table = tables.wants_table(ctx.request.headers.get("Accept", ""))
         await response.prepare(ctx.request)
         loop = asyncio.get_running_loop()
@@ -613,6 +625,12 @@ class ApiServer:
                     if event is None:
                         closed = True
                         break
+                    if event.type == "BOOKMARK":
+                        lines.append(event.line())
+                        if watcher.queue.empty() or len(lines) == WATCH_BATCH_EVENTS:
+                            break
+                        event = watcher.queue.get_nowait()
+                        continue
                     obj = self._out(ctx.rt, event.object)
                     if as_table:
                         obj = tables.to_table(ctx.rt, [obj], self._rv_str(), ctx.request,
@@ -636,13 +654,16 @@ class ApiServer:
             self.store.stop_watch(stored.storage_key, watcher)
         return response
 
+    def _bookmark(self, rt: ResourceType, *, initial: bool = False) -> Obj:
+        """A bookmark's object: the kind and the current revision; the one ending a
+        streaming list's initial events is annotated so."""
+        meta: Obj = {"resourceVersion": self._rv_str()}
+        if initial:
+            meta["annotations"] = {INITIAL_EVENTS_END: "true"}
+        return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
+
     async def _send_bookmark(self, response: web.StreamResponse, rt: ResourceType) -> None:
-        obj = {
-            "kind": rt.kind,
-            "apiVersion": rt.api_version,
-            "metadata": {"resourceVersion": self._rv_str()},
-        }
-        await _write_event(response, "BOOKMARK", obj)
+        await _write_event(response, "BOOKMARK", self._bookmark(rt))
 
     async def admit(self, attrs: AdmissionAttributes) -> None:
         for admitter in self.admitters:

@@ -1,9 +1,10 @@
 """Server-side printing: the `meta.k8s.io/v1` Table kubectl asks for with `as=Table`.
 
-Pods, Deployments, ReplicaSets, Nodes and HorizontalPodAutoscalers get the columns and cells of
-pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`); every
-other built-in resource the generic Name and Created At of the default table convertor;
-custom resources their CRD's columns (:mod:`.custom_tables`).
+Every built-in kind kubesim serves gets the columns and cells of
+pkg/printers/internalversion/printers.go (:mod:`.printer_columns`, :mod:`.printers`), or, where
+upstream has no printer either (Roles, ClusterRoles, CustomResourceDefinitions), the generic
+Name and Created At of the default table convertor; custom resources their CRD's columns
+(:mod:`.custom_tables`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from aiohttp import web
 from kubesim.types import Obj
 
 from . import custom_tables, printer_columns, printers
+from .event_versions import to_core_event
 from .resources import ResourceType
 
 Printer = Callable[[Obj, datetime], printers.Row]
@@ -29,7 +31,65 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
         printer_columns.HORIZONTAL_POD_AUTOSCALER,
         printers.print_horizontal_pod_autoscaler,
     ),
+    ("", "Namespace"): (printer_columns.NAMESPACE, printers.print_namespace),
+    ("", "Secret"): (printer_columns.SECRET, printers.print_secret),
+    ("", "ServiceAccount"): (printer_columns.SERVICE_ACCOUNT, printers.print_service_account),
+    ("", "ConfigMap"): (printer_columns.CONFIG_MAP, printers.print_config_map),
+    ("", "Event"): (printer_columns.EVENT, printers.print_event),
+    # Printed as kube-apiserver does, from the internal (core) form.
+    ("events.k8s.io", "Event"): (
+        printer_columns.EVENT,
+        lambda event, now: printers.print_event(to_core_event(event), now),
+    ),
+    ("", "Service"): (printer_columns.SERVICE, printers.print_service),
+    ("", "Endpoints"): (printer_columns.ENDPOINTS, printers.print_endpoints),
+    ("discovery.k8s.io", "EndpointSlice"): (
+        printer_columns.ENDPOINT_SLICE,
+        printers.print_endpoint_slice,
+    ),
+    ("apps", "StatefulSet"): (printer_columns.STATEFUL_SET, printers.print_stateful_set),
+    ("apps", "DaemonSet"): (printer_columns.DAEMON_SET, printers.print_daemon_set),
+    ("apps", "ControllerRevision"): (
+        printer_columns.CONTROLLER_REVISION,
+        printers.print_controller_revision,
+    ),
+    ("batch", "Job"): (printer_columns.JOB, printers.print_job),
+    ("policy", "PodDisruptionBudget"): (
+        printer_columns.POD_DISRUPTION_BUDGET,
+        printers.print_pod_disruption_budget,
+    ),
+    ("coordination.k8s.io", "Lease"): (printer_columns.LEASE, printers.print_lease),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (
+        printer_columns.VALIDATING_WEBHOOK,
+        printers.print_validating_webhook,
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): (
+        printer_columns.VALIDATING_ADMISSION_POLICY,
+        printers.print_validating_admission_policy,
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): (
+        printer_columns.VALIDATING_ADMISSION_POLICY_BINDING,
+        printers.print_validating_admission_policy_binding,
+    ),
+    ("scheduling.k8s.io", "PriorityClass"): (
+        printer_columns.PRIORITY_CLASS,
+        printers.print_priority_class,
+    ),
+    ("networking.k8s.io", "NetworkPolicy"): (
+        printer_columns.NETWORK_POLICY,
+        printers.print_network_policy,
+    ),
+    ("rbac.authorization.k8s.io", "RoleBinding"): (
+        printer_columns.ROLE_BINDING,
+        printers.print_role_binding,
+    ),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): (
+        printer_columns.CLUSTER_ROLE_BINDING,
+        printers.print_role_binding,
+    ),
 }
+# Roles, ClusterRoles and CustomResourceDefinitions have no printer upstream either: the
+# generic Name and Created At.
 GENERIC = (printer_columns.GENERIC, printers.print_generic)
 
 

@@ -27,6 +27,7 @@ from ..client import KubeClient
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .disruption import DisruptionController
+from .endpoints import EndpointsController
 from .job import JobController
 from .kubeletconfig import KubeletConfig
 from .node_lifecycle import NodeLifecycleController
@@ -96,6 +97,7 @@ COMPONENTS: dict[str, ComponentSpec] = {
     "daemonset": ComponentSpec(lambda ctx: DaemonSetController(ctx.client())),
     "job": ComponentSpec(lambda ctx: JobController(ctx.client())),
     "disruption": ComponentSpec(lambda ctx: DisruptionController(ctx.client())),
+    "endpoints": ComponentSpec(lambda ctx: EndpointsController(ctx.client())),
     "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),
     "scheduler": ComponentSpec(lambda ctx: Scheduler(ctx.client()), user="system:kube-scheduler"),
 }

@@ -1,0 +1,20 @@
+"""realcluster/versions.env names the versions realcluster/build keys its cache with; the Go
+modules pin the same."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REALCLUSTER = Path(__file__).resolve().parents[2] / "realcluster"
+
+
+def versions() -> dict[str, str]:
+    text = (REALCLUSTER / "versions.env").read_text(encoding="utf-8")
+    return dict(re.findall(r"^([A-Z_]+)=(\S+)$", text, re.MULTILINE))
+
+
+def test_informer_sync_pins_the_client_go_of_versions_env() -> None:
+    go_mod = (REALCLUSTER / "go" / "informer-sync" / "go.mod").read_text(encoding="utf-8")
+    pinned = re.findall(r"^\s*k8s\.io/client-go (v\S+)", go_mod, re.MULTILINE)
+    assert pinned == [versions()["INFORMER_SYNC_CLIENT_GO_VERSION"]]
