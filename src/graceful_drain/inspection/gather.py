@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import httpx2
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
@@ -57,7 +58,7 @@ async def _service_backend(api: RawApi, webhook: Mapping[str, Any] | None) -> Se
             for item in await list_all(api, EndpointSlice, namespace)
             if ((item.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL) == name
         ]
-    except ApiError as error:
+    except (ApiError, httpx2.HTTPStatusError) as error:  # the latter: an API not served at all
         if http_status(error) not in (HTTP_FORBIDDEN, HTTP_NOT_FOUND):
             raise
         slices = None
