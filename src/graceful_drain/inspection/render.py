@@ -183,13 +183,16 @@ def plan_table(plan: Plan, config_source: str, *, colour: bool) -> str:
 def _verdict_line(plan: Plan, paint: _Painter) -> str:
     outages = len(plan.outage_workloads)
     if plan.verdict is Verdict.UNPROTECTED:
-        after = "".join(
-            f", {count} {what}"
-            for count, what in ((outages, "outage(s)"), (len(plan.blocked), "blocked pod(s)"))
-            if count
+        webhook = plan.webhook
+        text = (
+            f"unprotected: webhook {webhook.configuration} does not protect evictions "
+            f"({webhook.detail}); {webhook.consequence}"
         )
-        return paint(f"Verdict: unprotected: webhook {_webhook_summary(plan.webhook)}{after}",
-                     _RED + _BOLD)  # fmt: skip
+        if outages:
+            text += f"; {outages} outage(s): {', '.join(plan.outage_workloads)}"
+        if plan.blocked:
+            text += f"; {len(plan.blocked)} pod(s) blocked"
+        return paint(f"Verdict: {text}", _RED + _BOLD)
     if plan.verdict is Verdict.BLOCKED:
         text = f"blocked: {len(plan.blocked)} pod(s) refused by a PodDisruptionBudget" + (
             f", and {outages} outage(s)" if outages else ""
@@ -331,6 +334,8 @@ def status_table(status: Status, config_source: str, *, colour: bool) -> str:
                 else "not made yet"
             )
             says = "-" if held.decision is None else held.decision.message
+            if webhook.protection == "unprotected":  # what it would say, nobody hears it
+                says = "nothing: it does not answer"
             cells = [f"{held.namespace}/{held.name}", format_go_duration(held.waited),
                      format_go_duration(held.time_left), rollout,
                      ",".join(held.nodes) or "-", says]  # fmt: skip

@@ -131,8 +131,11 @@ async def test_a_registered_webhook_whose_replica_stopped_is_unprotected_and_the
             "evicted", True, "webhook-unprotected",
         )  # fmt: skip
         verdict = table.stdout.splitlines()[-1]
-        assert verdict.startswith("Verdict: unprotected: webhook UNPROTECTED: "), verdict
+        assert verdict.startswith(
+            "Verdict: unprotected: webhook graceful-drain does not protect evictions ("
+        ), verdict
         assert "could not connect" in verdict and table.code == 4
+        assert verdict.endswith("; 1 outage(s): default/Deployment/web"), verdict
         assert status.code == 1, status.stderr
         assert status.stdout.startswith("Webhook: UNPROTECTED: failurePolicy Ignore"), status.stdout
         # What plan predicted: the drain went through unchecked, no rollout was asked for.

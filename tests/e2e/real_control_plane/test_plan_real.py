@@ -123,9 +123,10 @@ async def test_status_shows_a_pending_replacement_then_plan_and_status_lead_with
         address = f"127.0.0.1:{installation.service.port}"
         assert plan.code == 4, plan.stderr + plan.stdout
         verdict = plan.stdout.splitlines()[-1]
-        assert verdict.startswith("Verdict: unprotected: webhook UNPROTECTED: failurePolicy "
-                                  "Ignore: the API server lets every eviction through "
-                                  "unchecked"), verdict  # fmt: skip
+        assert verdict.startswith(
+            "Verdict: unprotected: webhook graceful-drain does not protect evictions ("
+        ), verdict
+        assert "failurePolicy Ignore: the API server lets every eviction through" in verdict
         assert address in verdict, verdict
         assert json.loads(plan_json.stdout)["verdict"] == "unprotected"
         assert down.code == 1, down.stderr + down.stdout

@@ -174,9 +174,11 @@ def test_a_webhook_that_does_not_answer_makes_the_verdict_unprotected_whatever_e
     assert "could not connect to 127.0.0.1:9" in down.pods[0].message
     table = plan_table(down, "defaults", colour=False)
     assert "webhook UNPROTECTED" in table.splitlines()[0]
-    verdict = table.splitlines()[-1]
-    assert verdict.startswith("Verdict: unprotected: webhook UNPROTECTED: failurePolicy Ignore")
-    assert "could not connect to 127.0.0.1:9" in verdict and verdict.endswith("1 outage(s)")
+    assert table.splitlines()[-1] == (
+        "Verdict: unprotected: webhook graceful-drain does not protect evictions (could not "
+        "connect to 127.0.0.1:9); failurePolicy Ignore: the API server lets every eviction "
+        "through unchecked, the last Ready pod included; 1 outage(s): default/Deployment/web"
+    )
     document = json.loads(plan_json(down, "defaults"))
     assert problems(document, "plan") == []
     assert (document["verdict"], document["exitCode"]) == ("unprotected", 4)

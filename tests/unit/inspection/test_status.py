@@ -96,6 +96,9 @@ def test_status_leads_with_an_unprotected_webhook_and_is_never_ok_without_a_chec
         first = status_table(status, "defaults", colour=False).splitlines()[0]
         assert first.startswith("Webhook: UNPROTECTED: "), first
         assert "through unchecked" in first and health.detail in first
+        [row] = [line for line in status_table(status, "defaults", colour=False).splitlines()
+                 if line.startswith("default/web ")]  # fmt: skip
+        assert row.endswith("nothing: it does not answer")  # not the 429 nobody gets
         document = json.loads(status_json(status, "defaults"))
         assert problems(document, "status") == []
         assert (document["webhook"]["protection"], document["webhook"]["healthy"]) == (
