@@ -114,10 +114,11 @@ async def test_a_registered_webhook_whose_replica_stopped_is_unprotected_and_the
         address = f"--webhook-address=127.0.0.1:{replica.webhook_port}"
         await replica.stop()
 
-        plan = await run(["graceful-drain", "plan", "node-a", "--json", address],
-                         sim.kubeconfig_path)  # fmt: skip
-        table = await run(["graceful-drain", "plan", "node-a", address], sim.kubeconfig_path)
-        status = await run(["graceful-drain", "status", address], sim.kubeconfig_path)
+        plan, table, status = await asyncio.gather(
+            run(["graceful-drain", "plan", "node-a", "--json", address], sim.kubeconfig_path),
+            run(["graceful-drain", "plan", "node-a", address], sim.kubeconfig_path),
+            run(["graceful-drain", "status", address], sim.kubeconfig_path),
+        )
         drained = await cluster.kubectl_drain("node-a", "--timeout=30s")
 
         assert plan.code == 4, plan.stderr

@@ -92,13 +92,16 @@ async def test_status_shows_a_pending_replacement_then_plan_and_status_lead_with
         await watch_objects(real_cluster, "v1", "pods", "Pod", namespace,
                             lambda items: any(map(unschedulable, items)))  # fmt: skip
 
-        held = await graceful_drain(kubeconfig, "status", "--json")
-        held_table = await graceful_drain(kubeconfig, "status")
+        held, held_table = await asyncio.gather(
+            graceful_drain(kubeconfig, "status", "--json"), graceful_drain(kubeconfig, "status")
+        )
         replica.stop()  # the webhook stays registered; its url now answers nothing
         stopped = True
-        plan = await graceful_drain(kubeconfig, "plan", node)
-        plan_json = await graceful_drain(kubeconfig, "plan", node, "--json")
-        down = await graceful_drain(kubeconfig, "status")
+        plan, plan_json, down = await asyncio.gather(
+            graceful_drain(kubeconfig, "plan", node),
+            graceful_drain(kubeconfig, "plan", node, "--json"),
+            graceful_drain(kubeconfig, "status"),
+        )
         drained = await draining
 
         assert held.code == 0, held.stderr + held.stdout
