@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.inspection.plan import (
     NodeState,
@@ -208,3 +211,48 @@ def test_an_unverified_webhook_keeps_the_prediction_and_says_it_was_not_verified
     table = plan_table(plan, "defaults", colour=False).splitlines()
     assert "webhook not verified" in table[0]
     assert table[1].startswith("Webhook not verified: graceful-drain: reachable from inside")
+
+
+unprotected_healths = st.sampled_from([
+    k.DOWN, k.ABSENT, replace(k.DOWN, failure_policy="Fail"),
+    replace(k.PROTECTED, answer="no-answer"), replace(k.PROTECTED, certificate="failed"),
+    replace(k.UNVERIFIED, problem="Service graceful-drain/graceful-drain-webhook not found"),
+])  # fmt: skip
+layouts = st.lists(
+    st.tuples(st.integers(1, 3), st.booleans(), st.booleans(), st.sampled_from(["default",
+              "kube-system"])),  # replicas, ready, another Ready pod elsewhere, namespace
+    min_size=1, max_size=5,
+)  # fmt: skip
+
+
+@given(layouts, unprotected_healths)
+def test_an_unprotected_webhook_never_predicts_a_hold_and_always_says_unprotected(
+    layout: list[tuple[int, bool, bool, str]], health: WebhookHealth
+) -> None:
+    deployments, pods, elsewhere = [], [], []
+    for i, (replicas, ready, spare, namespace) in enumerate(layout):
+        deployment = k.deployment(f"d{i}", replicas=replicas, namespace=namespace)
+        deployments.append(deployment)
+        pods.append(k.pod(f"d{i}-here", of=k.replicaset(deployment), ready=ready,
+                          namespace=namespace))  # fmt: skip
+        if spare:
+            elsewhere.append(k.pod(f"d{i}-there", of=k.replicaset(deployment), node="node-b",
+                                   namespace=namespace))  # fmt: skip
+    webhook = None if not health.registered else OUTSIDE_SYSTEM
+    plan = plan_node(state(pods, deployments=deployments, elsewhere=elsewhere, webhook=webhook,
+                           health=health), CONFIG, NOW)  # fmt: skip
+    assert plan.verdict is Verdict.UNPROTECTED and plan.exit_code == 4
+    assert all(pod.outcome is not Outcome.HELD for pod in plan.pods)
+    for pod, (_, ready, spare, _) in zip(plan.pods, sorted(layout_by_name(layout)), strict=True):
+        if pod.reason == "webhook-unprotected" and health.failure_policy == "Ignore":
+            assert pod.outage == (ready and not spare), pod
+        if pod.reason == "webhook-unprotected" and health.failure_policy == "Fail":
+            assert pod.outcome is Outcome.BLOCKED
+
+
+def layout_by_name(
+    layout: list[tuple[int, bool, bool, str]],
+) -> list[tuple[tuple[str, str], bool, bool, str]]:
+    """The layout keyed as plan sorts its pods: by (namespace, name)."""
+    return [((ns, f"d{i}-here"), ready, spare, ns)
+            for i, (_, ready, spare, ns) in enumerate(layout)]  # fmt: skip
