@@ -1,8 +1,9 @@
 """`graceful-drain plan NODE` and `graceful-drain status`: flags, the run, exit codes.
 
-Exit codes (docs/cli.md): plan 0 safe, 1 outage predicted, 2 blocked; status 0 healthy,
-1 degraded (webhook not registered or its certificate does not verify, or no leader while
-leader election is on); both 3 on any error, bad input included.
+Exit codes (docs/cli.md): plan 0 safe, 1 outage predicted, 2 blocked, 4 unprotected (the
+webhook does not answer where the API server calls it); status 0 healthy, 1 degraded (the
+webhook is unprotected, or no leader while leader election is on); both 3 on any error, bad
+input included.
 """
 
 from __future__ import annotations
@@ -85,19 +86,24 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _webhook_address(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--webhook-address", metavar="HOST:PORT",
+        help="where to reach the webhook to check its certificate against the caBundle and "
+        "that it answers an AdmissionReview (e.g. a kubectl port-forward of its Service; "
+        "default: the webhook's url, a Service is not reachable from outside the cluster)",
+    )  # fmt: skip
+
+
 def configure_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("node", metavar="NODE", help="the node a drain would empty")
     _common(parser)
+    _webhook_address(parser)
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     _common(parser)
-    parser.add_argument(
-        "--webhook-address", metavar="HOST:PORT",
-        help="where to reach the webhook to check its certificate against the caBundle "
-        "(e.g. a kubectl port-forward of its Service; default: the webhook's url, a Service "
-        "is not reachable from outside the cluster)",
-    )  # fmt: skip
+    _webhook_address(parser)
 
 
 def _colour(stream: TextIO) -> bool:
@@ -137,7 +143,9 @@ async def _settings(api: RawApi, args: argparse.Namespace) -> ControllerSettings
 
 async def _plan(api: RawApi, args: argparse.Namespace) -> int:
     settings = await _settings(api, args)
-    state = await gather.node_state(api, args.node, settings.webhook_configuration)
+    state = await gather.node_state(
+        api, args.node, settings.webhook_configuration, args.webhook_address
+    )
     plan = plan_node(state, settings.decision, utc_now())
     if args.json:
         print(plan_json(plan, settings.source))

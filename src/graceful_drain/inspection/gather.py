@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+from lightkube.core.exceptions import ApiError
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Event, Namespace, Node, Pod
+from lightkube.resources.core_v1 import Event, Namespace, Node, Pod, Service
+from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from graceful_drain.controller.events import DRAIN_TIMEOUT
@@ -14,8 +20,15 @@ from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all
 from graceful_drain.inspection.settings import DEFAULT_CONTROLLER_DEPLOYMENT
 from graceful_drain.inspection.status import LeaderState, StatusState
-from graceful_drain.inspection.webhook_health import eviction_webhook, webhook_health
-from graceful_drain.kube.client import JsonDict, RawApi
+from graceful_drain.inspection.webhook_health import (
+    SERVICE_NAME_LABEL,
+    ServiceBackend,
+    WebhookHealth,
+    eviction_webhook,
+    webhook_health,
+)
+from graceful_drain.kube.client import JsonDict, RawApi, http_status
+from graceful_drain.kube.meta import HTTP_FORBIDDEN, HTTP_NOT_FOUND
 
 
 class UnknownNode(LookupError):
@@ -26,7 +39,46 @@ async def controller_deployment(api: RawApi, namespace: str) -> JsonDict | None:
     return await get_or_none(api, Deployment, DEFAULT_CONTROLLER_DEPLOYMENT, namespace)
 
 
-async def node_state(api: RawApi, node: str, webhook_configuration: str) -> NodeState:
+async def _service_backend(api: RawApi, webhook: Mapping[str, Any] | None) -> ServiceBackend | None:
+    """The Service a `service` clientConfig names and its EndpointSlices; None for a `url`.
+    What this user may not read (or this API server does not serve) is left unknown."""
+    service = ((webhook or {}).get("clientConfig") or {}).get("service")
+    if not service:
+        return None
+    name, namespace = str(service.get("name", "")), str(service.get("namespace", ""))
+    try:
+        found = await get_or_none(api, Service, name, namespace)
+    except ApiError as error:
+        if http_status(error) != HTTP_FORBIDDEN:
+            raise
+        return None
+    try:
+        slices: list[JsonDict] | None = [
+            item
+            for item in await list_all(api, EndpointSlice, namespace)
+            if ((item.get("metadata") or {}).get("labels") or {}).get(SERVICE_NAME_LABEL) == name
+        ]
+    except (ApiError, httpx2.HTTPStatusError) as error:  # the latter: an API not served at all
+        if http_status(error) not in (HTTP_FORBIDDEN, HTTP_NOT_FOUND):
+            raise
+        slices = None
+    return ServiceBackend(found, slices)
+
+
+async def registered_webhook(
+    api: RawApi, configuration_name: str, address: str | None
+) -> tuple[Mapping[str, Any] | None, WebhookHealth]:
+    """The configuration's webhook on pods/eviction, and whether it protects evictions."""
+    configuration = await get_or_none(api, ValidatingWebhookConfiguration, configuration_name)
+    webhook = eviction_webhook(configuration)
+    backend = await _service_backend(api, webhook)
+    health = await webhook_health(configuration_name, configuration, address, backend)
+    return webhook, health
+
+
+async def node_state(
+    api: RawApi, node: str, webhook_configuration: str, webhook_address: str | None = None
+) -> NodeState:
     if await get_or_none(api, Node, node) is None:
         raise UnknownNode(f"node {node!r} not found")
     pods = await list_all(api, Pod, field_selector=f"spec.nodeName={node}")
@@ -44,8 +96,7 @@ async def node_state(api: RawApi, node: str, webhook_configuration: str) -> Node
         found = await get_or_none(api, Namespace, namespace)
         if found is not None:
             namespace_objects[namespace] = found
-    configuration = await get_or_none(api, ValidatingWebhookConfiguration, webhook_configuration)
-    webhook = eviction_webhook(configuration)
+    webhook, health = await registered_webhook(api, webhook_configuration, webhook_address)
     return NodeState(
         node=node,
         pods=pods,
@@ -55,6 +106,7 @@ async def node_state(api: RawApi, node: str, webhook_configuration: str) -> Node
         budgets=budgets,
         namespaces=namespace_objects,
         webhook=None if webhook is None else WebhookScope(webhook.get("namespaceSelector")),
+        health=health,
     )
 
 
@@ -85,7 +137,7 @@ async def status_state(
         n["metadata"]["name"] for n in nodes if (n.get("spec") or {}).get("unschedulable")
     )
     events = await list_all(api, Event, field_selector=f"reason={DRAIN_TIMEOUT}")
-    configuration = await get_or_none(api, ValidatingWebhookConfiguration, webhook_configuration)
+    _, health = await registered_webhook(api, webhook_configuration, webhook_address)
     lease = await get_or_none(api, Lease, lease_name, controller_namespace)
     return StatusState(
         deployments=deployments,
@@ -93,7 +145,7 @@ async def status_state(
         pods=pods,
         cordoned=cordoned,
         timeout_events=events,
-        webhook=await webhook_health(webhook_configuration, configuration, webhook_address),
+        webhook=health,
         leader=LeaderState.of(lease, f"{controller_namespace}/{lease_name}"),
         leader_elect=leader_elect,
     )

@@ -1,10 +1,12 @@
 """`graceful-drain plan NODE`, the pure part: what draining a node would do to each of its pods
-right now, and the verdict (safe / N outages / blocked).
+right now, and the verdict (unprotected / blocked / N outages / safe).
 
 The webhook's answer for each pod comes from `decide_eviction`, the very function the webhook
 decides through, fed the cluster state the command read; everything else here is what happens
 around that answer: kubectl drain's filters, PodDisruptionBudgets, and whether the workload
-keeps a Ready pod elsewhere.
+keeps a Ready pod elsewhere. When the webhook does not protect evictions (webhook_health:
+the address the API server dials does not answer), its answer is not what the drain gets:
+the API server's failurePolicy is, and the verdict says `unprotected` first.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, 
 from graceful_drain.inspection.budgets import check_budget
 from graceful_drain.inspection.kubectl_drain import controller_of, kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
+from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.timefmt import parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 PLAN_USERNAME = "graceful-drain plan"
+WEBHOOK_UNPROTECTED = "webhook-unprotected"  # a PodPlan reason: the webhook cannot answer
 DEFAULT_PROBE_PERIOD_SECONDS = 10  # corev1.Probe periodSeconds default
 
 
@@ -50,9 +54,12 @@ class Verdict(StrEnum):
     SAFE = "safe"
     OUTAGE = "outage"
     BLOCKED = "blocked"
+    UNPROTECTED = "unprotected"  # the webhook does not answer: graceful-drain protects nothing
 
 
-EXIT_CODES: Mapping[Verdict, int] = {Verdict.SAFE: 0, Verdict.OUTAGE: 1, Verdict.BLOCKED: 2}
+EXIT_CODES: Mapping[Verdict, int] = {
+    Verdict.SAFE: 0, Verdict.OUTAGE: 1, Verdict.BLOCKED: 2, Verdict.UNPROTECTED: 4,
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,7 @@ class NodeState:
     budgets: Sequence[JsonDict]
     namespaces: Mapping[str, JsonDict]
     webhook: WebhookScope | None  # None: no webhook configuration registered
+    health: WebhookHealth  # whether the address the API server dials answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,7 @@ class Plan:
     webhook_registered: bool
     config: DecisionConfig
     pods: tuple[PodPlan, ...]
+    webhook: WebhookHealth
 
     @property
     def outage_workloads(self) -> list[str]:
@@ -120,6 +129,8 @@ class Plan:
 
     @property
     def verdict(self) -> Verdict:
+        if self.webhook.protection == "unprotected":
+            return Verdict.UNPROTECTED
         if self.blocked:
             return Verdict.BLOCKED
         return Verdict.OUTAGE if self.outage_workloads else Verdict.SAFE
@@ -284,6 +295,12 @@ def _plan_pod(
     elif not state.webhook.reviews(state.namespaces.get(info.namespace)):
         reason = "not-reviewed"
         message = f"namespace {info.namespace} is outside the webhook's namespaceSelector"
+    elif state.health.protection == "unprotected":
+        reason = WEBHOOK_UNPROTECTED
+        message = f"the webhook does not answer ({state.health.detail}); {state.health.consequence}"
+        if state.health.failure_policy != "Ignore":
+            base.update(reason=reason, decision=None)
+            return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=message)
     else:
         decision = decide_eviction(
             eviction_request(info.ref), PodFound(info), lookups.replicaset, lookups.deployment,
@@ -336,4 +353,5 @@ def plan_node(state: NodeState, config: DecisionConfig, now: datetime) -> Plan:
         webhook_registered=state.webhook is not None,
         config=config,
         pods=tuple(_plan_pod(pod, state, lookups, serving_elsewhere, config, now) for pod in pods),
+        webhook=state.health,
     )

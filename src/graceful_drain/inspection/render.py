@@ -9,7 +9,8 @@ from typing import Any
 
 from graceful_drain.controller.decide import Decision
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
-from graceful_drain.inspection.status import HeldDeployment, Status
+from graceful_drain.inspection.status import HeldDeployment, Replacement, Status
+from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.timefmt import format_go_duration, format_rfc3339
 
 SCHEMA_VERSION = 1
@@ -32,6 +33,33 @@ def _decision_json(decision: Decision | None) -> dict[str, Any] | None:
         "deployment": None if decision.deployment is None else str(decision.deployment),
         "waitedSeconds": _seconds(decision.waited),
     }
+
+
+def _webhook_json(webhook: WebhookHealth) -> dict[str, Any]:
+    return {
+        "configuration": webhook.configuration,
+        "registered": webhook.registered,
+        "protection": webhook.protection,
+        "failurePolicy": webhook.failure_policy,
+        "caBundle": webhook.ca_bundle,
+        "certificate": webhook.certificate,
+        "answer": webhook.answer,
+        "endpoint": webhook.endpoint,
+        "serverName": webhook.server_name,
+        "healthy": webhook.healthy,
+        "problem": webhook.problem,
+        "detail": webhook.detail,
+        "consequence": webhook.consequence,
+    }
+
+
+def _webhook_summary(webhook: WebhookHealth) -> str:
+    """One line: unprotected (and what that does to a drain) / not verified / protected."""
+    if webhook.protection == "unprotected":
+        return f"UNPROTECTED: {webhook.consequence} ({webhook.configuration}: {webhook.detail})"
+    if webhook.protection == "unverified":
+        return f"not verified: {webhook.configuration}: {webhook.detail}"
+    return f"ok: {webhook.configuration}: {webhook.detail}"
 
 
 # --- plan -------------------------------------------------------------------------------------
@@ -73,6 +101,7 @@ def plan_json(plan: Plan, config_source: str) -> str:
             "enabledAnnotation": plan.config.enabled_annotation,
             "configSource": config_source,
         },
+        "webhook": _webhook_json(plan.webhook),
         "pods": pods,
     }
     return json.dumps(document, indent=2)
@@ -122,7 +151,8 @@ def _why(pod: PodPlan) -> str:
 
 def plan_table(plan: Plan, config_source: str, *, colour: bool) -> str:
     paint = _Painter(colour)
-    webhook = "webhook registered" if plan.webhook_registered else "webhook NOT registered"
+    webhook = {"protected": "webhook protects evictions", "unverified": "webhook not verified",
+               "unprotected": "webhook UNPROTECTED"}[plan.webhook.protection]  # fmt: skip
     header = (
         f"Drain plan for node {plan.node} ({webhook}; rolloutTimeout "
         f"{format_go_duration(plan.config.rollout_timeout)} from {config_source})"
@@ -138,7 +168,10 @@ def plan_table(plan: Plan, config_source: str, *, colour: bool) -> str:
         if pod.outage:
             coloured[3] = paint(cells[3], _RED)
         rows.append(coloured)
-    lines = [header, *_table(rows, plain)]
+    lines = [header]
+    if plan.webhook.protection == "unverified":
+        lines.append(f"Webhook {_webhook_summary(plan.webhook)}")
+    lines.extend(_table(rows, plain))
     if not plan.pods:
         lines.append("(no pods on this node)")
     if plan.kubectl_flags:
@@ -149,6 +182,17 @@ def plan_table(plan: Plan, config_source: str, *, colour: bool) -> str:
 
 def _verdict_line(plan: Plan, paint: _Painter) -> str:
     outages = len(plan.outage_workloads)
+    if plan.verdict is Verdict.UNPROTECTED:
+        webhook = plan.webhook
+        text = (
+            f"unprotected: webhook {webhook.configuration} does not protect evictions "
+            f"({webhook.detail}); {webhook.consequence}"
+        )
+        if outages:
+            text += f"; {outages} outage(s): {', '.join(plan.outage_workloads)}"
+        if plan.blocked:
+            text += f"; {len(plan.blocked)} pod(s) blocked"
+        return paint(f"Verdict: {text}", _RED + _BOLD)
     if plan.verdict is Verdict.BLOCKED:
         text = f"blocked: {len(plan.blocked)} pod(s) refused by a PodDisruptionBudget" + (
             f", and {outages} outage(s)" if outages else ""
@@ -187,7 +231,29 @@ def _held_json(held: HeldDeployment) -> dict[str, Any]:
         "nodes": list(held.nodes),
         "pod": held.pod,
         "decision": _decision_json(held.decision),
+        "replacementsReady": held.replacements_ready,
+        "replacements": [_replacement_json(pod) for pod in held.replacements],
     }
+
+
+def _replacement_json(pod: Replacement) -> dict[str, Any]:
+    return {
+        "name": pod.name,
+        "phase": pod.phase,
+        "node": pod.node,
+        "ready": pod.ready,
+        "reason": pod.reason,
+        "message": pod.message,
+    }
+
+
+def _replacement_line(held: HeldDeployment, pod: Replacement) -> str:
+    where = f"on {pod.node}" if pod.node else "not scheduled"
+    why = f" ({pod.reason}: {pod.message})" if pod.reason or pod.message else ""
+    ready = "Ready" if pod.ready else "not Ready"
+    return (
+        f"  {held.namespace}/{held.name} replacement {pod.name}: {pod.phase}, {where}, {ready}{why}"
+    )
 
 
 def status_json(status: Status, config_source: str) -> str:
@@ -203,6 +269,16 @@ def status_json(status: Status, config_source: str) -> str:
             "configSource": config_source,
         },
         "held": [_held_json(held) for held in status.held],
+        "completed": [
+            {
+                "namespace": c.namespace,
+                "name": c.name,
+                "restartedAt": c.restarted_at,
+                "completedAt": c.completed_at,
+                "keptUntil": format_rfc3339(c.kept_until),
+            }
+            for c in status.completed
+        ],
         "timeouts": [
             {
                 "namespace": t.namespace,
@@ -213,16 +289,7 @@ def status_json(status: Status, config_source: str) -> str:
             }
             for t in status.timeouts
         ],
-        "webhook": {
-            "configuration": webhook.configuration,
-            "registered": webhook.registered,
-            "caBundle": webhook.ca_bundle,
-            "certificate": webhook.certificate,
-            "endpoint": webhook.endpoint,
-            "serverName": webhook.server_name,
-            "healthy": webhook.healthy,
-            "detail": webhook.detail,
-        },
+        "webhook": _webhook_json(webhook),
         "leader": {
             "lease": leader.lease,
             "leaderElect": status.leader_elect,
@@ -249,25 +316,26 @@ def _leader_line(status: Status) -> str:
 def status_table(status: Status, config_source: str, *, colour: bool) -> str:
     paint = _Painter(colour)
     webhook = status.webhook
-    ok = paint("ok", _GREEN) if webhook.healthy else paint("PROBLEM", _RED)
+    colour_of = {"protected": _GREEN, "unverified": _YELLOW, "unprotected": _RED + _BOLD}
     lines = [
-        f"Webhook: {ok}: configuration {webhook.configuration} "
-        f"{'registered' if webhook.registered else 'NOT registered'}, caBundle "
-        f"{webhook.ca_bundle}, served certificate {webhook.certificate}"
-        + (f" ({webhook.detail})" if webhook.detail else ""),
+        paint(f"Webhook: {_webhook_summary(webhook)}", colour_of[webhook.protection]),
         _leader_line(status),
         f"rolloutTimeout {format_go_duration(status.config.rollout_timeout)} "
         f"(from {config_source})",
         "",
     ]
     if status.held:
-        plain = [["DEPLOYMENT", "STAMP AGE", "TIME LEFT", "ROLLOUT", "NODE", "WEBHOOK SAYS"]]
+        plain = [["DEPLOYMENT", "STAMP AGE", "TIME LEFT", "REPLACEMENT", "NODE", "WEBHOOK SAYS"]]
         rows = [list(plain[0])]
         for held in status.held:
-            rollout = f"{held.updated}/{held.replicas} updated, {held.ready} ready" + (
-                ", complete" if held.rollout_complete else ""
+            rollout = (
+                f"{held.replacements_ready}/{len(held.replacements)} ready"
+                if held.replacements
+                else "not made yet"
             )
             says = "-" if held.decision is None else held.decision.message
+            if webhook.protection == "unprotected":  # what it would say, nobody hears it
+                says = "nothing: it does not answer"
             cells = [f"{held.namespace}/{held.name}", format_go_duration(held.waited),
                      format_go_duration(held.time_left), rollout,
                      ",".join(held.nodes) or "-", says]  # fmt: skip
@@ -277,8 +345,20 @@ def status_table(status: Status, config_source: str, *, colour: bool) -> str:
                 coloured[2] = paint(cells[2], _RED)
             rows.append(coloured)
         lines.extend(_table(rows, plain))
+        lines.extend(
+            _replacement_line(held, pod) for held in status.held for pod in held.replacements
+        )
     else:
         lines.append("No Deployment is held.")
+    if status.completed:
+        lines.append("")
+        lines.append("Completed drains:")
+        lines.extend(
+            f"  {c.namespace}/{c.name}  completed "
+            f"{c.completed_at or '(being recorded)'}, kept for the detector until "
+            f"{format_rfc3339(c.kept_until)}"
+            for c in status.completed
+        )
     lines.append("")
     if status.timeouts:
         lines.append("Recent timeouts (GracefulDrainTimeout):")

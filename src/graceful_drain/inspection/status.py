@@ -1,9 +1,12 @@
-"""`graceful-drain status`, the pure part: the Deployments graceful-drain holds evictions for,
-recent GracefulDrainTimeout events, the webhook's health and the leader Lease.
+"""`graceful-drain status`, the pure part: whether the webhook protects evictions at all, the
+Deployments graceful-drain holds evictions for and their replacement pods, the drains that
+have finished (their stamp kept as the detector's evidence), recent GracefulDrainTimeout
+events and the leader Lease.
 
 For each held Deployment the webhook's answer right now comes from `decide_eviction` (the
 function the webhook decides through) for its pod on the node being drained, so the waited
-time and the message are the ones a drain is being told.
+time and the message are the ones a drain is being told. Its replacements are the pods its
+rollout made (their template carries the stamp); the old pod being evicted is not one.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from graceful_drain.controller.decide import (
 )
 from graceful_drain.controller.model import (
     RESTARTED_AT_ANNOTATION,
+    TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
     PodInfo,
     ReplicaSetInfo,
@@ -65,6 +69,47 @@ class LeaderState:
 
 
 @dataclass(frozen=True, slots=True)
+class Replacement:
+    """A pod the drain's rollout made, and why it is not serving yet."""
+
+    name: str
+    phase: str
+    node: str | None  # None: not scheduled
+    ready: bool
+    reason: str | None  # PodScheduled=False's reason (e.g. Unschedulable), when not scheduled
+    message: str | None  # ... and its message (e.g. "0/3 nodes are available: ...")
+
+    @classmethod
+    def of(cls, pod: JsonDict) -> Replacement:
+        status = pod.get("status") or {}
+        reason = message = None
+        for condition in status.get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") != "True":
+                reason = str(condition.get("reason") or "") or None
+                message = str(condition.get("message") or "") or None
+        return cls(
+            name=str((pod.get("metadata") or {}).get("name", "")),
+            phase=str(status.get("phase") or "Pending"),
+            node=str((pod.get("spec") or {}).get("nodeName") or "") or None,
+            ready=PodInfo.from_object(pod).ready,
+            reason=reason,
+            message=message,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedDrain:
+    """A drain whose rollout completed; restarted-at stays, as the termination-cause
+    detector's evidence, until the old pod's grace period is over (rollout.py `Retain`)."""
+
+    namespace: str
+    name: str
+    restarted_at: str
+    completed_at: str | None  # the completed-at annotation; None until the reconciler writes it
+    kept_until: datetime  # completed-at (or now) + the template's terminationGracePeriodSeconds
+
+
+@dataclass(frozen=True, slots=True)
 class HeldDeployment:
     namespace: str
     name: str
@@ -79,6 +124,11 @@ class HeldDeployment:
     nodes: tuple[str, ...]  # cordoned nodes its pods run on: the node(s) being drained
     pod: str | None  # the pod the webhook's answer below is for
     decision: Decision | None  # the webhook's answer for `pod` now
+    replacements: tuple[Replacement, ...] = ()  # empty: the rollout has not made one yet
+
+    @property
+    def replacements_ready(self) -> int:
+        return sum(1 for pod in self.replacements if pod.ready)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +157,7 @@ class Status:
     generated_at: datetime
     config: DecisionConfig
     held: tuple[HeldDeployment, ...]
+    completed: tuple[CompletedDrain, ...]
     timeouts: tuple[DrainTimeout, ...]
     webhook: WebhookHealth
     leader: LeaderState
@@ -119,7 +170,37 @@ class Status:
     @property
     def exit_code(self) -> int:
         leader_missing = self.leader_elect and not self.leader_present
-        return EXIT_DEGRADED if not self.webhook.healthy or leader_missing else EXIT_HEALTHY
+        unprotected = self.webhook.protection == "unprotected"
+        return EXIT_DEGRADED if unprotected or leader_missing else EXIT_HEALTHY
+
+
+def _completed(deployment: DeploymentInfo, now: datetime) -> CompletedDrain | None:
+    if not deployment.drain_finished or deployment.restarted_at_raw is None:
+        return None
+    grace = timedelta(seconds=deployment.template_grace_period_seconds)
+    return CompletedDrain(
+        namespace=deployment.namespace,
+        name=deployment.name,
+        restarted_at=deployment.restarted_at_raw,
+        completed_at=deployment.completed_at_raw,
+        kept_until=(deployment.completed_at or now) + grace,
+    )
+
+
+def _replacements(deployment: DeploymentInfo, pods: Sequence[JsonDict]) -> tuple[Replacement, ...]:
+    """The pods whose template carries this drain's stamp: the rollout's, not the old one."""
+    if not deployment.rollout_started:
+        return ()
+    made = [
+        pod
+        for pod in pods
+        if ((pod.get("metadata") or {}).get("annotations") or {}).get(
+            TEMPLATE_RESTARTED_AT_ANNOTATION
+        )
+        == deployment.restarted_at_raw
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    return tuple(sorted(map(Replacement.of, made), key=lambda pod: pod.name))
 
 
 def _held(
@@ -128,16 +209,20 @@ def _held(
     deployment = DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation)
     if deployment.restarted_at is None or deployment.restarted_at_raw is None:
         return None
+    if deployment.drain_finished:
+        return None
     replicasets = {
         info.name: info
         for info in map(ReplicaSetInfo.from_object, state.replicasets)
         if info.namespace == deployment.namespace and info.owner_deployment == deployment.name
     }
-    pods = [
-        info
-        for info in map(PodInfo.from_object, state.pods)
-        if info.namespace == deployment.namespace and info.owner_replicaset in replicasets
+    owned = [
+        raw_pod
+        for raw_pod in state.pods
+        if (info := PodInfo.from_object(raw_pod)).namespace == deployment.namespace
+        and info.owner_replicaset in replicasets
     ]
+    pods = [PodInfo.from_object(raw_pod) for raw_pod in owned]
     draining = [pod for pod in pods if pod.node_name in state.cordoned and not pod.terminating]
     candidates = draining or [pod for pod in pods if not pod.terminating]
     subject = candidates[0] if candidates else None
@@ -163,6 +248,7 @@ def _held(
         nodes=tuple(sorted({pod.node_name for pod in draining})),
         pod=None if subject is None else subject.name,
         decision=decision,
+        replacements=_replacements(deployment, owned),
     )
 
 
@@ -190,10 +276,18 @@ def build_status(state: StatusState, config: DecisionConfig, now: datetime) -> S
         if RESTARTED_AT_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {})
     ]
     held = (_held(raw, state, config, now) for raw in stamped)
+    completed = (
+        _completed(DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation),
+                   now)
+        for raw in stamped
+    )  # fmt: skip
     return Status(
         generated_at=now,
         config=config,
         held=tuple(sorted((h for h in held if h is not None), key=lambda h: (h.namespace, h.name))),
+        completed=tuple(
+            sorted((c for c in completed if c is not None), key=lambda c: (c.namespace, c.name))
+        ),
         timeouts=_timeouts(state.timeout_events),
         webhook=state.webhook,
         leader=state.leader,

@@ -89,14 +89,59 @@ async def test_status_during_a_held_drain_shows_what_the_webhooks_429_says(
             "configuration": "graceful-drain", "registered": True, "caBundle": "valid",
             "certificate": "verified", "endpoint": f"127.0.0.1:{replica.webhook_port}",
             "serverName": "graceful-drain-webhook.graceful-drain.svc", "healthy": True,
-            "detail": "",
+            "detail": "", "protection": "protected", "failurePolicy": "Ignore",
+            "answer": "answered", "problem": None, "consequence": "",
         }  # fmt: skip
         assert document["leader"]["held"] is True
         assert document["leader"]["holder"] == "graceful-drain-0"
         assert table.code == 0, table.stderr
+        # Without an address the Service is judged by its endpoints, which kubesim does not
+        # serve: not verified, and never "ok".
+        assert table.stdout.startswith("Webhook: not verified: graceful-drain: "), table.stdout
         [row] = [line for line in table.stdout.splitlines() if line.startswith("default/web ")]
         assert "node-a" in row and "waiting for a replacement" in row
         assert "\033[" not in table.stdout  # no colour when not on a terminal
+
+
+async def test_a_registered_webhook_whose_replica_stopped_is_unprotected_and_the_drain_says_so(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """The Service still points at the stopped replica's port: the API server's call fails,
+    failurePolicy Ignore lets the eviction through. plan and status say so first."""
+    async with drain_cluster(sim, tmp_path) as cluster:
+        replica = await cluster.start_replica()
+        await cluster.create_web()
+        address = f"--webhook-address=127.0.0.1:{replica.webhook_port}"
+        await replica.stop()
+
+        plan, table, status = await asyncio.gather(
+            run(["graceful-drain", "plan", "node-a", "--json", address], sim.kubeconfig_path),
+            run(["graceful-drain", "plan", "node-a", address], sim.kubeconfig_path),
+            run(["graceful-drain", "status", address], sim.kubeconfig_path),
+        )
+        drained = await cluster.kubectl_drain("node-a", "--timeout=30s")
+
+        assert plan.code == 4, plan.stderr
+        document = json.loads(plan.stdout)
+        assert problems(document, "plan") == []
+        assert (document["verdict"], document["webhook"]["protection"]) == (
+            "unprotected", "unprotected",
+        )  # fmt: skip
+        [web] = [p for p in document["pods"] if p["workload"] == "Deployment/web"]
+        assert (web["outcome"], web["outage"], web["reason"]) == (
+            "evicted", True, "webhook-unprotected",
+        )  # fmt: skip
+        verdict = table.stdout.splitlines()[-1]
+        assert verdict.startswith(
+            "Verdict: unprotected: webhook graceful-drain does not protect evictions ("
+        ), verdict
+        assert "could not connect" in verdict and table.code == 4
+        assert verdict.endswith("; 1 outage(s): default/Deployment/web"), verdict
+        assert status.code == 1, status.stderr
+        assert status.stdout.startswith("Webhook: UNPROTECTED: failurePolicy Ignore"), status.stdout
+        # What plan predicted: the drain went through unchecked, no rollout was asked for.
+        assert drained.code == 0, drained.stderr
+        assert RESTARTED_AT_ANNOTATION not in annotations_of(await cluster.deployment())
 
 
 async def test_kubectl_graceful_drain_works_as_a_plugin_under_the_read_only_cluster_role(
@@ -123,6 +168,7 @@ async def test_kubectl_graceful_drain_works_as_a_plugin_under_the_read_only_clus
         assert (document["kind"], document["node"], document["verdict"]) == (
             "DrainPlan", "node-a", "safe",
         )  # fmt: skip
+        assert document["webhook"]["protection"] == "unverified"  # a Service, no address
         [web] = [p for p in document["pods"] if p["workload"] == "Deployment/web"]
         assert (web["outcome"], web["decision"]["reason"]) == ("held", "rollout-requested")
         assert status.code == 0, status.stderr

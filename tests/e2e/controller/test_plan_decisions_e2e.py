@@ -3,6 +3,7 @@ of both (the running webhook over HTTPS, and plan's reading of the API), the sam
 
 from __future__ import annotations
 
+import base64
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,7 +45,7 @@ async def deployment_patch(raw: KubeClient, name: str, patch: dict[str, Any]) ->
     await raw.patch(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", patch)
 
 
-async def cluster_state(sim: KubeSim, raw: KubeClient) -> None:
+async def cluster_state(sim: KubeSim, raw: KubeClient, certs: WebhookCerts) -> None:
     now = datetime.now(UTC)
     # Another replica leads, so this one's reconciler never changes the state under the test.
     sim.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}})
@@ -61,7 +62,9 @@ async def cluster_state(sim: KubeSim, raw: KubeClient) -> None:
         "webhooks": [{
             "name": "eviction.graceful-drain.stonal.com", "admissionReviewVersions": ["v1"],
             "sideEffects": "NoneOnDryRun", "failurePolicy": "Ignore",
-            "clientConfig": {"url": "https://127.0.0.1:1/validate-eviction"},
+            # Port 1 is dead: plan is pointed at the running webhook with --webhook-address.
+            "clientConfig": {"url": "https://127.0.0.1:1/validate-eviction",
+                             "caBundle": base64.b64encode(certs.ca.cert_pem).decode()},
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                        "resources": ["pods/eviction"]}],
         }],
@@ -93,12 +96,14 @@ async def test_the_webhook_and_plan_give_each_pod_the_same_decision(
     sim: KubeSim, raw: KubeClient, lk: AsyncClient, certs: WebhookCerts,
     https: aiohttp.ClientSession,
 ) -> None:  # fmt: skip
-    await cluster_state(sim, raw)
+    await cluster_state(sim, raw, certs)
     async with running_controller(
         sim, certs, leader_elect=True, controller_namespace=LEASE_NS
     ) as app:
         await app.cache.wait_synced()
-        state = await node_state(RawApi(lk), "node-a", "graceful-drain")
+        address = f"127.0.0.1:{app.webhook_site.port}"
+        state = await node_state(RawApi(lk), "node-a", "graceful-drain", address)
+        assert state.health.protection == "protected", state.health.detail
         plan = plan_node(state, app.config.decision_config(), datetime.now(UTC))
 
         compared: list[str] = []

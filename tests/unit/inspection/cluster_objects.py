@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.timefmt import format_rfc3339
 
 Obj = dict[str, Any]
@@ -89,3 +90,16 @@ def daemonset(name: str) -> Obj:
 def namespace(name: str) -> Obj:
     labels = {"kubernetes.io/metadata.name": name}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+SERVICE = "graceful-drain-webhook.graceful-drain.svc"
+# The webhook as webhook_health judges it: answering, down behind a registered url, absent.
+PROTECTED = WebhookHealth("graceful-drain", True, "valid", "verified", "127.0.0.1:8443", SERVICE,
+                          "answers", "answered", "Ignore")  # fmt: skip
+DOWN = WebhookHealth("graceful-drain", True, "valid", "unreachable", "127.0.0.1:9",
+                     "127.0.0.1", "could not connect to 127.0.0.1:9", "not-checked",
+                     "Ignore")  # fmt: skip
+UNVERIFIED = WebhookHealth("graceful-drain", True, "valid", "not-checked", None, SERVICE,
+                           "reachable from inside the cluster only", "not-checked",
+                           "Ignore")  # fmt: skip
+ABSENT = WebhookHealth("graceful-drain", False, "missing", "not-checked", None, None, "absent")

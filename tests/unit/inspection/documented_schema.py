@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "cli.md"
+SUBSCHEMAS = ("decision", "webhook")  # objects documented once, in their own table
 _ROW = re.compile(r"^\| `(?P<path>[^`]+)` \| (?P<types>[a-z|\\]+) \|")
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
@@ -31,7 +32,7 @@ def documented(name: str) -> dict[str, list[str]]:
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, list[Any]]) -> None:
-    if isinstance(value, dict) and not prefix.endswith("decision"):
+    if isinstance(value, dict) and not prefix.endswith(SUBSCHEMAS):
         for key, child in value.items():
             _flatten(child, f"{prefix}.{key}" if prefix else key, out)
     elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
@@ -56,7 +57,7 @@ def problems(document: dict[str, Any], name: str) -> list[str]:
     _flatten(document, "", found)
     found = {path: values for path, values in found.items() if path}
     issues = []
-    item_lists = {path.split("[]")[0] for path in schema if "[]" in path}
+    item_lists = {path.rsplit("[]", 1)[0] for path in schema if "[]" in path}
     for path, values in found.items():
         if path in item_lists:
             continue  # a list of objects: its items' fields are checked
@@ -66,10 +67,11 @@ def problems(document: dict[str, Any], name: str) -> list[str]:
         for value in values:
             if not _is(value, schema[path]):
                 issues.append(f"{path}: {value!r} is not {'|'.join(schema[path])}")
-            if path.endswith("decision") and isinstance(value, dict):
-                issues.extend(f"{path}.{p}" for p in problems(value, "decision"))
+            for sub in SUBSCHEMAS:
+                if path.endswith(sub) and isinstance(value, dict):
+                    issues.extend(f"{path}.{p}" for p in problems(value, sub))
     for path in schema:
-        parent = path.split("[]")[0]
+        parent = path.rsplit("[]", 1)[0]
         empty = parent in item_lists and all(value == [] for value in found.get(parent, [[]]))
         if path not in found and not empty:
             issues.append(f"{path}: documented, missing")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from graceful_drain.controller.decide import DecisionConfig
 from graceful_drain.inspection.plan import (
@@ -16,6 +20,7 @@ from graceful_drain.inspection.plan import (
     plan_node,
 )
 from graceful_drain.inspection.render import plan_json, plan_table
+from graceful_drain.inspection.webhook_health import WebhookHealth
 
 from . import cluster_objects as k
 from .documented_schema import problems
@@ -28,12 +33,12 @@ OUTSIDE_SYSTEM = WebhookScope({"matchExpressions": [NOT_SYSTEM]})
 
 def state(pods: list[k.Obj], *, deployments: Sequence[k.Obj] = (), budgets: Sequence[k.Obj] = (),
           elsewhere: Sequence[k.Obj] = (), webhook: WebhookScope | None = OUTSIDE_SYSTEM,
-          ) -> NodeState:  # fmt: skip
+          health: WebhookHealth = k.PROTECTED) -> NodeState:  # fmt: skip
     return NodeState(
         node=k.NODE, pods=pods, neighbours=[*pods, *elsewhere],
         replicasets=[k.replicaset(d) for d in deployments], deployments=list(deployments),
         budgets=list(budgets), namespaces={n: k.namespace(n) for n in ("default", "kube-system")},
-        webhook=webhook,
+        webhook=webhook, health=health,
     )  # fmt: skip
 
 
@@ -126,9 +131,11 @@ def test_pods_the_webhook_is_not_asked_about_are_not_reviewed() -> None:
     assert plan.pods[0].decision is None
 
     web = k.deployment("web")
-    plan = plan_node(state([deployment_pod(web)], deployments=[web], webhook=None), CONFIG, NOW)
+    plan = plan_node(state([deployment_pod(web)], deployments=[web], webhook=None,
+                           health=k.ABSENT), CONFIG, NOW)  # fmt: skip
     assert one(plan) == (Outcome.EVICTED, True, "not-reviewed")
     assert not plan.webhook_registered
+    assert plan.verdict is Verdict.UNPROTECTED and plan.exit_code == 4
 
 
 def test_the_json_and_the_table_of_a_plan() -> None:
@@ -145,3 +152,107 @@ def test_the_json_and_the_table_of_a_plan() -> None:
     )
     assert "\033[" not in table
     assert "\033[31m" in plan_table(plan, "defaults", colour=True)
+
+
+def test_a_webhook_that_does_not_answer_makes_the_verdict_unprotected_whatever_else() -> None:
+    """failurePolicy Ignore: what the webhook would hold is evicted unchecked."""
+    web, pair = k.deployment("web"), k.deployment("pair", replicas=2)
+    here, there = deployment_pod(pair, "here"), deployment_pod(pair, "there", node="node-b")
+    pods = [deployment_pod(web, "w"), here]
+    protected = plan_node(state(pods, deployments=[web, pair], elsewhere=[there]), CONFIG, NOW)
+    assert protected.verdict is Verdict.SAFE
+    for health in (k.DOWN, k.ABSENT):
+        down = plan_node(state(pods, deployments=[web, pair], elsewhere=[there], health=health,
+                               webhook=None if health is k.ABSENT else OUTSIDE_SYSTEM),
+                         CONFIG, NOW)  # fmt: skip
+        assert down.verdict is Verdict.UNPROTECTED and down.exit_code == 4
+        by_name = {p.name: p for p in down.pods}
+        assert (by_name["w"].outcome, by_name["w"].outage) == (Outcome.EVICTED, True)
+        assert (by_name["here"].outcome, by_name["here"].outage) == (Outcome.EVICTED, False)
+        assert down.outage_workloads == ["default/Deployment/web"]
+    down = plan_node(state(pods, deployments=[web, pair], elsewhere=[there], health=k.DOWN),
+                     CONFIG, NOW)  # fmt: skip
+    assert {p.reason for p in down.pods} == {"webhook-unprotected"}
+    assert all(p.decision is None for p in down.pods)
+    assert "could not connect to 127.0.0.1:9" in down.pods[0].message
+    table = plan_table(down, "defaults", colour=False)
+    assert "webhook UNPROTECTED" in table.splitlines()[0]
+    assert table.splitlines()[-1] == (
+        "Verdict: unprotected: webhook graceful-drain does not protect evictions (could not "
+        "connect to 127.0.0.1:9); failurePolicy Ignore: the API server lets every eviction "
+        "through unchecked, the last Ready pod included; 1 outage(s): default/Deployment/web"
+    )
+    document = json.loads(plan_json(down, "defaults"))
+    assert problems(document, "plan") == []
+    assert (document["verdict"], document["exitCode"]) == ("unprotected", 4)
+    assert document["webhook"]["protection"] == "unprotected"
+
+
+def test_with_failure_policy_fail_a_down_webhook_refuses_what_it_reviews() -> None:
+    web = k.deployment("web")
+    system = k.pod("s", of=k.replicaset(k.deployment("dns", namespace="kube-system")),
+                   namespace="kube-system")  # fmt: skip
+    refusing = replace(k.DOWN, failure_policy="Fail")
+    plan = plan_node(state([deployment_pod(web, "w"), system], deployments=[web],
+                           health=refusing), CONFIG, NOW)  # fmt: skip
+    by_name = {p.name: p for p in plan.pods}
+    assert (by_name["w"].outcome, by_name["w"].reason) == (Outcome.BLOCKED, "webhook-unprotected")
+    assert "refuses every eviction" in by_name["w"].message
+    assert by_name["s"].reason == "not-reviewed"  # never sent to the webhook
+    assert plan.verdict is Verdict.UNPROTECTED
+
+
+def test_an_unverified_webhook_keeps_the_prediction_and_says_it_was_not_verified() -> None:
+    web = k.deployment("web")
+    plan = plan_node(state([deployment_pod(web)], deployments=[web], health=k.UNVERIFIED),
+                     CONFIG, NOW)  # fmt: skip
+    assert one(plan) == (Outcome.HELD, False, "rollout-requested")
+    assert plan.verdict is Verdict.SAFE
+    table = plan_table(plan, "defaults", colour=False).splitlines()
+    assert "webhook not verified" in table[0]
+    assert table[1].startswith("Webhook not verified: graceful-drain: reachable from inside")
+
+
+unprotected_healths = st.sampled_from([
+    k.DOWN, k.ABSENT, replace(k.DOWN, failure_policy="Fail"),
+    replace(k.PROTECTED, answer="no-answer"), replace(k.PROTECTED, certificate="failed"),
+    replace(k.UNVERIFIED, problem="Service graceful-drain/graceful-drain-webhook not found"),
+])  # fmt: skip
+layouts = st.lists(
+    st.tuples(st.integers(1, 3), st.booleans(), st.booleans(), st.sampled_from(["default",
+              "kube-system"])),  # replicas, ready, another Ready pod elsewhere, namespace
+    min_size=1, max_size=5,
+)  # fmt: skip
+
+
+@given(layouts, unprotected_healths)
+def test_an_unprotected_webhook_never_predicts_a_hold_and_always_says_unprotected(
+    layout: list[tuple[int, bool, bool, str]], health: WebhookHealth
+) -> None:
+    deployments, pods, elsewhere = [], [], []
+    for i, (replicas, ready, spare, namespace) in enumerate(layout):
+        deployment = k.deployment(f"d{i}", replicas=replicas, namespace=namespace)
+        deployments.append(deployment)
+        pods.append(k.pod(f"d{i}-here", of=k.replicaset(deployment), ready=ready,
+                          namespace=namespace))  # fmt: skip
+        if spare:
+            elsewhere.append(k.pod(f"d{i}-there", of=k.replicaset(deployment), node="node-b",
+                                   namespace=namespace))  # fmt: skip
+    webhook = None if not health.registered else OUTSIDE_SYSTEM
+    plan = plan_node(state(pods, deployments=deployments, elsewhere=elsewhere, webhook=webhook,
+                           health=health), CONFIG, NOW)  # fmt: skip
+    assert plan.verdict is Verdict.UNPROTECTED and plan.exit_code == 4
+    assert all(pod.outcome is not Outcome.HELD for pod in plan.pods)
+    for pod, (_, ready, spare, _) in zip(plan.pods, sorted(layout_by_name(layout)), strict=True):
+        if pod.reason == "webhook-unprotected" and health.failure_policy == "Ignore":
+            assert pod.outage == (ready and not spare), pod
+        if pod.reason == "webhook-unprotected" and health.failure_policy == "Fail":
+            assert pod.outcome is Outcome.BLOCKED
+
+
+def layout_by_name(
+    layout: list[tuple[int, bool, bool, str]],
+) -> list[tuple[tuple[str, str], bool, bool, str]]:
+    """The layout keyed as plan sorts its pods: by (namespace, name)."""
+    return [((ns, f"d{i}-here"), ready, spare, ns)
+            for i, (_, ready, spare, ns) in enumerate(layout)]  # fmt: skip
