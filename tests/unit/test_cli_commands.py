@@ -45,8 +45,9 @@ def test_graceful_drain_kubeconfig_names_the_file_in_the_error(subcommand: str) 
                      env={"GRACEFUL_DRAIN_KUBECONFIG": "/nonexistent"})  # fmt: skip
     assert result.returncode == EXIT_ERROR
     assert result.stderr == (
-        f"graceful-drain {subcommand.split()[0]}: error: invalid value for --kubeconfig "
-        "(GRACEFUL_DRAIN_KUBECONFIG): cannot read /nonexistent (No such file or directory)\n"
+        f"graceful-drain {subcommand.split()[0]}: error: cannot load the Kubernetes "
+        "configuration: invalid value for --kubeconfig (GRACEFUL_DRAIN_KUBECONFIG): cannot read "
+        "/nonexistent (No such file or directory)\n"
     )
 
 

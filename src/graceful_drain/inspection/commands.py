@@ -132,7 +132,7 @@ def apply_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
         try:
             check_readable(args.kubeconfig, kubeconfig_names)
         except ConfigError as error:
-            raise CommandError(str(error)) from None
+            raise CommandError(f"cannot load the Kubernetes configuration: {error}") from None
 
 
 def _colour(stream: TextIO) -> bool:
