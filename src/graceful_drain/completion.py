@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-import shtab
-
 SHELLS = ("bash", "zsh", "fish")
 HELP = "print a shell completion script (bash, zsh or fish)"
 INSTALL = {
@@ -31,5 +29,7 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script of `parser` (the whole command line) for `shell`."""
     if shell not in SHELLS:
         raise ValueError(f"no completion for {shell!r}: one of {', '.join(SHELLS)}")
+    import shtab  # only here: every other command starts without it
+
     text: str = shtab.complete(parser, shell=shell)
     return text
