@@ -8,6 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build"
+VERSIONS = HERE / "versions.env"
 NAMES = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm",
     "informer-sync",
@@ -17,6 +18,20 @@ BUILD_TIMEOUT = 45 * 60  # a cold build on 2 cores takes minutes; this only guar
 
 class BinariesUnavailable(RuntimeError):
     """The binaries are not built and cannot be built here (no Go, or the build failed)."""
+
+
+def versions() -> dict[str, str]:
+    """versions.env: what ./build builds (KUBERNETES_VERSION=v1.34.4, ...)."""
+    pairs = (
+        line.partition("=") for line in VERSIONS.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )  # fmt: skip
+    return {name.strip(): value.strip() for name, _, value in pairs}
+
+
+def kubernetes_version() -> str:
+    """The real control plane's Kubernetes version, e.g. v1.34.4."""
+    return versions()["KUBERNETES_VERSION"]
 
 
 def go_available() -> bool:

@@ -1,6 +1,8 @@
-"""`graceful-drain <subcommand>`: controller, termination-cause, demo, plan and status.
+"""`graceful-drain <subcommand>`: controller, termination-cause, demo, plan, status and
+completion.
 
-Also installed as `kubectl-graceful_drain`, so `kubectl graceful-drain plan NODE` works.
+Also installed as `kubectl-graceful_drain`, so `kubectl graceful-drain plan NODE` works: the
+plugin offers only what an operator runs from a workstation (PLUGIN_SUBCOMMANDS).
 
 Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
 to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
@@ -16,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from graceful_drain import __version__
+from graceful_drain import __version__, completion
 from graceful_drain.config import (
     EXIT_CONFIG_ERROR,
     ConfigError,
@@ -27,6 +29,7 @@ from graceful_drain.config import (
 from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
+PLUGIN_PROG = "kubectl graceful-drain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,24 @@ def _run_status(args: argparse.Namespace) -> int:
     return run_status(args)
 
 
+def _run_completion(args: argparse.Namespace) -> int:
+    print(completion.script(build_parser(), args.shell), end="")
+    return 0
+
+
+def _run_version(args: argparse.Namespace) -> int:
+    print(f"{PLUGIN_PROG} {__version__}")
+    return 0
+
+
+PLAN = Subcommand(
+    "plan", "predict what draining a node would do, pod by pod", _configure_plan, _run_plan
+)
+STATUS = Subcommand(
+    "status", "what graceful-drain holds now, recent timeouts, its health",
+    _configure_status, _run_status,
+)  # fmt: skip
+
 SUBCOMMANDS: list[Subcommand] = [
     Subcommand(
         "controller",
@@ -108,39 +129,50 @@ SUBCOMMANDS: list[Subcommand] = [
         _add_demo_arguments,
         _run_demo,
     ),
-    Subcommand(
-        "plan", "predict what draining a node would do, pod by pod", _configure_plan, _run_plan
-    ),
-    Subcommand(
-        "status",
-        "what graceful-drain holds now, recent timeouts, its health",
-        _configure_status,
-        _run_status,
-    ),
+    PLAN,
+    STATUS,
+    Subcommand("completion", completion.HELP, completion.configure, _run_completion),
 ]
+# `kubectl graceful-drain`: the read-only commands an operator runs against a cluster.
+PLUGIN_SUBCOMMANDS: list[Subcommand] = [
+    PLAN,
+    STATUS,
+    Subcommand("version", "print the plugin's version", lambda _parser: None, _run_version),
+]
+PLUGIN_DESCRIPTION = (
+    "kubectl plugin of graceful-drain: predict what draining a node would do (plan) and show "
+    "what the controller holds now and its health (status), read-only, with kubectl's "
+    "kubeconfig ($KUBECONFIG, --kubeconfig, --context)."
+)
 
 
-def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Keep single-replica Deployments available while nodes are drained.",
-    )
+def build_parser(
+    subcommands: Sequence[Subcommand] = SUBCOMMANDS,
+    prog: str = PROG,
+    description: str = "Keep single-replica Deployments available while nodes are drained.",
+) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
         sub = commands.add_parser(subcommand.name, help=subcommand.help)
         subcommand.configure(sub)
-        sub.set_defaults(_subcommand=subcommand)
+        sub.set_defaults(_subcommand=subcommand, _parser=sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+def main(
+    argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
+) -> int:
+    parser = parser or build_parser()
+    args, unknown = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     subcommand: Subcommand = args._subcommand
+    if unknown:  # the subcommand's usage, not the top-level one (which hides its flags)
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return subcommand.run(args)
     except ConfigError as error:
-        print(f"{PROG} {subcommand.name}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog} {subcommand.name}: error: {error}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
         return 130
@@ -148,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def kubectl_plugin_main() -> int:
     """`kubectl-graceful_drain`: kubectl runs it for `kubectl graceful-drain ARGS`."""
-    return main(sys.argv[1:])
+    return main(
+        sys.argv[1:], parser=build_parser(PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION)
+    )
 
 
 if __name__ == "__main__":

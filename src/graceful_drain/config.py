@@ -482,12 +482,25 @@ def check_files(config: ControllerConfig) -> None:
         (config.kubeconfig, "--kubeconfig (GRACEFUL_DRAIN_KUBECONFIG)"),
     )
     for path, names in checks:
-        if path is None:
-            continue
-        try:
-            with path.open("rb") as handle:
-                handle.read(1)
-        except OSError as error:
-            raise ConfigError(
-                f"invalid value for {names}: cannot read {path} ({error.strerror})"
-            ) from None
+        if path is not None:
+            check_readable(path, names)
+
+
+def check_readable(path: Path, names: str) -> None:
+    """`path`, named by `names` (the flag and variable), can be read. Raises ConfigError."""
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as error:
+        raise ConfigError(
+            f"invalid value for {names}: cannot read {path} ({error.strerror})"
+        ) from None
+
+
+def from_environment(flag: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The controller's variable for `flag` (GRACEFUL_DRAIN_ and the flag's name) when set:
+    (its value, "FLAG (VARIABLE)"), for the other commands that share the flag."""
+    option = next(option for option in _OPTIONS if option.flag == flag)
+    if option.variable not in env:
+        return None
+    return env[option.variable], option.names()

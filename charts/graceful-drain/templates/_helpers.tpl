@@ -21,6 +21,7 @@
 {{- if eq .Values.tls.mode "secret" -}}{{ .Values.tls.secret.name }}{{- else -}}{{ include "graceful-drain.fullname" . }}-webhook-tls{{- end -}}
 {{- end -}}
 {{- define "graceful-drain.leaseName" -}}{{ default (include "graceful-drain.fullname" .) .Values.leaderElection.leaseName }}{{- end -}}
+{{- define "graceful-drain.serviceAccountName" -}}{{ default (include "graceful-drain.fullname" .) .Values.serviceAccount.name }}{{- end -}}
 {{- define "graceful-drain.priorityClassName" -}}{{ default (printf "%s-critical" (include "graceful-drain.fullname" .)) .Values.priorityClass.name }}{{- end -}}
 
 {{- define "graceful-drain.selectorLabels" -}}
@@ -35,6 +36,20 @@ app.kubernetes.io/part-of: graceful-drain
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* topologySpreadConstraints, each without a labelSelector given the pods' own. */}}
+{{- define "graceful-drain.topologySpreadConstraints" -}}
+{{- range .Values.topologySpreadConstraints }}
+{{- $constraint := . }}
+{{- if not (hasKey . "labelSelector") }}
+{{- $constraint = merge (dict "labelSelector" (dict "matchLabels" (include "graceful-drain.selectorLabels" $ | fromYaml))) . }}
+{{- end }}
+- {{ toYaml $constraint | nindent 2 | trim }}
+{{- end }}
 {{- end -}}
 
 {{/* The namespaces the webhook is asked about: the same list the controller watches. */}}
@@ -60,6 +75,9 @@ matchExpressions:
 {{- end -}}
 {{- if and .Values.tls.selfSigned.extraHosts (ne .Values.tls.mode "self-signed") -}}
 {{- fail "tls.selfSigned.extraHosts only applies with tls.mode=self-signed" -}}
+{{- end -}}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "serviceAccount.create=false needs serviceAccount.name (an existing ServiceAccount in the release namespace)" -}}
 {{- end -}}
 {{- if has .Release.Namespace .Values.namespaces -}}
 {{- fail (printf "namespaces must not list the release namespace %s: the controller never protects its own pods" .Release.Namespace) -}}

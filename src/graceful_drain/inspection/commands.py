@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -22,6 +22,7 @@ from lightkube import AsyncClient
 from lightkube import ConfigError as KubeConfigError
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.config import ConfigError, check_readable, from_environment
 from graceful_drain.inspection import gather
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.inspection.render import plan_json, plan_table, status_json, status_table
@@ -66,23 +67,25 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print the JSON document instead (default: a table)"
     )
     parser.add_argument("--kubeconfig", type=Path, metavar="PATH",
-                        help="kubeconfig file (default $KUBECONFIG)")  # fmt: skip
+                        help="kubeconfig file (default $KUBECONFIG, else ~/.kube/config) "
+                        "[env GRACEFUL_DRAIN_KUBECONFIG]")  # fmt: skip
     parser.add_argument("--context", metavar="NAME",
-                        help="kubeconfig context (default: the current one)")  # fmt: skip
+                        help="kubeconfig context (default: the current one) "
+                        "[env GRACEFUL_DRAIN_CONTEXT]")  # fmt: skip
     parser.add_argument(
-        "--controller-namespace", default=DEFAULT_CONTROLLER_NAMESPACE, metavar="NAMESPACE",
+        "--controller-namespace", metavar="NAMESPACE",
         help="namespace of the graceful-drain Deployment whose configuration applies "
-        f"(default {DEFAULT_CONTROLLER_NAMESPACE})",
+        f"(default {DEFAULT_CONTROLLER_NAMESPACE}) [env GRACEFUL_DRAIN_CONTROLLER_NAMESPACE]",
     )  # fmt: skip
     parser.add_argument(
         "--rollout-timeout", metavar="DURATION",
         help="override the controller's rolloutTimeout, a Go duration such as 10m "
-        "(default: the installed controller's)",
+        "(default: the installed controller's) [env GRACEFUL_DRAIN_ROLLOUT_TIMEOUT]",
     )  # fmt: skip
     parser.add_argument(
         "--enabled-annotation", metavar="KEY",
         help="override the controller's --enabled-annotation, '' for none "
-        "(default: the installed controller's)",
+        "(default: the installed controller's) [env GRACEFUL_DRAIN_ENABLED_ANNOTATION]",
     )  # fmt: skip
 
 
@@ -104,6 +107,38 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 def configure_status(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     _webhook_address(parser)
+
+
+# Flags plan and status share with the controller: unset, they take its GRACEFUL_DRAIN_*
+# variable, so one environment configures every command alike.
+SHARED_FLAGS = (
+    "--kubeconfig", "--context", "--controller-namespace", "--rollout-timeout",
+    "--enabled-annotation",
+)  # fmt: skip
+
+
+def apply_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Fill the shared flags not given from `env`; check a named kubeconfig is readable."""
+    kubeconfig_names = "--kubeconfig"
+    for flag in SHARED_FLAGS:
+        dest = flag.removeprefix("--").replace("-", "_")
+        if getattr(args, dest) is not None or (value := from_environment(flag, env)) is None:
+            continue
+        text, names = value
+        if flag in ("--kubeconfig", "--context") and not text.strip():
+            continue  # empty: unset, as the controller reads it
+        if flag == "--kubeconfig":
+            kubeconfig_names = names
+            setattr(args, dest, Path(text.strip()).expanduser())
+        else:
+            setattr(args, dest, text)
+    if args.controller_namespace is None or not args.controller_namespace.strip():
+        args.controller_namespace = DEFAULT_CONTROLLER_NAMESPACE
+    if args.kubeconfig is not None:
+        try:
+            check_readable(args.kubeconfig, kubeconfig_names)
+        except ConfigError as error:
+            raise CommandError(f"cannot load the Kubernetes configuration: {error}") from None
 
 
 def _colour(stream: TextIO) -> bool:
@@ -193,6 +228,7 @@ async def _with_client(
 
 def _run(name: str, args: argparse.Namespace, body: Callable[..., Awaitable[int]]) -> int:
     try:
+        apply_environment(args, os.environ)
         return asyncio.run(_with_client(args, body))
     except (CommandError, gather.UnknownNode) as error:
         print(f"graceful-drain {name}: error: {error}", file=sys.stderr)

@@ -11,6 +11,7 @@ import pytest
 
 from kubesim.cluster.cluster import Cluster
 from kubesim.sim import KubeSim
+from tests.compatibility import KUBECTL_MINORS_ON_KUBESIM
 from tests.conftest import kubectl_cache_args, kubectl_watching, run_kubectl
 
 pytestmark = pytest.mark.e2e
@@ -247,7 +248,7 @@ MISSING_LAST_APPLIED = (
 )
 
 
-@pytest.mark.parametrize("minor", range(27, 34))
+@pytest.mark.parametrize("minor", KUBECTL_MINORS_ON_KUBESIM)
 async def test_every_kubectl_release_discovers_creates_and_applies(
     minor: int, tmp_path: Path
 ) -> None:

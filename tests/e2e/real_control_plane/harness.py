@@ -204,18 +204,24 @@ class Installation:
     cluster: RealCluster
     service: LoadBalancer
     workdir: Path
-    # Where and under which name it is installed (the Deployment and its ServiceAccount share
-    # the name): deploy/'s, or a Helm release's.
+    # Where and under which name it is installed (the Deployment's, and its ServiceAccount's
+    # unless service_account says otherwise): deploy/'s, or a Helm release's.
     namespace: str = NAMESPACE
     name: str = SERVICE_ACCOUNT
+    # The controller's ServiceAccount when not the Deployment's name (serviceAccount.name).
+    service_account: str = ""
 
     @property
     def kubeconfig(self) -> Path:
         return self.cluster.kubeconfig_path
 
     @property
+    def account(self) -> str:
+        return self.service_account or self.name
+
+    @property
     def controller_user(self) -> str:
-        return f"system:serviceaccount:{self.namespace}:{self.name}"
+        return f"system:serviceaccount:{self.namespace}:{self.account}"
 
     @property
     def overlay(self) -> Path:
@@ -234,7 +240,7 @@ class Installation:
 
     async def service_account_token(self) -> str:
         token = await kubectl(
-            self.kubeconfig, "create", "token", self.name, "-n", self.namespace,
+            self.kubeconfig, "create", "token", self.account, "-n", self.namespace,
             "--duration=2h",
         )  # fmt: skip
         return token.stdout.strip()

@@ -18,6 +18,7 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
+from tests.compatibility import KUBECTL_ON_REAL_CONTROL_PLANE
 from tests.e2e.watching import annotations_of, is_ready
 
 from .harness import (
@@ -84,7 +85,7 @@ async def assert_drain_is_protected(
     assert completed[0]["involvedObject"]["name"] == "web"
 
 
-@pytest.mark.parametrize("release", ["dispatcher", "1.33"])
+@pytest.mark.parametrize("release", ["dispatcher", *KUBECTL_ON_REAL_CONTROL_PLANE])
 async def test_kubectl_drain_keeps_a_ready_pod_with_graceful_drain(
     installation: Installation, real_cluster: RealCluster, namespace: str,
     recorder: AvailabilityRecorder, release: str,

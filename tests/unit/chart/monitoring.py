@@ -75,3 +75,44 @@ def missing_metrics(exposition: str) -> dict[str, set[str]]:
         if absent:
             missing[expr] = absent
     return missing
+
+
+# The dashboard's fleet variables: every series selector of every query carries these.
+DASHBOARD_FILTERS = ('$cluster_label=~"$cluster"', 'namespace=~"$namespace"', 'job=~"$job"')
+# Labels every alert keeps, so that an alert names the installation it is about.
+ALERT_LABELS = ("cluster", "namespace", "job")
+_AGGREGATION = re.compile(
+    r"\b(sum|count|min|max|avg|stddev|stdvar|topk|bottomk|quantile|group|count_values)\s*"
+    r"(?:(by|without)\s*\(([^)]*)\)\s*)?\("
+)
+
+
+def unfiltered_selectors(expr: str, filters: tuple[str, ...] = DASHBOARD_FILTERS) -> list[str]:
+    """The series selectors of `expr` (a metric name and its matchers) lacking any of
+    `filters`."""
+    unfiltered = []
+    for name in sorted(metric_names(expr)):
+        for match in re.finditer(rf"\b{re.escape(name)}\b(\{{[^}}]*\}})?", expr):
+            matchers = {m.strip() for m in (match.group(1) or "{}")[1:-1].split(",")}
+            if not set(filters) <= matchers:
+                unfiltered.append(match.group(0))
+    return unfiltered
+
+
+def aggregations_dropping(expr: str, labels: tuple[str, ...] = ALERT_LABELS) -> list[str]:
+    """The aggregations of `expr` whose result loses any of `labels` (no `by` naming them all,
+    or `without`), and any absent(), whose result has no labels at all."""
+    dropping = [m.group(0) for m in _AGGREGATION.finditer(expr)
+                if m.group(2) != "by" or not set(labels) <= {
+                    label.strip() for label in m.group(3).split(",")}]  # fmt: skip
+    return dropping + re.findall(r"\babsent(?:_over_time)?\s*\(", expr)
+
+
+def variable_names() -> list[str]:
+    dashboard: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return [variable["name"] for variable in dashboard["templating"]["list"]]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    rules = yaml.safe_load(RULES.read_text())
+    return [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]

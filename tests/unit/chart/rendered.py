@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from realcluster.binaries import built_bin_dir
+from realcluster.binaries import built_bin_dir, kubernetes_version
 from tests.conftest import REQUIRE_REAL_CLUSTER
 
 REPO = Path(__file__).resolve().parents[3]
@@ -26,7 +26,12 @@ CHART = REPO / "charts" / "graceful-drain"
 RELEASE = "graceful-drain"
 NAMESPACE = "graceful-drain"
 # The real control plane's version (realcluster/versions.env): what the chart is rendered for.
-KUBE_VERSION = "1.34.4"
+KUBE_VERSION = kubernetes_version().removeprefix("v")
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+# The APIs of a cluster with the Prometheus Operator: the ServiceMonitor and PrometheusRule are
+# rendered only where their API is served (.Capabilities.APIVersions).
+MONITORING_APIS = ("monitoring.coreos.com/v1/ServiceMonitor",
+                   "monitoring.coreos.com/v1/PrometheusRule")  # fmt: skip
 HELM_TIMEOUT = 60
 TLS_MODES = ("self-signed", "cert-manager", "secret")
 # tls.mode=secret needs a Secret name and its CA; any base64 stands in for a template.
@@ -60,10 +65,11 @@ def mode_values(mode: str) -> Obj:
 
 
 @functools.cache
-def _template(values_json: str, release: str, namespace: str) -> str:
+def _template(values_json: str, release: str, namespace: str, api_versions: tuple[str, ...]) -> str:
     result = subprocess.run(
         [helm_binary(), "template", release, str(CHART), "--namespace", namespace,
-         "--kube-version", KUBE_VERSION, "--values", "-"],
+         "--kube-version", KUBE_VERSION, "--values", "-",
+         *[arg for api in api_versions for arg in ("--api-versions", api)]],
         input=values_json, capture_output=True, text=True, timeout=HELM_TIMEOUT,
     )  # fmt: skip
     if result.returncode != 0:
@@ -76,9 +82,11 @@ class TemplateError(AssertionError):
 
 
 def template(
-    values: Mapping[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
-) -> list[Obj]:
-    """The chart's objects for `values` (helm's own defaults for the rest); fresh copies."""
-    text = _template(json.dumps(values or {}, sort_keys=True), release, namespace)
+    values: Mapping[str, Any] | None = None, *, release: str = RELEASE,
+    namespace: str = NAMESPACE, api_versions: tuple[str, ...] = MONITORING_APIS,
+) -> list[Obj]:  # fmt: skip
+    """The chart's objects for `values` (helm's own defaults for the rest), on a cluster that
+    serves `api_versions` besides the built-in ones; fresh copies."""
+    text = _template(json.dumps(values or {}, sort_keys=True), release, namespace, api_versions)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return [doc for doc in yaml.load_all(text, Loader=loader) if doc]

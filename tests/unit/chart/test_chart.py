@@ -28,7 +28,8 @@ EVERYTHING_ON = {
     "prometheusRule": {"enabled": True},
     "grafanaDashboard": {"enabled": True},
 }
-_ENDPOINT = {"port": None, "path": None, "scheme": None, "interval": None, "scrapeTimeout": None}
+_ENDPOINT = {"port": None, "path": None, "scheme": None, "interval": None, "scrapeTimeout": None,
+             "relabelings": None}  # fmt: skip
 _METADATA = {"name": None, "namespace": None, "labels": None}
 # monitoring.coreos.com/v1 fields the chart uses (prometheus-operator's API reference).
 MONITORING_SCHEMAS: dict[str, Any] = {

@@ -15,6 +15,7 @@ import ipaddress
 import logging
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from kubesim.lifecycle import cancel_and_wait
@@ -25,8 +26,16 @@ from .scenario_runner import ScenarioRun
 from .sim import KubeSim
 
 
+def _version() -> str:
+    try:
+        return version("kubesim")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0.0.0+unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesim", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the API over HTTPS on loopback")
     serve.add_argument(
