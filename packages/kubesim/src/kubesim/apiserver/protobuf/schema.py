@@ -5,8 +5,11 @@ staging/src/k8s.io/{api,apimachinery}/.../generated.proto); JSON names and prese
 from the `json:"..."` tags of the matching Go types, so a decoded object is what the
 same object looks like when a client sends it as JSON.
 
-Adding a kind is data: describe its messages in MESSAGES and map its
-(apiVersion, kind) to the top-level message in KINDS.
+Most messages are generated from the upstream Go types (`protobuf.generated`, written by
+scripts/gen-protobuf-schema for every kind kubesim serves); the ones here are written by
+hand and take precedence: wrappers whose JSON form is not an object, and kinds whose proto
+is not their Go shape. Serving a new kind: rerun the script; describing one by hand: its
+messages in HAND_MESSAGES and its (apiVersion, kind) in HAND_KINDS.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
+
+from kubesim.apiserver.protobuf import generated
 
 # Scalar types are decoded from the wire directly; "message" names an entry of MESSAGES.
 # "json" is a bytes field holding JSON text (FieldsV1.raw), embedded as parsed JSON.
@@ -28,8 +33,10 @@ Label = Literal["optional", "repeated", "map"]  # maps are always map<string, va
 #   nullable:  a pointer without `omitempty`; null when not sent.
 #   always:    a value without `omitempty`, or a struct (encoding/json never omits structs);
 #              the zero value when not sent (nil slices and maps are null).
+#   inline:    an embedded struct (`json:",inline"`): its own message on the wire, its
+#              fields merged into the enclosing object in JSON.
 # A message field marked omitempty behaves as pointer.
-Presence = Literal["omitempty", "pointer", "nullable", "always"]
+Presence = Literal["omitempty", "pointer", "nullable", "always", "inline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +167,9 @@ def with_spec_and_status(spec: str, status: str) -> Message:
     ))  # fmt: skip
 
 
-MESSAGES: Mapping[str, Message] = {
+HAND_MESSAGES: Mapping[str, Message] = {
+    # k8s.io/apimachinery/pkg/runtime/generated.proto: raw JSON, embedded as is
+    "runtime.RawExtension": Message((Field(1, "raw", "json", presence="always"),), _only("raw")),
     # k8s.io/apimachinery/pkg/api/resource/generated.proto
     QUANTITY: Message((string(1, "string", "always"),), _quantity),
     # k8s.io/apimachinery/pkg/util/intstr/generated.proto
@@ -453,7 +462,7 @@ MESSAGES: Mapping[str, Message] = {
 # DELETE body may say "v1", "apps/v1" or "meta.k8s.io/v1".
 ANY_VERSION = "*"
 
-KINDS: Mapping[tuple[str, str], str] = {
+HAND_KINDS: Mapping[tuple[str, str], str] = {
     ("v1", "ConfigMap"): "core.v1.ConfigMap",
     ("v1", "Secret"): "core.v1.Secret",
     ("v1", "Namespace"): "core.v1.Namespace",
@@ -479,6 +488,21 @@ KINDS: Mapping[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "rbac.v1.RoleBinding",
     (ANY_VERSION, "DeleteOptions"): DELETE_OPTIONS,
 }  # fmt: skip
+
+
+def generated_message(fields: generated.FIELDS) -> Message:
+    return Message(tuple(
+        Field(number, name, cast(FieldType, type_), of, cast(Label, label),
+              cast(Presence, presence))
+        for number, name, type_, of, label, presence in fields
+    ))  # fmt: skip
+
+
+MESSAGES: Mapping[str, Message] = {
+    **{key: generated_message(fields) for key, fields in generated.MESSAGES.items()},
+    **HAND_MESSAGES,
+}
+KINDS: Mapping[tuple[str, str], str] = {**generated.KINDS, **HAND_KINDS}
 
 
 def message_for(api_version: str, kind: str) -> str | None:
