@@ -37,6 +37,10 @@ async def test_newcomer_session_has_the_same_outcome_on_both(
             run_session(sim, namespace), run_session(real, namespace)
         )
     assert [step.code for step in on_real] == [0] * len(on_real), "\n".join(map(str, on_real))
+    # What is compared is what the newcomer reads (see newcomer.outcome):
+    assert on_real[6].outcome == ('deployment "web" successfully rolled out',)
+    assert "Normal ScalingReplicaSet Deployment" in on_real[7].outcome
+    assert {"Name", "Node", "Containers", "Events"} <= set(on_real[8].outcome)
     for sim_step, real_step in zip(on_kubesim, on_real, strict=True):
         assert (sim_step.code, sim_step.outcome) == (real_step.code, real_step.outcome), (
             f"kubesim: {sim_step}\nkube-apiserver: {real_step}"
