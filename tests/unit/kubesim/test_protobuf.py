@@ -377,8 +377,10 @@ def test_object_meta_every_field() -> None:
 
 
 def test_every_hand_written_kind_is_covered_by_a_case() -> None:
+    """The cases' wire fixtures are written out independently of both schema tables: they
+    hold the hand-written kinds and, for the others they name, the generated ones."""
     covered = {message_for(case[1], case[2]) for case in KIND_CASES}
-    assert covered == set(HAND_KINDS.values())
+    assert set(HAND_KINDS.values()) <= covered
 
 
 # The generator leaves out a map of a named slice (ExtraValue: a message on the wire, a
@@ -393,7 +395,9 @@ HAND_ONLY_FIELDS = {
 @pytest.mark.parametrize("name", sorted(set(HAND_MESSAGES) & set(generated.MESSAGES)))
 def test_generated_schemas_agree_with_the_hand_written_ones(name: str) -> None:
     """Two independent readings of the upstream types (by hand from generated.proto, and by
-    scripts/gen-protobuf-schema from the Go struct tags) give the same fields."""
+    scripts/gen-protobuf-schema from the Go struct tags) give the same fields. (They agreed on
+    the 45 other messages written by hand before the generator, which were then dropped:
+    the wire fixtures of KIND_CASES and ZERO_JSON hold the generated ones.)"""
     left_out = HAND_ONLY_FIELDS.get(name, set())
     hand = [f for f in HAND_MESSAGES[name].fields if f.json_name not in left_out]
     made = generated_message(generated.MESSAGES[name]).fields
@@ -540,7 +544,7 @@ def test_empty_message_is_the_json_of_the_go_zero_value(name: str) -> None:
 
 
 def test_every_hand_written_message_has_a_zero_value_case() -> None:
-    assert set(ZERO_JSON) == set(HAND_MESSAGES) - {"runtime.RawExtension"}
+    assert set(HAND_MESSAGES) - {"runtime.RawExtension"} <= set(ZERO_JSON) <= set(MESSAGES)
 
 
 def test_schemas_are_acyclic_so_decoding_depth_is_bounded() -> None:
