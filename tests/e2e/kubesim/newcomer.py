@@ -5,11 +5,12 @@ shows it: run on `kubesim serve` (test_serve_cli.py) and, compared, on the real 
 Each step is one kubectl command a user types; its outcome is what the user reads from it,
 reduced to what must not depend on the server's timing: the exit code and, per step, the
 message, the last line of `rollout status`, the events' (type, reason, kind) of the
-controllers both servers run, the fields `describe pod` shows.
+controllers both servers run, the fields `describe pod` shows, the stored pod templates.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,9 @@ SESSION: tuple[tuple[str, ...], ...] = (
     ("rollout", "status", "deployment", "web", f"--timeout={ROLLOUT_TIMEOUT}"),
     ("get", "events", "-o", EVENT_COLUMNS),
     ("describe", "pod", "one"),
+    # The pod templates as stored: what the protobuf bodies of `create` decoded to, defaulted.
+    ("get", "deployment", "web", "-o", "jsonpath={.spec.template.spec}"),
+    ("get", "job", "hello", "-o", "jsonpath={.spec.template.spec}"),
 )
 
 
@@ -51,6 +55,8 @@ def outcome(args: tuple[str, ...], stdout: str) -> tuple[str, ...]:
     if args[:2] == ("get", "events"):
         rows = {tuple(line.split()) for line in lines[1:]}
         return tuple(sorted(" ".join(r) for r in rows if r[-1] in COMPARED_EVENT_KINDS))
+    if "-o" in args and args[args.index("-o") + 1].startswith("jsonpath="):
+        return (json.dumps(json.loads(stdout), sort_keys=True),)
     if args[0] == "describe":
         # The fields shown: a top-level line's label (values depend on the node and time).
         return tuple(line.split(":")[0] for line in lines if not line.startswith(" "))
