@@ -40,7 +40,7 @@ def started_line(url: str, kubeconfig: Path, started: str) -> str:
     return f"kubesim: serving {url}: {started}; kubeconfig: {kubeconfig}"
 
 
-def _described(names: list[str], controllers: list[str]) -> str:
+def described(names: list[str], controllers: list[str]) -> str:
     nodes = f"{len(names)} Ready node{'s' if len(names) != 1 else ''} ({', '.join(names)})"
     if not names:
         nodes = "no nodes"
@@ -180,14 +180,14 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
             run = await stack.enter_async_context(ScenarioRun(sim, scenario))
             if not args.setup_only:
                 drains = loop.create_task(_run_drains(run), name="scenario-drains")
-            started = f"scenario {scenario.name}, " + _described(
+            started = f"scenario {scenario.name}, " + described(
                 list(run.cluster.nodes or ()), run.cluster.enabled
             )
         elif args.bare:
             started = "the API server alone (--bare: no controllers, scheduler or nodes)"
         else:
             cluster = await stack.enter_async_context(Cluster(sim, nodes=node_names(args.nodes)))
-            started = _described(list(cluster.nodes or ()), cluster.enabled)
+            started = described(list(cluster.nodes or ()), cluster.enabled)
         print(started_line(sim.url, sim.kubeconfig_path, started), flush=True)
         await stop.wait()
         if drains is not None:
