@@ -77,29 +77,6 @@ def test_serve_nodes_and_bare(
         assert got.stdout.split() == nodes
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--nodes", "0"], "--nodes must be between 1 and 100, got 0 (--bare for the API "
-                           "server alone)"),
-        (["--nodes", "101"], "--nodes must be between 1 and 100"),
-        (["--bare", "--nodes", "2"], "--bare serves no nodes: drop --nodes"),
-        (["--scenario", "x.yaml", "--nodes", "2"], "--scenario sets up its own nodes"),
-        (["--scenario", "x.yaml", "--bare"], "--scenario sets up its own nodes"),
-    ],
-)  # fmt: skip
-def test_serve_refuses_conflicting_cluster_flags(
-    tmp_path: Path, args: list[str], message: str
-) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "kubesim", "serve", *args],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert result.stdout == ""
-
-
 def test_serve_bare_prints_its_line_and_kubectl_can_use_it(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kc"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3] / "src")}

@@ -1,4 +1,5 @@
-"""The one line `kubesim serve` prints once ready: what it started, then its kubeconfig."""
+"""`kubesim serve`'s arguments and the one line it prints once ready: what it started, then
+its kubeconfig."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubesim.cli import described, node_names, started_line
+from kubesim.cli import described, main, node_names, started_line
 
 
 @pytest.mark.parametrize(
@@ -37,3 +38,24 @@ def test_node_names_are_distinct_and_numbered_from_one(count: int) -> None:
     names = node_names(count)
     assert len(set(names)) == count
     assert names[0] == "node-1" and names[-1] == f"node-{count}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "0"], "kubesim: --nodes must be between 1 and 100, got 0 (--bare for the "
+                           "API server alone)\n"),
+        (["--nodes", "101"], "kubesim: --nodes must be between 1 and 100, got 101"),
+        (["--bare", "--nodes", "2"], "kubesim: --bare serves no nodes: drop --nodes\n"),
+        (["--scenario", "x.yaml", "--nodes", "2"], "kubesim: --scenario sets up its own nodes "
+                                                   "and controllers: drop --nodes and --bare\n"),
+        (["--scenario", "x.yaml", "--bare"], "--scenario sets up its own nodes"),
+    ],
+)  # fmt: skip
+def test_serve_refuses_conflicting_cluster_flags(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["serve", *args]) == 2
+    printed = capsys.readouterr()
+    assert message in printed.err
+    assert printed.out == ""
