@@ -41,15 +41,12 @@ def started_line(url: str, kubeconfig: Path, started: str) -> str:
 
 
 def described(names: list[str], controllers: list[str]) -> str:
-    nodes = f"{len(names)} Ready node{'s' if len(names) != 1 else ''} ({', '.join(names)})"
-    if not names:
-        nodes = "no nodes"
-    scheduler = "scheduler" in controllers
-    others = [name for name in controllers if name != "scheduler"]
-    parts = [nodes]
-    if scheduler:
+    """A cluster of these nodes and components (Cluster.enabled), as the line says it."""
+    plural = "" if len(names) == 1 else "s"
+    parts = [f"{len(names)} Ready node{plural} ({', '.join(names)})" if names else "no nodes"]
+    if "scheduler" in controllers:
         parts.append("the scheduler")
-    if others:
+    if others := [name for name in controllers if name != "scheduler"]:
         parts.append(f"controllers {', '.join(others)}")
     return "a cluster: the API server, " + ", ".join(parts)
 
