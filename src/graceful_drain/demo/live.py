@@ -1,5 +1,6 @@
 """A demo run's timeline printed as it happens: each entry once it has been observed, and a
-progress line while nothing new happens (the drain held while the replacement starts).
+progress line while nothing new happens (the drain held while the replacement starts). Once
+the drain has ended, no progress line: the output ends with the outcome.
 
 `poll()` reads a snapshot of the run (a `RunRecord` observed up to now) and prints the
 timeline entries not printed yet, with their own times; `finish(record)` prints what remains
@@ -57,7 +58,7 @@ class LiveTimeline:
         entries = [entry for entry in timeline(record) if entry.kind != DRAIN_UNFINISHED]
         if self._print_new(entries) or self._last_line is None:
             self._last_line = now
-        elif now - self._last_line >= self._quiet:
+        elif record.finished is None and now - self._last_line >= self._quiet:
             print(progress_line(record, now), file=self._out)
             self._out.flush()
             self._last_line = now

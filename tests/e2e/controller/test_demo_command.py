@@ -65,11 +65,13 @@ async def test_the_timeline_tells_the_eviction_dance(tmp_path: Path) -> None:
 
 
 def test_the_text_timeline_is_printed_as_the_drain_happens() -> None:
-    """The command as a process, text mode: the held eviction, then progress lines while the
-    replacement gets Ready (only a timeline printed during the run has them), then the drain's
-    end, then the summary."""
+    """The command as a process, text mode, as ./scripts/demo runs it (--compare): the held
+    eviction, then progress lines while the replacement gets Ready (only a timeline printed
+    during the run has them), then the drain's end, then the summary. Each run's output ends
+    with its outcome: no progress line after "node drained", though the run without the
+    controller then waits seconds for its pod to be Ready again."""
     done = subprocess.run(
-        [sys.executable, "-m", "graceful_drain.cli", "demo", "--ready-delay", "6s"],
+        [sys.executable, "-m", "graceful_drain.cli", "demo", "--compare", "--ready-delay", "6s"],
         capture_output=True, text=True, timeout=BOUND,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )  # fmt: skip
@@ -84,4 +86,11 @@ def test_the_text_timeline_is_printed_as_the_drain_happens() -> None:
     drained = first("node node-a drained")
     assert refused < waiting < drained, done.stdout
     assert "eviction refused so far" in lines[waiting]
-    assert sum("node node-a drained" in line for line in lines) == 1  # printed once
+    without, summary = first("without the controller"), first("summary")
+    drained_again = without + lines[without:].index(
+        next(line for line in lines[without:] if "node node-a drained" in line)
+    )
+    assert sum("node node-a drained" in line for line in lines) == 2  # once a run
+    assert drained < without < drained_again < summary
+    for after_drain in (lines[drained:without], lines[drained_again:summary]):
+        assert not [line for line in after_drain if "... drain of" in line], done.stdout

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,22 +48,18 @@ def kubesim_kubeconfig(workdir: Path) -> Path:
     return workdir / "kubesim.kubeconfig"
 
 
+SCENARIO_ARGS = ("--scenario", str(SCENARIO), "--setup-only")
+
+
 @contextmanager
-def kubesim_serve(workdir: Path) -> Iterator[Endpoint]:
+def kubesim_serve(workdir: Path, args: Sequence[str] = SCENARIO_ARGS) -> Iterator[Endpoint]:
+    """`kubesim serve ARGS` (by default the two-nodes scenario; `()`: `kubesim serve` alone,
+    as a newcomer starts it)."""
     kubeconfig = kubesim_kubeconfig(workdir)
-    scenario = ["--scenario", str(SCENARIO), "--setup-only"]
-    argv = [
-        sys.executable,
-        "-m",
-        "kubesim.cli",
-        "serve",
-        *scenario,
-        "--kubeconfig",
-        str(kubeconfig),
-    ]
+    argv = [sys.executable, "-m", "kubesim.cli", "serve", *args, "--kubeconfig", str(kubeconfig)]
     child = Child("kubesim", argv, workdir / "kubesim.log")
     try:
-        # It prints the kubeconfig's path once the scenario's nodes are set up.
+        # It prints one line ending with the kubeconfig's path once its nodes are set up.
         wait_until("kubesim serve", lambda: str(kubeconfig) in child.log_tail(), START_TIMEOUT,
                    child)  # fmt: skip
         endpoint = endpoint_from_kubeconfig("kubesim", kubeconfig)

@@ -294,3 +294,77 @@ async def test_drain_without_eviction_deletes_with_delete_options(drainable: Clu
         "gracePeriodSeconds": 0,
     }
     assert drainable.sim.get("v1", "Pod", "p", "default") is None
+
+
+# --- the newcomer's first commands (README's kubesim serve session): workloads, Services ---
+
+
+def pod_template(container: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"metadata": {**NEW_META, **spec.pop("metadata", {})},
+            "spec": {"containers": [{**container, "resources": {}}], **spec}}  # fmt: skip
+
+
+@ALL_RELEASES
+async def test_create_deployment(cluster: Cluster) -> None:
+    await cluster.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
+    assert cluster.body_of("POST", "/apis/apps/v1/namespaces/default/deployments") == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}, **NEW_META},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": pod_template({"name": "nginx", "image": "nginx"},
+                                     metadata={"labels": {"app": "web"}}),
+            "strategy": {},
+        },
+        "status": {},
+    }  # fmt: skip
+    assert cluster.sim.get("apps/v1", "Deployment", "web", "default") is not None
+
+
+@ALL_RELEASES
+async def test_create_job(cluster: Cluster) -> None:
+    await cluster.kubectl("create", "job", "hello", "--image=busybox", "--", "echo", "hi")
+    assert cluster.body_of("POST", "/apis/batch/v1/namespaces/default/jobs") == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "hello", **NEW_META},
+        "spec": {
+            "template": pod_template(
+                {"name": "hello", "image": "busybox", "command": ["echo", "hi"]},
+                restartPolicy="Never",
+            )
+        },
+        "status": {},
+    }
+    assert cluster.sim.get("batch/v1", "Job", "hello", "default") is not None
+
+
+@ALL_RELEASES
+async def test_create_service(cluster: Cluster) -> None:
+    await cluster.kubectl("create", "service", "clusterip", "web", "--tcp=80:8080")
+    assert cluster.body_of("POST", "/api/v1/namespaces/default/services") == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "labels": {"app": "web"}, **NEW_META},
+        "spec": {
+            # targetPort: an IntOrString holding an int
+            "ports": [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}],
+            "selector": {"app": "web"},
+            "type": "ClusterIP",
+        },
+        "status": {"loadBalancer": {}},
+    }
+
+
+@ALL_RELEASES
+async def test_create_priorityclass(cluster: Cluster) -> None:
+    await cluster.kubectl("create", "priorityclass", "high", "--value=1000")
+    assert cluster.body_of("POST", "/apis/scheduling.k8s.io/v1/priorityclasses") == {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high", **NEW_META},
+        "value": 1000,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }

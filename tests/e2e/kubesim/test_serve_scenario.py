@@ -55,7 +55,10 @@ def test_serve_sets_up_the_eviction_dance_for_kubectl(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == str(kubeconfig)
+        line = proc.stdout.readline().strip()
+        assert line.startswith("kubesim: serving https://127.0.0.1:")
+        assert "scenario eviction-dance, a cluster: the API server, 2 Ready nodes" in line
+        assert line.endswith(f"; kubeconfig: {kubeconfig}")
 
         def kubectl(*args: str) -> str:
             done = subprocess.run(

@@ -68,3 +68,20 @@ def test_progress_line_counts_refusals_and_ready_pods() -> None:
     assert progress_line(observed(1.0), 1.0) == (
         "   1.00s  ... drain of node-a running: web has 1 Ready pod; 1 eviction refused so far"
     )
+
+
+def test_no_progress_line_once_the_drain_has_ended() -> None:
+    """After "node drained" the run only waits for the workload to settle: the output ends
+    with the outcome, not with "drain running"."""
+    out, clock = io.StringIO(), Clock()
+    live = LiveTimeline(out, lambda now: replace(observed(now), settled=now), clock,
+                        quiet_seconds=2.0)  # fmt: skip
+    assert FINAL.finished is not None
+    for now in (0.1, 0.5, 2.6, FINAL.finished, FINAL.finished + 2.5, FINAL.finished + 5.0):
+        clock.now = now
+        live.poll()
+    live.finish(FINAL)
+    lines = out.getvalue().splitlines()
+    drained = next(i for i, line in enumerate(lines) if "node node-a drained" in line)
+    assert not any("..." in line for line in lines[drained:])
+    assert any("..." in line for line in lines[:drained])  # it did say so while running

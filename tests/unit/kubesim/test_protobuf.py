@@ -16,9 +16,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.protobuf import generated
 from kubesim.apiserver.protobuf.decode import decode_body, decode_message, decode_protobuf
-from kubesim.apiserver.protobuf.schema import KINDS, MESSAGES, Field, Message, message_for
+from kubesim.apiserver.protobuf.schema import (
+    HAND_KINDS,
+    HAND_MESSAGES,
+    KINDS,
+    MESSAGES,
+    Field,
+    Message,
+    generated_message,
+    message_for,
+)
 from kubesim.apiserver.protobuf.wire import WireError, iter_fields, read_varint
+from kubesim.apiserver.resources import RESOURCE_TYPES
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 
@@ -365,9 +376,76 @@ def test_object_meta_every_field() -> None:
     assert decode_message(FULL_META, "meta.v1.ObjectMeta") == FULL_META_JSON
 
 
-def test_every_kind_is_covered_by_a_case() -> None:
+def test_every_hand_written_kind_is_covered_by_a_case() -> None:
+    """The cases' wire fixtures are written out independently of both schema tables: they
+    hold the hand-written kinds and, for the others they name, the generated ones."""
     covered = {message_for(case[1], case[2]) for case in KIND_CASES}
-    assert covered == set(KINDS.values())
+    assert set(HAND_KINDS.values()) <= covered
+
+
+# The generator leaves out a map of a named slice (ExtraValue: a message on the wire, a
+# list in JSON) and names meta.v1's FieldSelectorRequirement by its own package.
+HAND_ONLY_FIELDS = {
+    "authorization.v1.SubjectAccessReviewSpec": {"extra"},
+    "authentication.v1.UserInfo": {"extra"},
+    "authorization.v1.FieldSelectorAttributes": {"requirements"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(HAND_MESSAGES) & set(generated.MESSAGES)))
+def test_generated_schemas_agree_with_the_hand_written_ones(name: str) -> None:
+    """Two independent readings of the upstream types (by hand from generated.proto, and by
+    scripts/gen-protobuf-schema from the Go struct tags) give the same fields. (They agreed on
+    the 45 other messages written by hand before the generator, which were then dropped:
+    the wire fixtures of KIND_CASES and ZERO_JSON hold the generated ones.)"""
+    left_out = HAND_ONLY_FIELDS.get(name, set())
+    hand = [f for f in HAND_MESSAGES[name].fields if f.json_name not in left_out]
+    made = generated_message(generated.MESSAGES[name]).fields
+    assert [f for f in made if f.json_name not in left_out] == hand
+
+
+def served_kinds() -> list[tuple[str, str]]:
+    kinds = []
+    for rt in RESOURCE_TYPES:
+        if rt.group == "apiextensions.k8s.io":  # CRDs: see gen-protobuf-schema's LEFT_OUT
+            continue
+        kinds.append((rt.api_version, rt.kind))
+        for sub in rt.subresources:
+            group = rt.group if sub.group is None else sub.group
+            version = sub.version or rt.version
+            kinds.append((f"{group}/{version}" if group else version, sub.kind))
+    return kinds
+
+
+@pytest.mark.parametrize(("api_version", "kind"), served_kinds())
+def test_every_kind_kubesim_serves_has_a_schema(api_version: str, kind: str) -> None:
+    """kube-apiserver reads protobuf for every built-in kind it serves; so must kubesim, or
+    kubectl's typed clients (create deployment, create job, ...) fail with 415."""
+    assert message_for(api_version, kind) is not None
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGES))
+def test_every_message_decodes_from_empty(name: str) -> None:
+    value = decode_message(b"", name)
+    assert json.loads(json.dumps(value)) == value
+
+
+def test_inline_structs_merge_into_the_enclosing_object() -> None:
+    """`json:",inline"` embedded structs (VolumeSource in Volume, ProbeHandler in Probe):
+    a nested message on the wire, their fields in the enclosing JSON object. Field numbers
+    from k8s.io/api/core/v1/generated.proto."""
+    empty_dir = ld(2, ld(1, "Memory"))  # VolumeSource.emptyDir = 2 {medium = 1}
+    volume = ld(1, "cache") + ld(2, empty_dir)  # Volume{name = 1, volumeSource = 2}
+    # ProbeHandler.tcpSocket = 3 {port = 1: IntOrString{type = 1, intVal = 2}}
+    tcp = ld(3, ld(1, vi(1, 0) + vi(2, 8080)))
+    probe = ld(1, tcp) + vi(3, 5)  # Probe{handler = 1, timeoutSeconds = 3}
+    container = ld(1, "c") + ld(2, "nginx") + ld(11, probe)  # readinessProbe = 11
+    spec = ld(1, volume) + ld(2, container)  # PodSpec{volumes = 1, containers = 2}
+    assert decode_message(spec, "core.v1.PodSpec") == {
+        "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory"}}],
+        "containers": [{"name": "c", "image": "nginx", "resources": {},
+                        "readinessProbe": {"tcpSocket": {"port": 8080}, "timeoutSeconds": 5}}],
+    }  # fmt: skip
 
 
 def test_every_referenced_message_has_a_schema() -> None:
@@ -465,8 +543,8 @@ def test_empty_message_is_the_json_of_the_go_zero_value(name: str) -> None:
     assert decode_message(b"", name) == ZERO_JSON[name]
 
 
-def test_every_message_has_a_zero_value_case() -> None:
-    assert set(ZERO_JSON) == set(MESSAGES)
+def test_every_hand_written_message_has_a_zero_value_case() -> None:
+    assert set(HAND_MESSAGES) - {"runtime.RawExtension"} <= set(ZERO_JSON) <= set(MESSAGES)
 
 
 def test_schemas_are_acyclic_so_decoding_depth_is_bounded() -> None:
@@ -475,7 +553,7 @@ def test_schemas_are_acyclic_so_decoding_depth_is_bounded() -> None:
         children = [f.message for f in MESSAGES[name].fields if f.type == "message"]
         return 1 + max((depth(child, (*seen, name)) for child in children), default=0)
 
-    assert max(depth(name, ()) for name in MESSAGES) < 10
+    assert max(depth(name, ()) for name in MESSAGES) < 20
 
 
 @pytest.mark.parametrize(
@@ -576,8 +654,9 @@ def test_decode_body_by_media_type(content_type: str, raw: bytes, expected: Any)
          "the body of the request was in an unknown format - accepted media types include: "
          "application/json, application/vnd.kubernetes.protobuf"),
         ("application/octet-stream", b"{}", 415, "accepted media types include"),
-        (PROTOBUF, envelope("apps/v1", "Deployment", b""), 415,
-         "kubesim has no protobuf schema for apps/v1, Kind=Deployment"),
+        # A custom resource: kube-apiserver reads CRs as JSON only.
+        (PROTOBUF, envelope("stable.example.com/v1", "CronTab", b""), 415,
+         "kubesim has no protobuf schema for stable.example.com/v1, Kind=CronTab"),
         (PROTOBUF, envelope("v2", "ConfigMap", b""), 415, "v2, Kind=ConfigMap"),
         ("application/json", b"{", 400, "error decoding request body: "),
         ("application/json", b"[" * 100_000, 400, "error decoding request body: "),

@@ -209,6 +209,34 @@ async def test_a_failing_key_is_retried_until_it_is_handled() -> None:
         await controller.stop()
 
 
+@pytest.mark.parametrize(
+    ("error", "warned"),
+    [(ApiStatusError(404, {}), False), (ApiStatusError(409, {}), False),
+     (ApiStatusError(500, {}), True), (RuntimeError("boom"), True)],
+)  # fmt: skip
+async def test_a_race_is_retried_quietly_anything_else_with_a_warning(
+    caplog: pytest.LogCaptureFixture, error: Exception, warned: bool
+) -> None:
+    class Once(Flaky):
+        async def reconcile(self, key: Key) -> float | None:
+            self.attempts.append(key)
+            if len(self.attempts) == 1:
+                raise error
+            self.done.set()
+            return None
+
+    controller = Once(failures=1)
+    await controller.start()
+    try:
+        controller.queue.add(("ns", "web"))
+        async with asyncio.timeout(10):
+            await controller.done.wait()
+    finally:
+        await controller.stop()
+    assert controller.attempts == [("ns", "web")] * 2
+    assert any("flaky: " in r.getMessage() for r in caplog.records) == warned
+
+
 async def test_extra_loops_retry_too_and_stop_with_the_controller() -> None:
     controller = Flaky(failures=0)
     attempts: list[Key] = []

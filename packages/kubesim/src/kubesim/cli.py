@@ -1,9 +1,11 @@
-"""`kubesim serve`: run the simulated control plane until SIGINT/SIGTERM.
+"""`kubesim serve`: run a simulated cluster until SIGINT/SIGTERM.
 
-With `--scenario FILE` it also starts the scenario's nodes (one kubelet each),
-the scheduler and built-in controllers, creates its manifests, prints the
-kubeconfig path once all that is in place, and then (unless `--setup-only`)
-runs the scenario's drains, reporting each on stderr.
+By default a cluster: the API server, the built-in controllers, the scheduler and
+`--nodes` (2) simulated kubelets, each with its Ready Node. `--bare` serves the API
+server alone. With `--scenario FILE` the scenario's nodes, controllers and manifests
+instead, and then (unless `--setup-only`) its drains, reporting each on stderr.
+Once all that is in place it prints one line on stdout saying what it started, which
+ends with the kubeconfig's path.
 """
 
 from __future__ import annotations
@@ -20,10 +22,34 @@ from pathlib import Path
 
 from kubesim.lifecycle import cancel_and_wait
 
-from .cluster.cluster import COMPONENTS
+from .cluster.cluster import COMPONENTS, Cluster
 from .scenario import Scenario, ScenarioError, load_scenario
 from .scenario_runner import ScenarioRun
 from .sim import KubeSim
+
+DEFAULT_NODES = 2
+MAX_NODES = 100
+
+
+def node_names(count: int) -> list[str]:
+    """The default cluster's nodes: node-1 ... node-N."""
+    return [f"node-{i}" for i in range(1, count + 1)]
+
+
+def started_line(url: str, kubeconfig: Path, started: str) -> str:
+    """The one line `kubesim serve` prints once it is ready."""
+    return f"kubesim: serving {url}: {started}; kubeconfig: {kubeconfig}"
+
+
+def described(names: list[str], controllers: list[str]) -> str:
+    """A cluster of these nodes and components (Cluster.enabled), as the line says it."""
+    plural = "" if len(names) == 1 else "s"
+    parts = [f"{len(names)} Ready node{plural} ({', '.join(names)})" if names else "no nodes"]
+    if "scheduler" in controllers:
+        parts.append("the scheduler")
+    if others := [name for name in controllers if name != "scheduler"]:
+        parts.append(f"controllers {', '.join(others)}")
+    return "a cluster: the API server, " + ", ".join(parts)
 
 
 def _version() -> str:
@@ -72,6 +98,18 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="a scenario YAML file: set up its nodes and workloads, then run its drains",
+    )
+    serve.add_argument(
+        "--nodes",
+        type=int,
+        metavar="N",
+        help=f"how many simulated nodes (kubelets, Ready Nodes) the cluster has "
+        f"(default: {DEFAULT_NODES}; 1-{MAX_NODES})",
+    )
+    serve.add_argument(
+        "--bare",
+        action="store_true",
+        help="the API server alone: no controllers, no scheduler, no nodes",
     )
     serve.add_argument(
         "--setup-only",
@@ -148,7 +186,15 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
             run = await stack.enter_async_context(ScenarioRun(sim, scenario))
             if not args.setup_only:
                 drains = loop.create_task(_run_drains(run), name="scenario-drains")
-        print(sim.kubeconfig_path, flush=True)
+            started = f"scenario {scenario.name}, " + described(
+                list(run.cluster.nodes or ()), run.cluster.enabled
+            )
+        elif args.bare:
+            started = "the API server alone (--bare: no controllers, scheduler or nodes)"
+        else:
+            cluster = await stack.enter_async_context(Cluster(sim, nodes=node_names(args.nodes)))
+            started = described(list(cluster.nodes or ()), cluster.enabled)
+        print(started_line(sim.url, sim.kubeconfig_path, started), flush=True)
         await stop.wait()
         if drains is not None:
             await cancel_and_wait(drains)
@@ -173,6 +219,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.kubeconfig.resolve().parent.is_dir():
         print(f"kubesim: --kubeconfig {args.kubeconfig}: the folder "
               f"{args.kubeconfig.resolve().parent} does not exist", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.scenario is not None and (args.bare or args.nodes is not None):
+        print("kubesim: --scenario sets up its own nodes and controllers: drop --nodes and "
+              "--bare", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.bare and args.nodes is not None:
+        print("kubesim: --bare serves no nodes: drop --nodes", file=sys.stderr)
+        return 2
+    if args.nodes is None:
+        args.nodes = DEFAULT_NODES
+    elif not 1 <= args.nodes <= MAX_NODES:
+        print(f"kubesim: --nodes must be between 1 and {MAX_NODES}, got {args.nodes} "
+              "(--bare for the API server alone)", file=sys.stderr)  # fmt: skip
         return 2
     scenario = None
     if args.scenario is not None:

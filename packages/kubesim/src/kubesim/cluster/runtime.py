@@ -366,12 +366,18 @@ class WorkQueue:
 Reconcile = Callable[[Key], Awaitable[float | None]]
 
 
+# A reconcile that raced another writer (409) or a deletion (404): retried without a warning,
+# which `kubesim serve` would print on its user's terminal for every `kubectl delete`.
+QUIET_RETRIES = (404, 409)
+
+
 class Controller:
     """Reconcile loops over work queues. Subclasses set up informers and `reconcile`.
 
     Each loop is the one retry loop: a key whose handler raises is re-added with its own
-    back-off (a 409 Conflict quietly: the next try reads the newer object), a handled key's
-    back-off is forgotten, and a returned delay requeues it after that delay.
+    back-off (quietly for a 409 Conflict, the next try reads the newer object, and a 404, an
+    object deleted meanwhile: the next try finds it gone), a handled key's back-off is
+    forgotten, and a returned delay requeues it after that delay.
     """
 
     name = "controller"
@@ -437,7 +443,7 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                if not isinstance(err, ApiStatusError) or err.code != 409:
+                if not isinstance(err, ApiStatusError) or err.code not in QUIET_RETRIES:
                     log.warning("%s: %s %s failed: %s", self.name, what, key, err)
                 queue.add_rate_limited(key)
                 continue

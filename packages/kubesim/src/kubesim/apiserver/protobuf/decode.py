@@ -1,9 +1,10 @@
 """Request bodies into the JSON form the API server works on; Kubernetes protobuf decoded.
 
-From 1.32 on, kubectl's typed clients (create configmap/secret/namespace/serviceaccount/
-token/pdb/role/rolebinding, auth can-i, auth whoami, drain --disable-eviction's pod DELETEs
-with DeleteOptions) send `Content-Type: application/vnd.kubernetes.protobuf`, as do
-client-go programs configured for it: the 4-byte magic `k8s\\x00`, then a
+From 1.32 on, kubectl's typed clients (create deployment/job/configmap/secret/
+namespace/serviceaccount/token/pdb/role/rolebinding/service/priorityclass, auth can-i,
+auth whoami, drain --disable-eviction's pod DELETEs with DeleteOptions) send
+`Content-Type: application/vnd.kubernetes.protobuf`, as do client-go programs configured
+for it: the 4-byte magic `k8s\\x00`, then a
 `runtime.Unknown` envelope (k8s.io/apimachinery/pkg/runtime/serializer/protobuf/protobuf.go)
 whose `raw` is the object, decoded here with the schemas of `protobuf.schema`.
 """
@@ -146,7 +147,10 @@ def decode_message(data: bytes, name: str) -> Any:
             many.setdefault(number, []).append(_value(field, wire_type, item))
     out: dict[str, Any] = {}
     for field in schema.fields:
-        if field.label == "optional" and field.type == "message":
+        if field.presence == "inline":
+            # An embedded struct: its fields are the enclosing object's in JSON.
+            out.update(decode_message(b"".join(nested.get(field.number, ())), field.message))
+        elif field.label == "optional" and field.type == "message":
             chunks = nested.get(field.number)
             # Occurrences of a message merge, which for protobuf is concatenation.
             value = decode_message(b"".join(chunks), field.message) if chunks else None
