@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,6 +129,10 @@ def test_the_subcommand_is_registered() -> None:
         ["--deadline", "inf"],
         ["--grace-period", "-1"],
         ["--event-retention", "0"],
+        ["--rollout-timeout", "0s"],
+        ["--rollout-timeout", "-1m"],
+        ["--rollout-timeout", "10"],
+        ["--rollout-timeout", "soon"],
         ["--unknown"],
     ],
 )
@@ -288,3 +293,69 @@ def test_the_grace_period_comes_from_the_environment_unless_given(
 
     assert grace(from_env) == "7200"
     assert grace(from_flag) == "4"
+
+
+MARKER_ONLY = {"pod": not_found(), "events": events_list()}
+
+
+@pytest.mark.parametrize(
+    ("argv", "outcome"),
+    [
+        ([], Outcome.DRAIN_GRACEFULLY),  # a 2-minute-old stamp, within the default 10m
+        (["--rollout-timeout", "3m"], Outcome.DRAIN_GRACEFULLY),
+        (["--rollout-timeout", "1m"], Outcome.INDETERMINATE),  # the controller gave up on it
+    ],
+)
+def test_the_rollout_timeout_bounds_the_marker(argv: list[str], outcome: Outcome) -> None:
+    reader = FakeReader(
+        **MARKER_ONLY, deployments={"web": deployment_obj(restarted_at="2026-11-11T11:58:00Z")}
+    )
+    assert run(reader, "--grace-period", "30", *argv) == EXIT_CODES[outcome]
+
+
+@pytest.mark.parametrize("stamp", ["not-a-time", "1970-01-01T00:00:00Z", "3000-01-01T00:00:00Z"])
+def test_a_stamp_outside_the_window_is_no_marker(
+    stamp: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = FakeReader(**MARKER_ONLY, deployments={"web": deployment_obj(restarted_at=stamp)})
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
+    facts = [item["fact"] for item in json.loads(capsys.readouterr().out)["evidence"]]
+    assert "rollout_marker_rejected" in facts
+
+
+def test_the_rollout_timeout_default_is_the_controllers() -> None:
+    from graceful_drain.config import ControllerConfig
+
+    assert parse().rollout_timeout == ControllerConfig().rollout_timeout
+
+
+@pytest.mark.parametrize("body", [{}, {"items": None}, {"kind": "EventList"}])
+def test_an_events_body_without_items_is_no_absence(
+    body: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = FakeReader(
+        pod=not_found(), events=body,
+        deployments={"web": deployment_obj(restarted_at="2026-11-11T11:58:00Z")},
+    )  # fmt: skip
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
+    [events] = [
+        item for item in json.loads(capsys.readouterr().out)["evidence"]
+        if item["fact"] == "events_unavailable"
+    ]  # fmt: skip
+    assert events["values"]["reason"] == "error"
+    assert "malformed" in events["values"]["error"]
+
+
+DETECTOR_DOC = Path(__file__).parents[3] / "docs" / "termination-detector.md"
+
+
+def test_the_command_line_reference_lists_every_flag() -> None:
+    """docs/termination-detector.md's table and --help name the same flags (--context too)."""
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    flags = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
+    text = DETECTOR_DOC.read_text()
+    section = text.split("## Command-line reference", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(--[a-z-]+)[` ]", section, re.M))
+    assert documented == flags
+    assert "--context" in documented
