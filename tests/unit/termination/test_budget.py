@@ -170,7 +170,9 @@ def test_the_pod_bound_is_never_longer_than_any_bound_it_knows(
 ) -> None:
     raw = deleted_pod(spec=spec, deletion=deletion, left=left)
     bound = pod_grace_bound_seconds(raw, NOW, elapsed)
-    known = [b for b in (deletion if deletion is not None else spec,) if b is not None]
+    known: list[float] = [
+        float(b) for b in (deletion if deletion is not None else spec,) if b is not None
+    ]
     if left is not None:
         known.append(elapsed + left)
     assert bound == (min(known) if known else None)

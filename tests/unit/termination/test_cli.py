@@ -295,7 +295,13 @@ def test_the_grace_period_comes_from_the_environment_unless_given(
     assert grace(from_flag) == "4"
 
 
-MARKER_ONLY = {"pod": not_found(), "events": events_list()}
+def marker_only(stamp: str) -> FakeReader:
+    """The pod object is gone; events read, none; the Deployment carries `stamp`."""
+    return FakeReader(
+        pod=not_found(),
+        events=events_list(),
+        deployments={"web": deployment_obj(restarted_at=stamp)},
+    )
 
 
 @pytest.mark.parametrize(
@@ -307,9 +313,7 @@ MARKER_ONLY = {"pod": not_found(), "events": events_list()}
     ],
 )
 def test_the_rollout_timeout_bounds_the_marker(argv: list[str], outcome: Outcome) -> None:
-    reader = FakeReader(
-        **MARKER_ONLY, deployments={"web": deployment_obj(restarted_at="2026-11-11T11:58:00Z")}
-    )
+    reader = marker_only("2026-11-11T11:58:00Z")
     assert run(reader, "--grace-period", "30", *argv) == EXIT_CODES[outcome]
 
 
@@ -317,7 +321,7 @@ def test_the_rollout_timeout_bounds_the_marker(argv: list[str], outcome: Outcome
 def test_a_stamp_outside_the_window_is_no_marker(
     stamp: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reader = FakeReader(**MARKER_ONLY, deployments={"web": deployment_obj(restarted_at=stamp)})
+    reader = marker_only(stamp)
     assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
     facts = [item["fact"] for item in json.loads(capsys.readouterr().out)["evidence"]]
     assert "rollout_marker_rejected" in facts
