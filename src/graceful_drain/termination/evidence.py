@@ -183,7 +183,8 @@ class PodSnapshot:
             name=as_str(get_path(metadata, "name")),
             namespace=as_str(get_path(metadata, "namespace")),
             node_name=as_str(get_path(raw, "spec", "nodeName")),
-            deletion_timestamp=parse_timestamp(get_path(metadata, "deletionTimestamp")),
+            # Strict: a cut or reshaped stamp ("2026-11-11T12:00") must not read as a deletion.
+            deletion_timestamp=parse_rfc3339(get_path(metadata, "deletionTimestamp")),
             deletion_grace_period_seconds=as_int(get_path(metadata, "deletionGracePeriodSeconds")),
             disruption_target=(
                 DisruptionTargetCondition.from_object(conditions[-1]) if conditions else None
@@ -225,10 +226,13 @@ class EventRecord:
     first_timestamp: datetime | None = None
     last_timestamp: datetime | None = None
     event_time: datetime | None = None
+    # Every component the event names as its source (source_component is the first): the
+    # event is the kubelet's if any of them says so, so one damaged field cannot hide it.
+    reporters: tuple[str, ...] = ()
 
     @property
     def from_kubelet(self) -> bool:
-        return self.source_component == KUBELET_COMPONENT
+        return KUBELET_COMPONENT in (self.source_component, *self.reporters)
 
     @property
     def observed_at(self) -> datetime | None:
@@ -239,15 +243,21 @@ class EventRecord:
         involved = get_path(raw, "involvedObject")
         if not as_mapping(involved):
             involved = get_path(raw, "regarding")
+        reporters = tuple(
+            text
+            for text in (
+                as_str(get_path(raw, "source", "component")),
+                as_str(get_path(raw, "reportingController")),
+                as_str(get_path(raw, "deprecatedSource", "component")),
+                as_str(get_path(raw, "reportingComponent")),
+            )
+            if text is not None
+        )
         return cls(
             reason=as_str(get_path(raw, "reason")),
             type=as_str(get_path(raw, "type")),
-            source_component=_first_str(
-                get_path(raw, "source", "component"),
-                get_path(raw, "reportingController"),
-                get_path(raw, "deprecatedSource", "component"),
-                get_path(raw, "reportingComponent"),
-            ),
+            source_component=reporters[0] if reporters else None,
+            reporters=reporters,
             involved_uid=as_str(get_path(involved, "uid")),
             involved_kind=as_str(get_path(involved, "kind")),
             involved_name=as_str(get_path(involved, "name")),

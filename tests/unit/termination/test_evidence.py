@@ -130,12 +130,15 @@ def test_pod_from_malformed_object_reads_as_absent(raw: Any) -> None:
         ("2026-11-11T11:59:50Z", T0),
         ("2026-11-11T11:59:50.000000Z", T0),  # MicroTime
         ("2026-11-11T12:59:50+01:00", T0),
-        ("2026-11-11T11:59:50", T0),  # naive is taken as UTC
+        # v3: strict RFC 3339, so a cut stamp never reads as a deletion
+        ("2026-11-11T11:59:50", None),
+        ("2026-11-11T11:59", None),
+        ("2026-11-11", None),
         ("11:59", None),
         ("", None),
     ],
 )
-def test_timestamps(stamp: str, expected: datetime | None) -> None:
+def test_deletion_timestamps(stamp: str, expected: datetime | None) -> None:
     raw = {"metadata": {"deletionTimestamp": stamp}}
     assert PodSnapshot.from_object(raw).deletion_timestamp == expected
 
@@ -370,3 +373,10 @@ def test_node_from_object_never_raises(raw: Any) -> None:
 @given(json_values | shaped({"metadata": {"name": "web", "annotations": {"a": "b"}}}))
 def test_owner_from_object_never_raises(raw: Any) -> None:
     _ = OwnerRollout.from_object(raw).marker_present
+
+
+@pytest.mark.parametrize("component", ["kube", 7, None, "default-scheduler"])
+def test_an_event_is_the_kubelets_if_any_source_field_says_so(component: object) -> None:
+    """v3: one damaged source field cannot hide the kubelet's record."""
+    raw = {**CORE_EVENT, "source": {"component": component}, "reportingComponent": "kubelet"}
+    assert EventRecord.from_object(raw).from_kubelet
