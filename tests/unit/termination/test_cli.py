@@ -20,6 +20,7 @@ from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import resolve_identity
 from graceful_drain.termination.verdict import SCHEMA
 from tests.unit.termination.fakes import (
+    HANG,
     MEMORY_MESSAGE,
     NAMESPACE,
     NODE,
@@ -80,6 +81,62 @@ SCENARIOS = {
         FakeReader(pod=pod_obj(status=OOM_STATUS)),
         ["--after-restart"],
         Outcome.REPORT_ONLY,
+    ),
+    # v3: a kubelet-, preemption- or shutdown-sourced record beats a voluntary marker
+    "drain-eviction-beside-kubelet-preempting": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                disruption="EvictionByEvictionAPI",
+                status={
+                    "reason": "Preempting",
+                    "message": "Preempted in order to admit critical pod",
+                },
+            )
+        ),
+        [],
+        Outcome.SHED_LOAD,
+    ),
+    "drain-eviction-beside-node-shutdown": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                disruption="EvictionByEvictionAPI",
+                status={
+                    "reason": "Terminated",
+                    "message": "Pod was terminated in response to imminent node shutdown.",
+                },
+            )
+        ),
+        [],
+        Outcome.SHED_LOAD,
+    ),
+    # v3: malformed evidence fails closed
+    "deletion-beside-an-unknown-disruption-target": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                status={
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "Unknown",
+                            "reason": "TerminationByKubelet",
+                        }
+                    ]
+                },
+            )
+        ),
+        [],
+        Outcome.INDETERMINATE,
+    ),
+    "deletion-beside-a-kubelet-evicted-event-without-type": (
+        FakeReader(
+            pod=pod_obj(deleted=True),
+            events=events_list({k: v for k, v in evicted_event().items() if k != "type"}),
+        ),
+        [],
+        Outcome.SHED_LOAD,
     ),
     "kubelet-status-past-retention": (
         FakeReader(
@@ -363,3 +420,20 @@ def test_the_command_line_reference_lists_every_flag() -> None:
     documented = set(re.findall(r"^\| `(--[a-z-]+)[` ]", section, re.M))
     assert documented == flags
     assert "--context" in documented
+
+
+def test_the_deletions_grace_period_bounds_the_cli_deadline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 30: --grace-period 30 as the docs show, a deletion with 2 s, the events read
+    hanging: the reads get half the deletion's 2 s (less the reserve), not 5 s."""
+    pod = pod_obj(deleted=True, disruption="EvictionByEvictionAPI", deletion_grace=2)
+    pod["metadata"]["deletionTimestamp"] = "2026-11-11T12:00:02Z"  # NOW + 2 s
+    reader = FakeReader(pod=pod, events=HANG)
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.DRAIN_GRACEFULLY]
+    [cut] = [
+        item for item in json.loads(capsys.readouterr().out)["evidence"]
+        if item["fact"] == "events_unavailable"
+    ]  # fmt: skip
+    within = re.search(r"within the ([0-9.]+)s detection deadline", cut["values"]["error"])
+    assert within is not None and float(within.group(1)) <= 0.8
