@@ -242,8 +242,8 @@ def _condition_cause(
 def _condition_not_true_item(condition: DisruptionTargetCondition) -> EvidenceItem:
     if condition.state is ConditionState.FALSE:
         detail = (
-            "DisruptionTarget=False: a disruption was considered and withdrawn; read as "
-            "no condition."
+            "DisruptionTarget=False: a disruption that did not go ahead (the disruption "
+            "controller resets a stale one to False); read as no condition."
         )
     else:
         status = "no status" if condition.status is None else f"status {condition.status!r}"
