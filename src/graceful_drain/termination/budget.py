@@ -7,22 +7,31 @@ to the drain (or the shed) it decides on, so detection gets at most
 
     budget = max(0, min(requested deadline, grace period * DETECTION_SHARE))
 
-The grace period is known up front when the caller gives it, or the environment does
-(``TERMINATION_GRACE_PERIOD_SECONDS``, set next to the pod's
-``terminationGracePeriodSeconds`` in its manifest).  Otherwise the detector starts from
-``ASSUMED_GRACE_PERIOD_SECONDS``, well under Kubernetes' 30 s default, because the pod
-read that would tell may be the very call that hangs; it then *tightens* the deadline
-once the pod object says what this pod's grace period is
-(:func:`pod_grace_period_seconds`).  A deadline is only ever brought forward, never
-extended.
+The grace period is the minimum of every bound known, counted from the detection's
+start (the SIGTERM, the process start):
+
+* the configured one (``--grace-period``, ``TERMINATION_GRACE_PERIOD_SECONDS``, set next to
+  the pod's ``terminationGracePeriodSeconds`` in its manifest), else
+  ``ASSUMED_GRACE_PERIOD_SECONDS``, well under Kubernetes' 30 s default, because the pod
+  read that would tell may be the very call that hangs;
+* once the pod is read (:func:`pod_grace_bound_seconds`), the pod's own grace period
+  (``deletionGracePeriodSeconds``: a drain, Cluster Autoscaler or Karpenter may delete
+  with less than the spec's; else ``terminationGracePeriodSeconds``), and the time left
+  until ``deletionTimestamp`` (the API server sets it to the deletion's request time
+  plus its grace period: when the kubelet's SIGKILL comes) plus the time already spent.
+
+The deadline is re-derived as soon as the pod has been read, and only ever brought
+forward, never extended.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 
 from graceful_drain.kube.rawjson import as_int, get_path
+from graceful_drain.kube.timefmt import as_utc, parse_timestamp
 
 DEFAULT_GRACE_PERIOD_SECONDS = 30  # the API server's default terminationGracePeriodSeconds
 # The deadline's grace period while none is known: a 2 s budget, in time for a pod whose
@@ -61,6 +70,26 @@ def pod_grace_period_seconds(raw_pod: object) -> int | None:
         if seconds is not None and seconds >= 0:
             return seconds
     return None
+
+
+def pod_grace_bound_seconds(raw_pod: object, now: datetime, elapsed_seconds: float) -> float | None:
+    """The grace period the pod object allows, in seconds from the detection's start
+    (``elapsed_seconds`` before ``now``), or None when it says nothing.
+
+    The minimum of :func:`pod_grace_period_seconds` and, when ``deletionTimestamp`` is set,
+    ``elapsed_seconds`` plus what is left until it (negative once it has passed: then the
+    deadline is already behind us and the detector answers with what it has).  metav1.Time
+    has whole seconds, truncated: the time left reads up to 1 s short, the safe direction.
+    """
+    bounds: list[float] = []
+    grace = pod_grace_period_seconds(raw_pod)
+    if grace is not None:
+        bounds.append(float(grace))
+    deletion = parse_timestamp(get_path(raw_pod, "metadata", "deletionTimestamp"))
+    if deletion is not None:
+        left = (deletion - as_utc(now)).total_seconds()
+        bounds.append(max(elapsed_seconds, 0.0) + left)
+    return min(bounds) if bounds else None
 
 
 class GracePeriodError(ValueError):
@@ -102,6 +131,10 @@ class Deadline:
         # Kept as given: recomputing it as (started_at + budget) - started_at loses the last
         # bits on a clock far from zero (60 s read back as 59.99999999999909).
         self._budget = max(budget_seconds, 0.0)
+
+    def elapsed(self) -> float:
+        """Seconds since ``started_at``."""
+        return self._clock() - self.started_at
 
     @property
     def budget_seconds(self) -> float:

@@ -19,12 +19,15 @@ Decision order at SIGTERM (first tier that decides wins; docs/termination-detect
    ``TerminationByKubelet`` → refined by the kubelet's status reason/message:
    eviction (resource parsed) → involuntary_eviction, critical-pod preemption →
    preempted, node shutdown or unknown → involuntary_eviction.  An unrecognised
-   reason decides nothing but rules out a voluntary reading.  Without the
-   condition, a kubelet status (``Evicted``, ``Preempting``, node shutdown)
-   decides as above; otherwise ``deletionTimestamp`` set → voluntary (delete,
-   rollout, scale-down); unset → "the kubelet started it", undecided.
-2. **Events for this UID** (consulted when tier 1 did not decide): a Warning
-   ``Evicted`` from source ``kubelet`` → involuntary_eviction (resource from the
+   reason decides nothing but rules out a voluntary reading, and so does a
+   DisruptionTarget whose status is neither ``"True"`` nor ``"False"`` (the API's
+   ``"Unknown"``, or anything it does not define: something happened); ``"False"``
+   reads as no condition.  Without the condition, a kubelet status (``Evicted``,
+   ``Preempting``, node shutdown) decides as above; otherwise ``deletionTimestamp``
+   set → voluntary (delete, rollout, scale-down); unset → "the kubelet started it",
+   undecided.
+2. **Events for this UID** (consulted when tier 1 did not decide): an ``Evicted``
+   event from source ``kubelet``, whatever its type → involuntary_eviction (resource from the
    ``starved_resource`` annotation or the message); a kubelet ``Preempting`` or a
    scheduler ``Preempted`` (action ``Preempting``) → preempted.
 3. **Node pressure** (True MemoryPressure/DiskPressure/PIDPressure conditions or
@@ -35,7 +38,9 @@ Decision order at SIGTERM (first tier that decides wins; docs/termination-detect
    lags"), and it beats tier 4.  The action is the same either
    way (shed load): pressure changes the label, never turns a drain into a shed.
 4. **graceful-drain's rollout marker** (``restarted-at`` on the owning
-   Deployment) → voluntary, but only when (a) the pod object is not usable (a
+   Deployment) → voluntary, but only when the stamp is a strict RFC 3339 time within
+   the window the controller honours (``rollout_timeout`` either side of ``now``), and
+   (a) the pod object is not usable (a
    readable, matching pod is authoritative: a rollout sets deletionTimestamp, so
    an unset one means the rollout is not why we are stopping) and (b) the
    absence of a kubelet Evicted event is informative (retention rule below).
@@ -45,11 +50,13 @@ Decision order at SIGTERM (first tier that decides wins; docs/termination-detect
 Fallback: nothing decided → indeterminate, shed load (the conservative
 fallback: assume eviction unless a voluntary marker is present).
 
-The one exception to "higher tier wins" (the record overrides): a voluntary tier-1
-reading yields to a kubelet eviction record for this UID — the pod's status reason
-``Evicted`` or a kubelet Warning ``Evicted`` event — and, failing that, to a
-preemption record for this UID (a scheduler ``Preempted`` or kubelet ``Preempting``
-event).  The kubelet and the scheduler's preemption do set or keep no voluntary mark,
+The one exception to "higher tier wins" (the record overrides), applied in one place
+(:func:`_override`) to whatever voluntary finding was chosen (DisruptionTarget
+``EvictionByEvictionAPI``, ``deletionTimestamp``, the rollout marker): it yields to a
+kubelet termination record in the pod's status (``Evicted``, ``Preempting``, node
+shutdown), else to a kubelet ``Evicted`` event for this UID, else to a preemption
+record for this UID (a scheduler ``Preempted`` or kubelet ``Preempting`` event).
+The kubelet and the scheduler's preemption do set or keep no voluntary mark,
 and the Eviction API's ``UpdatePodCondition`` *replaces* an existing DisruptionTarget,
 so a pod the kubelet evicted (or the scheduler preempted) and a drain then evicted
 again reads as ``EvictionByEvictionAPI``; the earlier record is then the truer one, and
@@ -74,12 +81,16 @@ shed-load (or report-only) verdict whose evidence names the error.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.timefmt import as_utc
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable
+from graceful_drain.termination.kubelet import KubeletTermination
 from graceful_drain.termination.readings import (
+    EventsReading,
     Finding,
+    PodReading,
     Reading,
     absence_is_informative,
     make_item,
@@ -101,6 +112,7 @@ from graceful_drain.termination.verdict import (
 
 __all__ = [
     "DEFAULT_EVENT_RETENTION_SECONDS",
+    "DEFAULT_ROLLOUT_TIMEOUT",
     "Action",
     "Cause",
     "EvidenceItem",
@@ -119,52 +131,38 @@ def classify(
     now: datetime,
     grace_period_seconds: int,
     event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS,
+    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT,
 ) -> Verdict:
-    """Classify why this pod is terminating; total (never raises)."""
+    """Classify why this pod is terminating; total (never raises).  ``rollout_timeout`` is
+    the controller's ``--rollout-timeout``: a restarted-at stamp outside it is no marker."""
     try:
         if evidence.trigger is Trigger.AFTER_RESTART:
             return _after_restart(evidence, now)
-        return _at_sigterm(evidence, now, grace_period_seconds, event_retention_seconds)
+        return _at_sigterm(
+            evidence, now, grace_period_seconds, event_retention_seconds, rollout_timeout
+        )
     except Exception as error:  # the SIGTERM path must always get an answer
         return _error_verdict(evidence, now, error)
 
 
 def _at_sigterm(
-    evidence: Evidence, now: datetime, grace_period_seconds: int, event_retention_seconds: int
+    evidence: Evidence,
+    now: datetime,
+    grace_period_seconds: int,
+    event_retention_seconds: int,
+    rollout_timeout: timedelta,
 ) -> Verdict:
     pod = read_pod(evidence)
     events = read_events(evidence, now, grace_period_seconds, event_retention_seconds)
     node = read_node(evidence)
-    owner = read_owner(evidence, pod.usable is not None, events.absence_informative)
+    owner = read_owner(
+        evidence, pod.usable is not None, events.absence_informative, now, rollout_timeout
+    )
     notes: list[EvidenceItem] = []
 
     chosen = pod.finding or events.finding or node.finding or owner.finding
-    if pod.finding is not None and pod.finding.cause is Cause.VOLUNTARY:
-        eviction = pod.kubelet_eviction or events.kubelet_eviction
-        if eviction is not None:
-            chosen = eviction
-            notes.append(
-                make_item(
-                    Source.CLASSIFIER,
-                    Fact.KUBELET_EVICTION_OVERRIDE,
-                    "The pod object reads as voluntary, but the kubelet recorded an eviction "
-                    "of this UID; the kubelet's record wins (the Eviction API replaces the "
-                    "kubelet's DisruptionTarget, and shedding is the safe direction).",
-                    overridden=pod.finding.item.fact.value,
-                )
-            )
-        elif events.preemption is not None:
-            chosen = events.preemption
-            notes.append(
-                make_item(
-                    Source.CLASSIFIER,
-                    Fact.PREEMPTION_OVERRIDE,
-                    "The pod object reads as voluntary, but this UID was preempted; the "
-                    "preemption record wins (the Eviction API replaces the scheduler's "
-                    "DisruptionTarget, and shedding is the safe direction).",
-                    overridden=pod.finding.item.fact.value,
-                )
-            )
+    if chosen is not None and chosen.cause is Cause.VOLUNTARY:
+        chosen = _override(chosen, pod, events, notes)
     if chosen is None:
         chosen = _fallback(evidence, (pod, events, node, owner))
         notes.append(chosen.item)
@@ -173,6 +171,45 @@ def _at_sigterm(
     drain = chosen.cause is Cause.VOLUNTARY
     action = Action.DRAIN_GRACEFULLY if drain else Action.SHED_LOAD_AND_EXIT_FAST
     return _verdict(chosen, action, Trigger.SIGTERM, now, items)
+
+
+_KUBELET_RECORD_OVERRIDES = {
+    KubeletTermination.EVICTION: (Fact.KUBELET_EVICTION_OVERRIDE, "an eviction"),
+    KubeletTermination.PREEMPTION: (Fact.PREEMPTION_OVERRIDE, "a critical-pod preemption"),
+    KubeletTermination.NODE_SHUTDOWN: (Fact.KUBELET_TERMINATION_OVERRIDE, "a node shutdown"),
+}
+
+
+def _override(
+    voluntary: Finding, pod: PodReading, events: EventsReading, notes: list[EvidenceItem]
+) -> Finding:
+    """The one place a voluntary reading yields: to a kubelet, preemption or node-shutdown
+    record of this UID (module docstring, "the record overrides")."""
+    record: Finding | None = None
+    if pod.kubelet_record is not None and pod.kubelet_kind in _KUBELET_RECORD_OVERRIDES:
+        record = pod.kubelet_record
+        fact, what = _KUBELET_RECORD_OVERRIDES[pod.kubelet_kind]
+        detail = f"the pod's status records {what} by the kubelet"
+    elif events.kubelet_eviction is not None:
+        record, fact = events.kubelet_eviction, Fact.KUBELET_EVICTION_OVERRIDE
+        detail = "the kubelet recorded an Evicted event for this UID"
+    elif events.preemption is not None:
+        record, fact = events.preemption, Fact.PREEMPTION_OVERRIDE
+        detail = "this UID was preempted (a preemption event)"
+    if record is None:
+        return voluntary
+    notes.append(
+        make_item(
+            Source.CLASSIFIER,
+            fact,
+            f"The evidence reads as voluntary ({voluntary.item.fact.value}), but {detail}; "
+            "that record wins (the Eviction API replaces an earlier DisruptionTarget and a "
+            "deletion keeps none, so the earlier record is the truer one; shedding is the "
+            "safe direction).",
+            overridden=voluntary.item.fact.value,
+        )
+    )
+    return record
 
 
 def _fallback(evidence: Evidence, readings: tuple[Reading, ...]) -> Finding:

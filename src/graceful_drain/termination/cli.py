@@ -11,9 +11,10 @@ application container reads.  The exit status is the contract
 
 The deadline is a whole-process one: it counts from the process start (read from
 ``/proc/self/stat``, so interpreter start-up and imports are included) and the answer is
-printed before it, whatever the API server does.  It is capped at half the grace period
-(``--grace-period``, else ``$TERMINATION_GRACE_PERIOD_SECONDS``, else an assumed 4 s until
-the pod's own is read).
+printed before it, whatever the API server does.  It is capped at half the grace period,
+the shortest one known (``--grace-period``, else ``$TERMINATION_GRACE_PERIOD_SECONDS``,
+else an assumed 4 s; and once the pod is read, its deletion's grace period and the time
+left until its deletionTimestamp).
 """
 
 from __future__ import annotations
@@ -26,18 +27,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from graceful_drain.kube.meta import utc_now
+from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
 from graceful_drain.termination.budget import (
     DEFAULT_DEADLINE_SECONDS,
     GracePeriodError,
     grace_period_from_environment,
 )
-from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS
+from graceful_drain.termination.classify import (
+    DEFAULT_EVENT_RETENTION_SECONDS,
+    DEFAULT_ROLLOUT_TIMEOUT,
+)
 from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import IdentityError, resolve_identity
@@ -70,6 +75,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _positive_duration(text: str) -> timedelta:
+    try:
+        value = parse_go_duration(text.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{error} (expected e.g. 10m, 90s)") from None
+    if value <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text}")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the verdict as JSON (default: a text summary)"
@@ -89,7 +104,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_non_negative_int,
         metavar="SECONDS",
         help="this pod's terminationGracePeriodSeconds (default: "
-        "$TERMINATION_GRACE_PERIOD_SECONDS, else an assumed 4 until the pod is read)",
+        "$TERMINATION_GRACE_PERIOD_SECONDS, else an assumed 4); the pod's deletion, once "
+        "read, can only shorten it",
     )
     parser.add_argument(
         "--after-restart",
@@ -105,6 +121,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the API server's --event-ttl (default %(default)s)",
     )
     parser.add_argument(
+        "--rollout-timeout",
+        type=_positive_duration,
+        default=DEFAULT_ROLLOUT_TIMEOUT,
+        metavar="DURATION",
+        help="the graceful-drain controller's --rollout-timeout: a restarted-at marker "
+        f"older (or further ahead) than this is not trusted (default "
+        f"{format_go_duration(DEFAULT_ROLLOUT_TIMEOUT)})",
+    )
+    parser.add_argument(
         "--record-event",
         action="store_true",
         help="also record the verdict as a TerminationClassified Event on this pod (default: off)",
@@ -114,8 +139,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="kubeconfig file (default: in-cluster, then $KUBECONFIG)",
     )  # fmt: skip
     parser.add_argument(
-        "--context", metavar="NAME", help="kubeconfig context (default: the current one)"
-    )
+        "--context", metavar="NAME",
+        help="kubeconfig context, with --kubeconfig or $KUBECONFIG (default: the current one)",
+    )  # fmt: skip
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -193,7 +219,7 @@ async def _detect(detector: Detector, trigger: Trigger, started: float, record: 
         else:
             failure = await detector.record(verdict, timeout_seconds=remaining)
             if failure is not None:
-                print(f"{NAME}: verdict not recorded as an Event: {failure}", file=sys.stderr)
+                print(f"{NAME}: verdict not recorded as an Event ({failure})", file=sys.stderr)
     return verdict
 
 
@@ -228,6 +254,7 @@ def run(
         grace_period_seconds=grace,
         deadline_seconds=args.deadline,
         event_retention_seconds=args.event_retention,
+        rollout_timeout=args.rollout_timeout,
         kubeconfig=args.kubeconfig,
         context=args.context,
     )

@@ -7,11 +7,13 @@ become evidence, and the classifier's conservative fallback answers.  The CLI
 (``graceful-drain termination-cause``) and the SIGTERM handlers all call this class,
 so they give the same verdict on the same cluster state.
 
-The grace period the deadline starts from is the configured one (``--grace-period``, or
-``TERMINATION_GRACE_PERIOD_SECONDS`` in the environment), else an assumed 4 s; once the
-pod is read, its own grace period can only bring the deadline forward.  The grace
-period of the classifier's retention rule is the configured one, else the pod's own
-(``deletionGracePeriodSeconds``, else ``terminationGracePeriodSeconds``), else 30 s.
+The deadline's grace period is the minimum of every bound known
+(:mod:`graceful_drain.termination.budget`): the configured one (``--grace-period``, or
+``TERMINATION_GRACE_PERIOD_SECONDS`` in the environment), else an assumed 4 s; and, as
+soon as the pod is read, its ``deletionGracePeriodSeconds`` and the time left until its
+``deletionTimestamp``, whatever was configured.  The grace period of the classifier's
+retention rule is the configured one, else the pod's own (``deletionGracePeriodSeconds``,
+else ``terminationGracePeriodSeconds``), else 30 s.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from graceful_drain.kube.meta import utc_now
@@ -33,8 +35,13 @@ from graceful_drain.termination.budget import (
     Deadline,
     collection_budget,
     grace_period_from_environment,
+    pod_grace_bound_seconds,
 )
-from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS, classify
+from graceful_drain.termination.classify import (
+    DEFAULT_EVENT_RETENTION_SECONDS,
+    DEFAULT_ROLLOUT_TIMEOUT,
+    classify,
+)
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, UnavailableReason
 from graceful_drain.termination.identity import PodIdentity, resolve_identity
 from graceful_drain.termination.reader import (
@@ -61,11 +68,14 @@ ReaderFactory = Callable[[float], ClusterReader]  # client timeout (s) -> reader
 class DetectorConfig:
     """How to detect.  ``None`` grace period: an assumed 4 s for the deadline, the pod's
     own (else 30 s) for the retention rule.  ``None`` deadline: 5 s.  The deadline is
-    always capped at half the grace period."""
+    always capped at half the grace period, the shortest one known.  ``rollout_timeout``:
+    the controller's ``--rollout-timeout`` (its default unless it was changed), the window
+    in which a restarted-at stamp is a marker."""
 
     grace_period_seconds: int | None = None
     deadline_seconds: float | None = None
     event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS
+    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
     kubeconfig: Path | None = None
     context: str | None = None
 
@@ -92,6 +102,9 @@ class Detector:
         self._reader_factory = reader_factory or self._lightkube_reader
         self._now = now
         self._clock = clock
+        # The pod object's bound on the grace period (seconds from the last detection's
+        # start), once read: budget_seconds() then answers for that detection.
+        self._pod_bound: float | None = None
 
     @classmethod
     def from_environment(
@@ -113,13 +126,16 @@ class Detector:
             self.config.kubeconfig, self.config.context, timeout_seconds=timeout_seconds
         )
 
-    def budget_seconds(self, grace_period_seconds: int | None = None) -> float:
-        """The whole detection budget for a grace period (default: the configured one)."""
+    def budget_seconds(self, grace_period_seconds: float | None = None) -> float:
+        """The whole detection budget for a grace period (default: the shortest known: the
+        configured one, else the assumed one, and what the last detection's pod read
+        said)."""
         grace = grace_period_seconds
         if grace is None:
-            grace = self.config.grace_period_seconds
-        if grace is None:
-            grace = ASSUMED_GRACE_PERIOD_SECONDS
+            configured = self.config.grace_period_seconds
+            grace = ASSUMED_GRACE_PERIOD_SECONDS if configured is None else configured
+            if self._pod_bound is not None:
+                grace = min(grace, self._pod_bound)
         return collection_budget(grace, self.config.deadline_seconds)
 
     async def detect(
@@ -128,9 +144,18 @@ class Detector:
         """Why is this pod terminating?  ``started_at`` (on ``clock``, default
         time.monotonic) is when the budget started: the signal's arrival, the process
         start.  Never raises."""
+        self._pod_bound = None
         deadline = Deadline(
             reads_budget(self.budget_seconds()), started_at=started_at, clock=self._clock
         )
+
+        def budget_for_pod(raw_pod: object) -> float | None:
+            bound = pod_grace_bound_seconds(raw_pod, self._now(), deadline.elapsed())
+            if bound is None:
+                return None
+            self._pod_bound = bound
+            return reads_budget(self.budget_seconds())
+
         pod_grace: int | None = None
         try:
             reader = self._reader_factory(deadline.remaining() + CLIENT_TIMEOUT_MARGIN_SECONDS)
@@ -140,15 +165,8 @@ class Detector:
             )
         else:
             try:
-                budget_for_grace = None
-                if self.config.grace_period_seconds is None:
-                    budget_for_grace = self._reads_budget_for_grace
                 collection = await collect_evidence(
-                    reader,
-                    self.identity,
-                    deadline,
-                    trigger=trigger,
-                    budget_for_grace=budget_for_grace,
+                    reader, self.identity, deadline, trigger=trigger, budget_for_pod=budget_for_pod
                 )
                 evidence, pod_grace = collection.evidence, collection.pod_grace_period_seconds
             finally:
@@ -156,10 +174,13 @@ class Detector:
         grace = self.config.grace_period_seconds
         if grace is None:
             grace = pod_grace if pod_grace is not None else DEFAULT_GRACE_PERIOD_SECONDS
-        return classify(evidence, self._now(), grace, self.config.event_retention_seconds)
-
-    def _reads_budget_for_grace(self, grace_period_seconds: int) -> float:
-        return reads_budget(self.budget_seconds(grace_period_seconds))
+        return classify(
+            evidence,
+            self._now(),
+            grace,
+            self.config.event_retention_seconds,
+            self.config.rollout_timeout,
+        )
 
     async def record(
         self, verdict: Verdict, *, timeout_seconds: float = DEFAULT_RECORD_TIMEOUT_SECONDS

@@ -8,17 +8,23 @@ found, other error) — unavailability is itself evidence and is reported as suc
 Every ``from_object`` accepts anything ``json.loads`` can return and never raises:
 fields of the wrong type read as absent.  A timestamp that cannot be parsed reads
 as absent too, which for ``deletionTimestamp`` is the safe direction (an unset
-deletionTimestamp can never lead to a drain verdict).
+deletionTimestamp can never lead to a drain verdict).  Where absent would be the unsafe
+reading, malformed evidence fails closed instead (docs/termination-detector.md,
+"Malformed evidence"): an events list without an ``items`` list is
+:class:`Unavailable`, not "no events"; a DisruptionTarget status other than ``"True"``
+or ``"False"`` is :attr:`ConditionState.UNKNOWN` ("something happened"), not absent;
+a restarted-at stamp must be strict RFC 3339 to be a time at all.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from graceful_drain.kube.rawjson import as_int, as_list, as_mapping, as_str, get_path
-from graceful_drain.kube.timefmt import parse_timestamp
+from graceful_drain.kube.timefmt import parse_rfc3339, parse_timestamp
 from graceful_drain.termination.kubelet import (
     KUBELET_COMPONENT,
     PRESSURE_CONDITIONS,
@@ -30,6 +36,8 @@ from graceful_drain.termination.kubelet import (
 DISRUPTION_TARGET = "DisruptionTarget"
 OOM_KILLED_REASON = "OOMKilled"
 RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
+# How much of a raw value the evidence repeats (a stamp could be 8 MiB of anything).
+MAX_RAW_VALUE_CHARS = 80
 
 
 class UnavailableReason(StrEnum):
@@ -45,6 +53,10 @@ class Unavailable:
 
     reason: UnavailableReason
     detail: str = ""
+
+    def __str__(self) -> str:
+        """For people: ``timeout: no answer within 2.00s`` (the dataclass repr is for code)."""
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
 
 class Trigger(StrEnum):
@@ -62,21 +74,50 @@ class Trigger(StrEnum):
 # --- the pod's own object -------------------------------------------------------------
 
 
+class ConditionState(StrEnum):
+    """A condition's status as the API defines it (``ConditionStatus``: exactly "True",
+    "False" or "Unknown").  Anything else — "Unknown", "true", a boolean, no status at
+    all — is UNKNOWN: the condition is there, so something happened; what is not known."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+def raw_text(value: object) -> str | None:
+    """A raw JSON value as evidence shows it: a string as is, anything else as JSON; cut to
+    ``MAX_RAW_VALUE_CHARS``.  None for an absent (or null) value."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) > MAX_RAW_VALUE_CHARS:
+        text = text[: MAX_RAW_VALUE_CHARS - 1] + "…"
+    return text
+
+
 @dataclass(frozen=True)
 class DisruptionTargetCondition:
-    status: str | None
+    status: str | None  # as read (raw_text): "True", "False", or what was there instead
     reason: str | None
     message: str | None
     last_transition_time: datetime | None
 
     @property
+    def state(self) -> ConditionState:
+        if self.status == ConditionState.TRUE.value:
+            return ConditionState.TRUE
+        if self.status == ConditionState.FALSE.value:
+            return ConditionState.FALSE
+        return ConditionState.UNKNOWN
+
+    @property
     def is_true(self) -> bool:
-        return self.status == "True"
+        return self.state is ConditionState.TRUE
 
     @classmethod
     def from_object(cls, raw: object) -> DisruptionTargetCondition:
         return cls(
-            status=as_str(get_path(raw, "status")),
+            status=raw_text(get_path(raw, "status")),
             reason=as_str(get_path(raw, "reason")),
             message=as_str(get_path(raw, "message")),
             last_transition_time=parse_timestamp(get_path(raw, "lastTransitionTime")),
@@ -142,7 +183,8 @@ class PodSnapshot:
             name=as_str(get_path(metadata, "name")),
             namespace=as_str(get_path(metadata, "namespace")),
             node_name=as_str(get_path(raw, "spec", "nodeName")),
-            deletion_timestamp=parse_timestamp(get_path(metadata, "deletionTimestamp")),
+            # Strict: a cut or reshaped stamp ("2026-11-11T12:00") must not read as a deletion.
+            deletion_timestamp=parse_rfc3339(get_path(metadata, "deletionTimestamp")),
             deletion_grace_period_seconds=as_int(get_path(metadata, "deletionGracePeriodSeconds")),
             disruption_target=(
                 DisruptionTargetCondition.from_object(conditions[-1]) if conditions else None
@@ -184,10 +226,13 @@ class EventRecord:
     first_timestamp: datetime | None = None
     last_timestamp: datetime | None = None
     event_time: datetime | None = None
+    # Every component the event names as its source (source_component is the first): the
+    # event is the kubelet's if any of them says so, so one damaged field cannot hide it.
+    reporters: tuple[str, ...] = ()
 
     @property
     def from_kubelet(self) -> bool:
-        return self.source_component == KUBELET_COMPONENT
+        return KUBELET_COMPONENT in (self.source_component, *self.reporters)
 
     @property
     def observed_at(self) -> datetime | None:
@@ -198,15 +243,21 @@ class EventRecord:
         involved = get_path(raw, "involvedObject")
         if not as_mapping(involved):
             involved = get_path(raw, "regarding")
+        reporters = tuple(
+            text
+            for text in (
+                as_str(get_path(raw, "source", "component")),
+                as_str(get_path(raw, "reportingController")),
+                as_str(get_path(raw, "deprecatedSource", "component")),
+                as_str(get_path(raw, "reportingComponent")),
+            )
+            if text is not None
+        )
         return cls(
             reason=as_str(get_path(raw, "reason")),
             type=as_str(get_path(raw, "type")),
-            source_component=_first_str(
-                get_path(raw, "source", "component"),
-                get_path(raw, "reportingController"),
-                get_path(raw, "deprecatedSource", "component"),
-                get_path(raw, "reportingComponent"),
-            ),
+            source_component=reporters[0] if reporters else None,
+            reporters=reporters,
             involved_uid=as_str(get_path(involved, "uid")),
             involved_kind=as_str(get_path(involved, "kind")),
             involved_name=as_str(get_path(involved, "name")),
@@ -234,9 +285,22 @@ class EventsSnapshot:
     events: tuple[EventRecord, ...] = ()
 
     @classmethod
-    def from_object(cls, raw: object) -> EventsSnapshot:
-        """An EventList (``{"items": [...]}``) or a bare list of events."""
-        items = raw if isinstance(raw, list | tuple) else as_list(get_path(raw, "items"))
+    def from_object(cls, raw: object) -> EventsSnapshot | Unavailable:
+        """An EventList (``{"items": [...]}``) or a bare list of events.
+
+        Anything else — no ``items``, ``items`` not a list, not an object at all — is
+        Unavailable: a body that does not list events says nothing about which events
+        exist, and reading it as "no Evicted event" would let a drain verdict through.
+        """
+        if isinstance(raw, list | tuple):
+            items: object = raw
+        else:
+            items = get_path(raw, "items")
+        if not isinstance(items, list | tuple):
+            shape = "no items list" if items is None else f"items is a {type(items).__name__}"
+            return Unavailable(
+                UnavailableReason.ERROR, f"the events list answer is malformed ({shape})"
+            )
         return cls(tuple(EventRecord.from_object(item) for item in items))
 
 
@@ -326,8 +390,8 @@ class OwnerRollout:
     """
 
     deployment: str | None
-    restarted_at_raw: str | None = None
-    restarted_at: datetime | None = None
+    restarted_at_raw: str | None = None  # as read (raw_text); None when absent
+    restarted_at: datetime | None = None  # only a strict RFC 3339 stamp parses
 
     @property
     def marker_present(self) -> bool:
@@ -339,11 +403,12 @@ class OwnerRollout:
 
     @classmethod
     def from_object(cls, raw: object) -> OwnerRollout:
-        """From the raw Deployment; a present but unparseable stamp still counts as present."""
+        """From the raw Deployment.  A present stamp is recorded as present whatever it
+        holds; only a strict RFC 3339 one has a time (the classifier trusts no other)."""
         name = as_str(get_path(raw, "metadata", "name"))
-        stamp = as_str(get_path(raw, "metadata", "annotations", RESTARTED_AT_ANNOTATION))
+        stamp = get_path(raw, "metadata", "annotations", RESTARTED_AT_ANNOTATION)
         # A Deployment whose name cannot be read is still a Deployment: "" not None.
-        return cls(name or "", stamp, parse_timestamp(stamp))
+        return cls(name or "", raw_text(stamp), parse_rfc3339(stamp))
 
 
 # --- the bundle -----------------------------------------------------------------------

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from graceful_drain.kube.timefmt import as_utc, format_rfc3339_exact
+from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_exact
 from graceful_drain.termination.evidence import (
+    ConditionState,
     ContainerTermination,
+    DisruptionTargetCondition,
     EventRecord,
     EventsSnapshot,
     Evidence,
@@ -75,7 +77,10 @@ class Reading:
 @dataclass
 class PodReading(Reading):
     usable: PodSnapshot | None = None
-    kubelet_eviction: Finding | None = None
+    # The kubelet's own termination record in the pod's status (eviction, critical-pod
+    # preemption, node shutdown): it overrides a voluntary reading (classify).
+    kubelet_record: Finding | None = None
+    kubelet_kind: KubeletTermination | None = None
 
 
 @dataclass
@@ -101,8 +106,7 @@ def _unavailable_values(why: Unavailable) -> dict[str, str | None]:
 
 
 def _describe_unavailable(what: str, why: Unavailable) -> str:
-    suffix = f": {why.detail}" if why.detail else ""
-    return f"{what} could not be read ({why.reason}{suffix})."
+    return f"{what} could not be read ({why})."
 
 
 # --- tier 1: the pod's own object -----------------------------------------------------
@@ -154,11 +158,17 @@ def read_pod(evidence: Evidence) -> PodReading:
         return reading
     reading.usable = pod
     condition = pod.disruption_target
-    condition_true = condition if condition is not None and condition.is_true else None
-    condition_message = condition_true.message if condition_true is not None else None
+    state = condition.state if condition is not None else None
+    condition_true = condition if state is ConditionState.TRUE else None
+    # Evidence that something happened (True, or a status the API does not define); a
+    # False condition has been withdrawn and reads as absent.
+    disrupted = condition if state in (ConditionState.TRUE, ConditionState.UNKNOWN) else None
+    condition_message = disrupted.message if disrupted is not None else None
     kind = kubelet_termination_kind(pod.reason, pod.message, condition_message)
     kubelet_finding = _kubelet_status_finding(pod, kind, condition_message)
 
+    if condition is not None and state is not ConditionState.TRUE:
+        reading.items.append(_condition_not_true_item(condition))
     if condition_true is not None:
         cause = _condition_cause(condition_true.reason, kubelet_finding)
         item = make_item(
@@ -174,11 +184,12 @@ def read_pod(evidence: Evidence) -> PodReading:
         else:
             reading.items.append(item)
     if kubelet_finding is not None:
-        # Recorded next to the condition; decides only if the condition did not.
+        # Recorded next to the condition; decides only if the condition did not, and
+        # overrides it if it reads as voluntary (classify).
         reading.offer(kubelet_finding)
-        if kind is KubeletTermination.EVICTION:
-            reading.kubelet_eviction = kubelet_finding
-    if reading.finding is None and condition_true is None:
+        reading.kubelet_record = kubelet_finding
+        reading.kubelet_kind = kind
+    if reading.finding is None and disrupted is None:
         if pod.deletion_timestamp is not None:
             reading.offer(
                 Finding(
@@ -226,6 +237,30 @@ def _condition_cause(
             return kubelet_finding.cause, kubelet_finding.resource
         return Cause.INVOLUNTARY_EVICTION, None
     return None
+
+
+def _condition_not_true_item(condition: DisruptionTargetCondition) -> EvidenceItem:
+    if condition.state is ConditionState.FALSE:
+        detail = (
+            "DisruptionTarget=False: a disruption that did not go ahead (the disruption "
+            "controller resets a stale one to False); read as no condition."
+        )
+    else:
+        status = "no status" if condition.status is None else f"status {condition.status!r}"
+        detail = (
+            f'DisruptionTarget with {status} (the API defines only "True", "False" and '
+            f'"Unknown"), reason {condition.reason!r}: something disrupted this pod, but '
+            "not known to be voluntary; it decides nothing and rules out a voluntary reading."
+        )
+    return make_item(
+        Source.POD,
+        Fact.DISRUPTION_TARGET_NOT_TRUE,
+        detail,
+        status=condition.status,
+        reason=condition.reason,
+        message=condition.message,
+        last_transition_time=condition.last_transition_time,
+    )
 
 
 def _condition_detail(reason: str | None, *, recognised: bool) -> str:
@@ -349,7 +384,9 @@ def read_events(
         return reading
     own = [e for e in _by_time(events) if e.involved_uid == uid]
     for event in own:
-        if event.reason == EVICTED_REASON and event.type == "Warning" and event.from_kubelet:
+        # The kubelet writes its evictions as Warning events; one of another type (or none)
+        # from the kubelet is still the kubelet's eviction record.
+        if event.reason == EVICTED_REASON and event.from_kubelet:
             finding = reading.offer(_evicted_event_finding(event, now))
             reading.kubelet_eviction = reading.kubelet_eviction or finding
         elif event.reason == EVICTED_REASON:
@@ -358,7 +395,7 @@ def read_events(
                     Source.EVENTS,
                     Fact.OTHER_EVICTED_EVENT,
                     f"An Evicted event for this pod from {event.source_component!r} "
-                    f"(type {event.type!r}) is not a kubelet Warning; not used.",
+                    f"(type {event.type!r}) is not the kubelet's; not used.",
                     **_event_values(event),
                 )
             )
@@ -435,7 +472,7 @@ def _evicted_event_finding(event: EventRecord, now: datetime) -> Finding:
         parsed,
         Source.EVENTS,
         Fact.KUBELET_EVICTED_EVENT,
-        f"The kubelet recorded a Warning Evicted event for this UID "
+        f"The kubelet recorded an Evicted event (type {event.type!r}) for this UID "
         f"({_ago(event.observed_at, now)}); pressured resource: {parsed.resource}.",
         _event_values(event),
     )
@@ -528,7 +565,21 @@ def read_node(evidence: Evidence) -> Reading:
 # --- tier 4: the owning Deployment ----------------------------------------------------
 
 
-def read_owner(evidence: Evidence, pod_usable: bool, absence_informative: bool) -> Reading:
+def marker_in_window(restarted_at: datetime, now: datetime, rollout_timeout: timedelta) -> bool:
+    """Whether a restarted-at stamp is one the controller still honours: younger than the
+    rollout timeout, and not further ahead than it (controller/decide.py's escape hatch,
+    ``rollout-timeout``: beyond that it is not clock skew between replicas)."""
+    waited = as_utc(now) - as_utc(restarted_at)
+    return -rollout_timeout <= waited < rollout_timeout
+
+
+def read_owner(
+    evidence: Evidence,
+    pod_usable: bool,
+    absence_informative: bool,
+    now: datetime,
+    rollout_timeout: timedelta,
+) -> Reading:
     reading = Reading()
     owner = evidence.owner
     if isinstance(owner, Unavailable):
@@ -560,10 +611,34 @@ def read_owner(evidence: Evidence, pod_usable: bool, absence_informative: bool) 
             )
         )
         return reading
+    if owner.restarted_at is None or not marker_in_window(owner.restarted_at, now, rollout_timeout):
+        reading.items.append(_rejected_marker_item(owner, now, rollout_timeout))
+        return reading
     reading.items.append(_marker_item(owner, pod_usable, absence_informative))
     if not pod_usable and absence_informative:
         reading.finding = Finding(Cause.VOLUNTARY, None, reading.items[-1])
     return reading
+
+
+def _rejected_marker_item(
+    owner: OwnerRollout, now: datetime, rollout_timeout: timedelta
+) -> EvidenceItem:
+    timeout = format_go_duration(rollout_timeout)
+    if owner.restarted_at is None:
+        why = "is not an RFC 3339 time"
+    elif as_utc(owner.restarted_at) > as_utc(now):
+        why = f"is more than the rollout timeout ({timeout}) in the future"
+    else:
+        why = f"is older than the rollout timeout ({timeout}): the controller no longer holds it"
+    return make_item(
+        Source.OWNER,
+        Fact.ROLLOUT_MARKER_REJECTED,
+        f"Deployment {owner.deployment!r} carries a graceful-drain restarted-at marker that "
+        f"{why}; not a voluntary disruption marker.",
+        deployment=owner.deployment,
+        restarted_at=owner.restarted_at_raw,
+        rollout_timeout=timeout,
+    )
 
 
 def _marker_item(owner: OwnerRollout, pod_usable: bool, absence_informative: bool) -> EvidenceItem:

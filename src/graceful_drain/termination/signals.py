@@ -95,12 +95,12 @@ async def collect_evidence(
     deadline: Deadline,
     *,
     trigger: Trigger = Trigger.SIGTERM,
-    budget_for_grace: Callable[[int], float] | None = None,
+    budget_for_pod: Callable[[object], float | None] | None = None,
 ) -> Collection:
     """Read every signal under ``deadline``; never raises, never outlives the deadline.
 
-    ``budget_for_grace``, when given, maps the pod's own grace period to a budget and the
-    deadline is tightened to it as soon as the pod has been read.
+    ``budget_for_pod``, when given, maps this pod's raw object (once read, and only if it
+    is this incarnation) to a budget, or None; the deadline is tightened to it at once.
     """
     pod_task = asyncio.create_task(_read_pod(reader, identity))
     collectors: dict[str, asyncio.Task[Any]] = {"pod": pod_task}
@@ -109,7 +109,7 @@ async def collect_evidence(
         collectors["node"] = asyncio.create_task(_guard(_read_node, reader, identity, pod_task))
         collectors["owner"] = asyncio.create_task(_guard(_read_owner, reader, identity, pod_task))
     try:
-        grace = await _wait_until(deadline, collectors, pod_task, identity, budget_for_grace)
+        grace = await _wait_until(deadline, collectors, pod_task, identity, budget_for_pod)
     except BaseException:  # the caller was cancelled: leave no read behind
         for task in collectors.values():
             task.cancel()
@@ -145,7 +145,7 @@ async def _wait_until(
     collectors: dict[str, asyncio.Task[Any]],
     pod_task: asyncio.Task[_PodRead],
     identity: PodIdentity,
-    budget_for_grace: Callable[[int], float] | None,
+    budget_for_pod: Callable[[object], float | None] | None,
 ) -> int | None:
     """Wait for the collectors until the deadline, tightening it once the pod is known."""
     pending: set[asyncio.Task[Any]] = set(collectors.values())
@@ -160,9 +160,11 @@ async def _wait_until(
         )
         if not grace_seen and pod_task.done() and not pod_task.cancelled():
             grace_seen = True
-            grace = pod_grace_period_seconds(pod_task.result().own(identity))
-            if grace is not None and budget_for_grace is not None:
-                deadline.tighten(budget_for_grace(grace))
+            own = pod_task.result().own(identity)
+            grace = pod_grace_period_seconds(own)
+            budget = None if own is None or budget_for_pod is None else budget_for_pod(own)
+            if budget is not None:
+                deadline.tighten(budget)
     if pending:
         for task in pending:
             task.cancel()
@@ -196,7 +198,9 @@ def _pod_snapshot(read: _PodRead) -> PodSnapshot | Unavailable:
     return PodSnapshot.from_object(read.raw)
 
 
-async def _read_events(reader: ClusterReader, identity: PodIdentity) -> EventsSnapshot:
+async def _read_events(
+    reader: ClusterReader, identity: PodIdentity
+) -> EventsSnapshot | Unavailable:
     raw = await reader.list_events(identity.namespace, events_field_selector(identity))
     return EventsSnapshot.from_object(raw)
 

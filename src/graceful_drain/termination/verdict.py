@@ -80,6 +80,7 @@ class Fact(StrEnum):
     POD_UID_UNKNOWN = "pod_uid_unknown"
     POD_UID_MISMATCH = "pod_uid_mismatch"
     DISRUPTION_TARGET = "disruption_target"
+    DISRUPTION_TARGET_NOT_TRUE = "disruption_target_not_true"
     KUBELET_STATUS = "kubelet_status"
     DELETION_REQUESTED = "deletion_requested"
     KUBELET_INITIATED = "kubelet_initiated"
@@ -101,8 +102,10 @@ class Fact(StrEnum):
     NO_OWNING_DEPLOYMENT = "no_owning_deployment"
     NO_ROLLOUT_MARKER = "no_rollout_marker"
     ROLLOUT_MARKER = "rollout_marker"
+    ROLLOUT_MARKER_REJECTED = "rollout_marker_rejected"
     # classifier
     KUBELET_EVICTION_OVERRIDE = "kubelet_eviction_override"
+    KUBELET_TERMINATION_OVERRIDE = "kubelet_termination_override"
     PREEMPTION_OVERRIDE = "preemption_override"
     CONSERVATIVE_FALLBACK = "conservative_fallback"
     CLASSIFIER_ERROR = "classifier_error"

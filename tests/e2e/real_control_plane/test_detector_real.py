@@ -12,9 +12,13 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
+import signal
+import sys
 import textwrap
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,7 @@ from realcluster.cluster import RealCluster
 from tests.e2e.cli import run_cli
 from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 
+from .apiproxy import ApiProxy, Seen
 from .harness import (
     BOUND,
     Installation,
@@ -80,13 +85,17 @@ def detector_overlay(directory: Path, namespace: str) -> Path:
     return directory
 
 
-async def workload_kubeconfig(cluster: RealCluster, namespace: str, tmp_path: Path) -> Path:
+async def workload_kubeconfig(
+    cluster: RealCluster, namespace: str, tmp_path: Path, api: ApiProxy | None = None
+) -> Path:
+    """The workload ServiceAccount's kubeconfig, for the API server or (`api`) a proxy to it."""
     kubeconfig = cluster.kubeconfig_path
     await kubectl(kubeconfig, "create", "serviceaccount", SERVICE_ACCOUNT, "-n", namespace)
     await kubectl(kubeconfig, "apply", "-k", str(detector_overlay(tmp_path / "rbac", namespace)))
     token = await kubectl(kubeconfig, "create", "token", SERVICE_ACCOUNT, "-n", namespace)
+    server, ca_pem = (cluster.server, cluster.ca_pem) if api is None else (api.url, api.ca_pem)
     return write_kubeconfig(
-        tmp_path / "workload.kubeconfig", cluster.server, cluster.ca_pem, token.stdout.strip(),
+        tmp_path / "workload.kubeconfig", server, ca_pem, token.stdout.strip(),
         f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}",
     )  # fmt: skip
 
@@ -404,3 +413,119 @@ async def test_a_preempted_pod_evicted_again_through_the_api_stays_preempted(
     assert facts["disruption_target"]["reason"] == "EvictionByEvictionAPI"  # the real server's
     assert facts["preemption_override"] == {"overridden": "disruption_target"}
     assert_never_refused(real_cluster, namespace)
+
+
+# A workload as docs/termination-detector.md shows it: the Python API, its grace period
+# from TERMINATION_GRACE_PERIOD_SECONDS (= the pod's 30 s), a verdict per SIGTERM.
+SIGTERM_WORKLOAD = textwrap.dedent("""\
+    from graceful_drain.termination.detector import Detector
+    from graceful_drain.termination.handler import install_threaded
+
+    def on_verdict(verdict):
+        print(verdict.to_json(), flush=True)
+
+    termination = install_threaded(on_verdict, detector=Detector.from_environment())
+    print("ready", flush=True)
+    termination.wait(120)
+""")
+
+
+async def line_of(process: asyncio.subprocess.Process) -> str:
+    assert process.stdout is not None and process.stderr is not None
+    async with asyncio.timeout(BOUND):
+        line = await process.stdout.readline()
+        if not line:
+            error = (await process.stderr.read()).decode()
+            raise AssertionError(f"the workload ended without answering: {error}")
+    return line.decode().strip()
+
+
+def deadline_of(verdict: Obj) -> float:
+    """The detection deadline a verdict's cut reads ran under, in seconds."""
+    [cut] = [e for e in verdict["evidence"] if e["fact"] == "events_unavailable"]
+    assert cut["values"]["reason"] == "timeout", cut
+    within = re.search(r"within the ([0-9.]+)s detection deadline", cut["values"]["error"])
+    assert within is not None, cut
+    return float(within.group(1))
+
+
+async def test_a_short_deletion_grace_period_bounds_the_verdict_while_events_hang(
+    real_cluster: RealCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Issue 30: a pod with terminationGracePeriodSeconds 30, its detector configured with
+    30 s as the docs show, drained with `kubectl drain --grace-period 2` while the events
+    read hangs. Before v3 the configured 30 s kept a 5 s deadline and the verdict came after
+    the deletion's 2 s were over (the kubelet's SIGKILL). Now the deadline is derived from
+    the deletion as soon as the pod is read: at most half its 2 s."""
+    hung: list[Seen] = []
+    released = asyncio.Event()
+
+    async def hang_the_events_read(seen: Seen) -> int | None:
+        if seen.is_("GET", f"/api/v1/namespaces/{namespace}/events"):
+            hung.append(seen)
+            await released.wait()  # an overloaded API server: no answer in time
+            return 503
+        return None
+
+    proxy = await ApiProxy(real_cluster.server, real_cluster.ca_pem).start()
+    proxy.rules.append(hang_the_events_read)
+    workload: asyncio.subprocess.Process | None = None
+    try:
+        kubeconfig = await workload_kubeconfig(real_cluster, namespace, tmp_path, api=proxy)
+        manifest = web(namespace, ready_delay="0s")
+        template = manifest["spec"]["template"]
+        template["metadata"]["annotations"]["sim.kubesim.io/exit-delay"] = "5s"
+        template["spec"]["terminationGracePeriodSeconds"] = 30
+        template["spec"]["serviceAccountName"] = SERVICE_ACCOUNT
+        admin = real_cluster.kubeconfig_path
+        await kubectl(admin, "apply", "-f", "-", stdin=json.dumps(manifest))
+        pod = await the_pod(real_cluster, namespace)
+        # Started before the drain, as the container is: the SIGTERM finds it running.
+        script = tmp_path / "workload.py"
+        script.write_text(SIGTERM_WORKLOAD)
+        workload = await asyncio.create_subprocess_exec(
+            sys.executable, str(script),
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(product_source()),
+                 "KUBECONFIG": str(kubeconfig), "TERMINATION_GRACE_PERIOD_SECONDS": "30",
+                 "POD_NAME": pod["metadata"]["name"], "POD_NAMESPACE": namespace,
+                 "POD_UID": pod["metadata"]["uid"], "NODE_NAME": pod["spec"]["nodeName"]},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert await line_of(workload) == "ready"
+
+        drain = ("drain", pod["spec"]["nodeName"], "--ignore-daemonsets", "--grace-period", "2",
+                 "--pod-selector=app=web", "--timeout=100s")  # fmt: skip
+        draining = asyncio.create_task(kubectl(admin, *drain, check=False))
+        try:
+            # The kubelet's SIGTERM, as soon as the deletion is seen.
+            terminating = await until_terminating(real_cluster, pod)
+            workload.send_signal(signal.SIGTERM)
+            verdict = json.loads(await line_of(workload))
+        finally:
+            drained = await draining
+    finally:
+        released.set()
+        if workload is not None and workload.returncode is None:
+            workload.kill()
+            await workload.wait()
+        await proxy.stop()
+
+    assert drained.code == 0, drained.stderr
+    meta = terminating["metadata"]
+    assert meta["deletionGracePeriodSeconds"] == 2  # kubectl drain's, not the spec's 30
+    # Measured on the cluster's own timestamps, not on a stopwatch, and robust under load:
+    # the verdict's time against deletionTimestamp + 2 s. kube-apiserver sets
+    # deletionTimestamp to the deletion's time plus its grace period, in whole seconds
+    # (rest.BeforeDelete), so this is 3 to 4 s after the deletion; before v3 the verdict came
+    # 4.8 s after the SIGTERM. The exact rule is the deadline's, asserted below.
+    over = datetime.fromisoformat(meta["deletionTimestamp"]) + timedelta(seconds=2)
+    decided = datetime.fromisoformat(verdict["decided_at"])
+    assert decided < over, f"verdict at {decided}, bound {over}: {verdict}"
+    assert hung, "the events read never reached the proxy"
+    # The deadline came from the deletion's 2 s (half, less the reserve for answering, less
+    # still for a detection that starts after the deletion), not from the configured 30 s
+    # (4.80 s for the reads before v3).
+    assert deadline_of(verdict) <= 0.8
+    assert (verdict["cause"], verdict["action"]) == ("voluntary", "drain_gracefully")
+    [condition] = [e for e in verdict["evidence"] if e["fact"] == "disruption_target"]
+    assert condition["values"]["reason"] == "EvictionByEvictionAPI"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from graceful_drain.termination.budget import (
     DETECTION_SHARE,
     Deadline,
     collection_budget,
+    pod_grace_bound_seconds,
     pod_grace_period_seconds,
 )
 
@@ -109,3 +112,67 @@ def test_the_budget_reads_back_exactly_on_a_clock_far_from_zero() -> None:
     deadline.tighten(2.5)
     assert deadline.budget_seconds == 2.5
     assert deadline.remaining() == pytest.approx(2.5)
+
+
+NOW = datetime(2026, 11, 11, 12, 0, 0, tzinfo=UTC)
+
+
+def deleted_pod(
+    *, spec: int | None = 30, deletion: int | None = None, left: float | None = None
+) -> dict[str, object]:
+    """A pod whose deletion (if any) was asked with `deletion` seconds, due `left` s from NOW."""
+    meta: dict[str, object] = {"name": "web"}
+    if deletion is not None:
+        meta["deletionGracePeriodSeconds"] = deletion
+    if left is not None:
+        due = NOW + timedelta(seconds=left)
+        meta["deletionTimestamp"] = due.strftime("%Y-%m-%dT%H:%M:%S") + "Z"
+    spec_: dict[str, object] = {}
+    if spec is not None:
+        spec_["terminationGracePeriodSeconds"] = spec
+    return {"metadata": meta, "spec": spec_}
+
+
+@pytest.mark.parametrize(
+    ("raw", "elapsed", "bound"),
+    [
+        (deleted_pod(), 0.0, 30.0),  # not deleted: the spec's
+        (deleted_pod(spec=None), 0.0, None),  # nothing said
+        ({}, 0.0, None),
+        ("not a pod", 0.0, None),
+        # kubectl drain --grace-period 2 on a 30 s pod, read at once: the deletion's 2 s
+        (deleted_pod(deletion=2, left=2), 0.0, 2.0),
+        # ...read 1 s after the detection started, the deletion 1 s before that: 1 + 1
+        (deleted_pod(deletion=2, left=1), 1.0, 2.0),
+        # the detection started late (1 s after the deletion): only 1 s is left of 2
+        (deleted_pod(deletion=2, left=1), 0.0, 1.0),
+        # deletionTimestamp already passed: the deadline is behind us
+        (deleted_pod(deletion=2, left=-3), 1.0, -2.0),
+        # a configured-looking 30 s deletion, due in 5 s: 5 s
+        (deleted_pod(deletion=30, left=5), 0.0, 5.0),
+        # a malformed deletionTimestamp bounds nothing; the deletion's grace still does
+        ({"metadata": {"deletionGracePeriodSeconds": 2, "deletionTimestamp": "soon"}}, 0.0, 2.0),
+        ({"metadata": {"deletionGracePeriodSeconds": "2"}, "spec": {}}, 0.0, None),
+    ],
+)
+def test_pod_grace_bound(raw: object, elapsed: float, bound: float | None) -> None:
+    assert pod_grace_bound_seconds(raw, NOW, elapsed) == bound
+
+
+@given(
+    spec=st.none() | st.integers(0, 3600),
+    deletion=st.none() | st.integers(0, 3600),
+    left=st.none() | st.integers(-3600, 3600),
+    elapsed=st.floats(0, 60, allow_nan=False),
+)
+def test_the_pod_bound_is_never_longer_than_any_bound_it_knows(
+    spec: int | None, deletion: int | None, left: int | None, elapsed: float
+) -> None:
+    raw = deleted_pod(spec=spec, deletion=deletion, left=left)
+    bound = pod_grace_bound_seconds(raw, NOW, elapsed)
+    known: list[float] = [
+        float(b) for b in (deletion if deletion is not None else spec,) if b is not None
+    ]
+    if left is not None:
+        known.append(elapsed + left)
+    assert bound == (min(known) if known else None)

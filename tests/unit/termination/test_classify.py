@@ -47,7 +47,7 @@ CRITICAL_MSG = "Preempted in order to admit critical pod"
 
 
 def condition(
-    reason: str, message: str | None = None, status: str = "True"
+    reason: str, message: str | None = None, status: str | None = "True"
 ) -> DisruptionTargetCondition:
     return DisruptionTargetCondition(status, reason, message, NOW - timedelta(seconds=5))
 
@@ -82,7 +82,7 @@ def event(
     *,
     uid: str | None = UID,
     source: str | None = "kubelet",
-    type_: str = "Warning",
+    type_: str | None = "Warning",
     message: str | None = None,
     starved: str | None = None,
     action: str | None = None,
@@ -106,7 +106,7 @@ def evicted(
     *,
     uid: str = UID,
     source: str = "kubelet",
-    type_: str = "Warning",
+    type_: str | None = "Warning",
     starved: str | None = None,
 ) -> EventRecord:
     return event("Evicted", uid=uid, source=source, type_=type_, message=message, starved=starved)
@@ -168,6 +168,7 @@ class Case:
     grace: int = GRACE
     retention: int = 3600
     also: tuple[Fact, ...] = field(default=())  # further facts the evidence must mention
+    rollout_timeout: timedelta = timedelta(minutes=10)  # the controller's default
 
     @property
     def action(self) -> Action:
@@ -179,7 +180,7 @@ class Case:
 
 
 def run(case: Case) -> Verdict:
-    return classify(case.evidence, NOW, case.grace, case.retention)
+    return classify(case.evidence, NOW, case.grace, case.retention, case.rollout_timeout)
 
 
 def check(case: Case) -> None:
@@ -396,12 +397,20 @@ TIER_2 = [
         Fact.PREEMPTION_EVENT,
     ),
     Case(
-        "a Normal Evicted event is not the kubelet's eviction",
+        "a kubelet Evicted event of type Normal is the kubelet's eviction all the same (v3)",
         evidence(events=events(evicted(type_="Normal"))),
-        Cause.INDETERMINATE,
-        Source.CLASSIFIER,
-        Fact.CONSERVATIVE_FALLBACK,
-        also=(Fact.OTHER_EVICTED_EVENT,),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.MEMORY,
+    ),
+    Case(
+        "a kubelet Evicted event with no type is the kubelet's eviction (v3)",
+        evidence(events=events(evicted(type_=None))),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.MEMORY,
     ),
     Case(
         "an Evicted event from another component is not the kubelet's eviction",
@@ -771,6 +780,52 @@ OVERRIDE = [
         also=(Fact.KUBELET_EVICTION_OVERRIDE,),
     ),
     Case(
+        "EvictionByEvictionAPI beside a kubelet status Preempting: the kubelet's record (v3)",
+        evidence(
+            pod=pod(
+                deleted=True,
+                target=condition("EvictionByEvictionAPI"),
+                reason="Preempting",
+                message=CRITICAL_MSG,
+            )
+        ),
+        Cause.PREEMPTED,
+        Source.POD,
+        Fact.KUBELET_STATUS,
+        also=(Fact.PREEMPTION_OVERRIDE, Fact.DISRUPTION_TARGET),
+    ),
+    Case(
+        "EvictionByEvictionAPI beside a node-shutdown status: the kubelet's record (v3)",
+        evidence(
+            pod=pod(
+                deleted=True,
+                target=condition("EvictionByEvictionAPI"),
+                reason="Terminated",
+                message=SHUTDOWN_MSG,
+            )
+        ),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.POD,
+        Fact.KUBELET_STATUS,
+        also=(Fact.KUBELET_TERMINATION_OVERRIDE, Fact.DISRUPTION_TARGET),
+    ),
+    Case(
+        "deletionTimestamp beside a node-shutdown status: the kubelet's record (v3)",
+        evidence(pod=pod(deleted=True, reason="Terminated", message=SHUTDOWN_MSG)),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.POD,
+        Fact.KUBELET_STATUS,
+    ),
+    Case(
+        "rollout marker + kubelet Evicted event of type Normal: the kubelet's record (v3)",
+        evidence(owner=MARKER, events=events(evicted(type_="Normal"))),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.MEMORY,
+        also=(Fact.ROLLOUT_MARKER,),
+    ),
+    Case(
         "deletionTimestamp + kubelet status Evicted (pre-DisruptionTarget cluster)",
         evidence(pod=pod(deleted=True, reason="Evicted", message=MEMORY_MSG)),
         Cause.INVOLUNTARY_EVICTION,
@@ -779,6 +834,125 @@ OVERRIDE = [
         PressuredResource.MEMORY,
     ),
 ]
+
+
+# --- malformed evidence fails closed (v3) ----------------------------------------------
+
+MALFORMED_EVENTS = Unavailable(UnavailableReason.ERROR, "the events list answer is malformed")
+
+
+def marker(raw: str | None, parsed: datetime | None) -> OwnerRollout:
+    return OwnerRollout("web", raw, parsed)
+
+
+MALFORMED = [
+    Case(
+        "an events answer without items is unavailable: the marker is not trusted alone",
+        evidence(owner=MARKER, events=MALFORMED_EVENTS),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.EVENTS_UNAVAILABLE, Fact.ROLLOUT_MARKER),
+    ),
+    Case(
+        "a restarted-at that is not a time is no marker",
+        evidence(owner=marker("not-a-time", None)),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.ROLLOUT_MARKER_REJECTED,),
+    ),
+    Case(
+        "a restarted-at of 1970 is no marker: older than the rollout timeout",
+        evidence(owner=marker("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=UTC))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.ROLLOUT_MARKER_REJECTED,),
+    ),
+    Case(
+        "a restarted-at of the year 3000 is no marker: further ahead than the timeout",
+        evidence(owner=marker("3000-01-01T00:00:00Z", datetime(3000, 1, 1, tzinfo=UTC))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.ROLLOUT_MARKER_REJECTED,),
+    ),
+    Case(
+        "a restarted-at just older than a configured 1m rollout timeout is no marker",
+        evidence(owner=MARKER),  # two minutes old
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.ROLLOUT_MARKER_REJECTED,),
+        rollout_timeout=timedelta(minutes=1),
+    ),
+    Case(
+        "a restarted-at a little ahead of now (clock skew) is a marker",
+        evidence(owner=marker("2026-11-11T12:00:30Z", NOW + timedelta(seconds=30))),
+        Cause.VOLUNTARY,
+        Source.OWNER,
+        Fact.ROLLOUT_MARKER,
+    ),
+    Case(
+        'DisruptionTarget status "Unknown" + TerminationByKubelet + deletionTimestamp: no drain',
+        evidence(pod=pod(deleted=True, target=condition("TerminationByKubelet", status="Unknown"))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.DISRUPTION_TARGET_NOT_TRUE,),
+    ),
+    Case(
+        'DisruptionTarget status "true" (not the API\'s "True") + deletionTimestamp: no drain',
+        evidence(pod=pod(deleted=True, target=condition("TerminationByKubelet", status="true"))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.DISRUPTION_TARGET_NOT_TRUE,),
+    ),
+    Case(
+        "DisruptionTarget with a boolean status + EvictionByEvictionAPI: not a drain",
+        evidence(pod=pod(deleted=True, target=condition("EvictionByEvictionAPI", status="true"))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.DISRUPTION_TARGET_NOT_TRUE,),
+    ),
+    Case(
+        "DisruptionTarget without a status + deletionTimestamp: no drain",
+        evidence(pod=pod(deleted=True, target=condition("DeletionByPodGC", status=None))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.DISRUPTION_TARGET_NOT_TRUE,),
+    ),
+    Case(
+        "DisruptionTarget status Unknown with a kubelet eviction message: an eviction",
+        evidence(
+            pod=pod(
+                deleted=True,
+                target=condition("TerminationByKubelet", MEMORY_MSG, status="Unknown"),
+            )
+        ),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.POD,
+        Fact.KUBELET_STATUS,
+        PressuredResource.MEMORY,
+    ),
+    Case(
+        'DisruptionTarget "False" (withdrawn) + deletionTimestamp: a deletion, a drain',
+        evidence(pod=pod(deleted=True, target=condition("TerminationByKubelet", status="False"))),
+        Cause.VOLUNTARY,
+        Source.POD,
+        Fact.DELETION_REQUESTED,
+        also=(Fact.DISRUPTION_TARGET_NOT_TRUE,),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=lambda c: c.name)
+def test_malformed_evidence_fails_closed(case: Case) -> None:
+    check(case)
 
 
 @pytest.mark.parametrize("case", PRIORITY, ids=lambda c: c.name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import resolve_identity
 from graceful_drain.termination.verdict import SCHEMA
 from tests.unit.termination.fakes import (
+    HANG,
     MEMORY_MESSAGE,
     NAMESPACE,
     NODE,
@@ -80,6 +82,62 @@ SCENARIOS = {
         ["--after-restart"],
         Outcome.REPORT_ONLY,
     ),
+    # v3: a kubelet-, preemption- or shutdown-sourced record beats a voluntary marker
+    "drain-eviction-beside-kubelet-preempting": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                disruption="EvictionByEvictionAPI",
+                status={
+                    "reason": "Preempting",
+                    "message": "Preempted in order to admit critical pod",
+                },
+            )
+        ),
+        [],
+        Outcome.SHED_LOAD,
+    ),
+    "drain-eviction-beside-node-shutdown": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                disruption="EvictionByEvictionAPI",
+                status={
+                    "reason": "Terminated",
+                    "message": "Pod was terminated in response to imminent node shutdown.",
+                },
+            )
+        ),
+        [],
+        Outcome.SHED_LOAD,
+    ),
+    # v3: malformed evidence fails closed
+    "deletion-beside-an-unknown-disruption-target": (
+        FakeReader(
+            pod=pod_obj(
+                deleted=True,
+                status={
+                    "conditions": [
+                        {
+                            "type": "DisruptionTarget",
+                            "status": "Unknown",
+                            "reason": "TerminationByKubelet",
+                        }
+                    ]
+                },
+            )
+        ),
+        [],
+        Outcome.INDETERMINATE,
+    ),
+    "deletion-beside-a-kubelet-evicted-event-without-type": (
+        FakeReader(
+            pod=pod_obj(deleted=True),
+            events=events_list({k: v for k, v in evicted_event().items() if k != "type"}),
+        ),
+        [],
+        Outcome.SHED_LOAD,
+    ),
     "kubelet-status-past-retention": (
         FakeReader(
             pod=pod_obj(
@@ -128,6 +186,10 @@ def test_the_subcommand_is_registered() -> None:
         ["--deadline", "inf"],
         ["--grace-period", "-1"],
         ["--event-retention", "0"],
+        ["--rollout-timeout", "0s"],
+        ["--rollout-timeout", "-1m"],
+        ["--rollout-timeout", "10"],
+        ["--rollout-timeout", "soon"],
         ["--unknown"],
     ],
 )
@@ -227,7 +289,9 @@ def test_record_event_posts_the_verdict(capsys: pytest.CaptureFixture[str]) -> N
 def test_a_failed_recording_is_reported_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     reader = FakeReader(pod=pod_obj(deleted=True), create_event=forbidden("events"))
     assert run(reader, "--record-event") == 0
-    assert "verdict not recorded as an Event: " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "verdict not recorded as an Event (forbidden: " in err
+    assert "Unavailable(" not in err and "UnavailableReason" not in err  # v3: for people
 
 
 def stat_line(starttime_ticks: int, comm: str = "python3") -> str:
@@ -286,3 +350,90 @@ def test_the_grace_period_comes_from_the_environment_unless_given(
 
     assert grace(from_env) == "7200"
     assert grace(from_flag) == "4"
+
+
+def marker_only(stamp: str) -> FakeReader:
+    """The pod object is gone; events read, none; the Deployment carries `stamp`."""
+    return FakeReader(
+        pod=not_found(),
+        events=events_list(),
+        deployments={"web": deployment_obj(restarted_at=stamp)},
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "outcome"),
+    [
+        ([], Outcome.DRAIN_GRACEFULLY),  # a 2-minute-old stamp, within the default 10m
+        (["--rollout-timeout", "3m"], Outcome.DRAIN_GRACEFULLY),
+        (["--rollout-timeout", "1m"], Outcome.INDETERMINATE),  # the controller gave up on it
+    ],
+)
+def test_the_rollout_timeout_bounds_the_marker(argv: list[str], outcome: Outcome) -> None:
+    reader = marker_only("2026-11-11T11:58:00Z")
+    assert run(reader, "--grace-period", "30", *argv) == EXIT_CODES[outcome]
+
+
+@pytest.mark.parametrize("stamp", ["not-a-time", "1970-01-01T00:00:00Z", "3000-01-01T00:00:00Z"])
+def test_a_stamp_outside_the_window_is_no_marker(
+    stamp: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = marker_only(stamp)
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
+    facts = [item["fact"] for item in json.loads(capsys.readouterr().out)["evidence"]]
+    assert "rollout_marker_rejected" in facts
+
+
+def test_the_rollout_timeout_default_is_the_controllers() -> None:
+    from graceful_drain.config import ControllerConfig
+
+    assert parse().rollout_timeout == ControllerConfig().rollout_timeout
+
+
+@pytest.mark.parametrize("body", [{}, {"items": None}, {"kind": "EventList"}])
+def test_an_events_body_without_items_is_no_absence(
+    body: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = FakeReader(
+        pod=not_found(), events=body,
+        deployments={"web": deployment_obj(restarted_at="2026-11-11T11:58:00Z")},
+    )  # fmt: skip
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
+    [events] = [
+        item for item in json.loads(capsys.readouterr().out)["evidence"]
+        if item["fact"] == "events_unavailable"
+    ]  # fmt: skip
+    assert events["values"]["reason"] == "error"
+    assert "malformed" in events["values"]["error"]
+
+
+DETECTOR_DOC = Path(__file__).parents[3] / "docs" / "termination-detector.md"
+
+
+def test_the_command_line_reference_lists_every_flag() -> None:
+    """docs/termination-detector.md's table and --help name the same flags (--context too)."""
+    parser = argparse.ArgumentParser()
+    cli.configure(parser)
+    flags = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
+    text = DETECTOR_DOC.read_text()
+    section = text.split("## Command-line reference", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(--[a-z-]+)[` ]", section, re.M))
+    assert documented == flags
+    assert "--context" in documented
+
+
+def test_the_deletions_grace_period_bounds_the_cli_deadline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 30: --grace-period 30 as the docs show, a deletion with 2 s, the events read
+    hanging: the reads get half the deletion's 2 s (less the reserve), not 5 s."""
+    pod = pod_obj(deleted=True, disruption="EvictionByEvictionAPI", deletion_grace=2)
+    pod["metadata"]["deletionTimestamp"] = "2026-11-11T12:00:02Z"  # NOW + 2 s
+    reader = FakeReader(pod=pod, events=HANG)
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.DRAIN_GRACEFULLY]
+    [cut] = [
+        item for item in json.loads(capsys.readouterr().out)["evidence"]
+        if item["fact"] == "events_unavailable"
+    ]  # fmt: skip
+    within = re.search(r"within the ([0-9.]+)s detection deadline", cut["values"]["error"])
+    assert within is not None and float(within.group(1)) <= 0.8

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -201,3 +202,60 @@ def test_a_bad_grace_period_in_the_environment_fails_at_start_up() -> None:
     env = {"POD_NAME": "web", "POD_NAMESPACE": "shop", "TERMINATION_GRACE_PERIOD_SECONDS": "x"}
     with pytest.raises(GracePeriodError, match="TERMINATION_GRACE_PERIOD_SECONDS='x'"):
         Detector.from_environment(env=env)
+
+
+def deletion(grace: int, due_in: float) -> dict[str, object]:
+    """A pod deleted with `grace` seconds, its deletionTimestamp `due_in` s after NOW."""
+    pod = pod_obj(deleted=True, grace=30, deletion_grace=grace)
+    due = NOW + timedelta(seconds=due_in)
+    pod["metadata"]["deletionTimestamp"] = due.strftime("%Y-%m-%dT%H:%M:%S") + "Z"
+    return pod
+
+
+def timeout_detail(verdict: Verdict) -> str:
+    return values(verdict, Fact.EVENTS_UNAVAILABLE)["error"]
+
+
+@pytest.mark.parametrize(
+    ("config", "pod", "budget"),
+    [
+        # Issue 30: kubectl drain --grace-period 2 of a pod whose detector is configured with
+        # the documented 30 s; the events read hangs. Before v3 the deadline stayed at 5 s.
+        (DetectorConfig(grace_period_seconds=30), deletion(2, 2), 1.0),
+        # a longer requested deadline changes nothing: half the deletion's grace period
+        (DetectorConfig(grace_period_seconds=30, deadline_seconds=10), deletion(2, 2), 1.0),
+        # less left until deletionTimestamp than the deletion's grace period: that bounds it
+        (DetectorConfig(grace_period_seconds=30), deletion(30, 1), 0.5),
+        # the configured grace period stays a bound when the pod's is longer
+        (DetectorConfig(grace_period_seconds=4), deletion(30, 30), 2.0),
+        # deletionTimestamp already passed: answer with what was read, at once
+        (DetectorConfig(grace_period_seconds=30), deletion(30, -5), 0.0),
+    ],
+)
+async def test_the_deletion_bounds_the_deadline_whatever_is_configured(
+    config: DetectorConfig, pod: dict[str, object], budget: float
+) -> None:
+    reader = FakeReader(pod=pod, events=HANG)
+    found, _ = detector(reader, config)
+    before = found.budget_seconds()
+    verdict = await found.detect()
+    # The bound counts from the detection's start: the pod read's own (tiny) time is added.
+    assert found.budget_seconds() == pytest.approx(budget, abs=0.05)
+    assert found.budget_seconds() <= before
+    within = re.search(
+        r"no answer within the ([0-9.]+)s detection deadline", timeout_detail(verdict)
+    )
+    assert within is not None
+    assert float(within.group(1)) == pytest.approx(reads_budget(budget), abs=0.05)
+    # the pod's own object still decides: a deletion, and the events read was cut
+    assert verdict.cause is Cause.VOLUNTARY
+    assert reader.cancelled == ["events"]
+
+
+async def test_a_new_detection_starts_from_the_configured_bound_again() -> None:
+    found, _ = detector(FakeReader(pod=deletion(2, 2)), DetectorConfig(grace_period_seconds=30))
+    await found.detect()
+    assert found.budget_seconds() <= 1.0
+    found._reader_factory = ReaderFactory(FakeReader(pod=forbidden()))
+    await found.detect()
+    assert found.budget_seconds() == DEFAULT_DEADLINE_SECONDS

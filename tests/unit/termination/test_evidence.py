@@ -10,13 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.termination.evidence import (
+    MAX_RAW_VALUE_CHARS,
     RESTARTED_AT_ANNOTATION,
+    ConditionState,
     ContainerTermination,
+    DisruptionTargetCondition,
     EventRecord,
     EventsSnapshot,
     NodeSnapshot,
     OwnerRollout,
     PodSnapshot,
+    Unavailable,
+    UnavailableReason,
 )
 from graceful_drain.termination.kubelet import PressuredResource
 
@@ -125,12 +130,15 @@ def test_pod_from_malformed_object_reads_as_absent(raw: Any) -> None:
         ("2026-11-11T11:59:50Z", T0),
         ("2026-11-11T11:59:50.000000Z", T0),  # MicroTime
         ("2026-11-11T12:59:50+01:00", T0),
-        ("2026-11-11T11:59:50", T0),  # naive is taken as UTC
+        # v3: strict RFC 3339, so a cut stamp never reads as a deletion
+        ("2026-11-11T11:59:50", None),
+        ("2026-11-11T11:59", None),
+        ("2026-11-11", None),
         ("11:59", None),
         ("", None),
     ],
 )
-def test_timestamps(stamp: str, expected: datetime | None) -> None:
+def test_deletion_timestamps(stamp: str, expected: datetime | None) -> None:
     raw = {"metadata": {"deletionTimestamp": stamp}}
     assert PodSnapshot.from_object(raw).deletion_timestamp == expected
 
@@ -196,12 +204,50 @@ def test_events_k8s_io_kubelet_event_via_deprecated_source() -> None:
 )
 def test_events_snapshot_from_list_or_event_list(raw: Any) -> None:
     snapshot = EventsSnapshot.from_object(raw)
+    assert isinstance(snapshot, EventsSnapshot)
     assert [e.reason for e in snapshot.events] == ["Evicted", "Preempted"]
 
 
-@pytest.mark.parametrize("raw", [None, {"items": None}, {"items": "x"}, 5, "events"])
-def test_events_snapshot_from_malformed(raw: Any) -> None:
-    assert EventsSnapshot.from_object(raw).events == ()
+@pytest.mark.parametrize(
+    "raw", [None, {}, {"items": None}, {"items": "x"}, {"items": {"a": 1}}, 5, "events"]
+)
+def test_an_events_answer_without_an_items_list_is_unavailable(raw: Any) -> None:
+    """v3: "no items" is not "no Evicted event" (that would let a drain verdict through)."""
+    snapshot = EventsSnapshot.from_object(raw)
+    assert isinstance(snapshot, Unavailable)
+    assert snapshot.reason is UnavailableReason.ERROR
+    assert "malformed" in snapshot.detail
+
+
+def test_an_empty_items_list_is_read_and_empty() -> None:
+    snapshot = EventsSnapshot.from_object({"kind": "EventList", "items": []})
+    assert isinstance(snapshot, EventsSnapshot) and snapshot.events == ()
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [
+        ("True", ConditionState.TRUE),
+        ("False", ConditionState.FALSE),
+        ("Unknown", ConditionState.UNKNOWN),
+        ("true", ConditionState.UNKNOWN),
+        ("TRUE", ConditionState.UNKNOWN),
+        (True, ConditionState.UNKNOWN),
+        (1, ConditionState.UNKNOWN),
+        ("", ConditionState.UNKNOWN),
+        (None, ConditionState.UNKNOWN),
+        (["True"], ConditionState.UNKNOWN),
+    ],
+)
+def test_disruption_target_status_is_compared_as_the_api_defines_it(
+    status: object, state: ConditionState
+) -> None:
+    raw: dict[str, object] = {"type": "DisruptionTarget", "reason": "TerminationByKubelet"}
+    if status is not None:
+        raw["status"] = status
+    condition = DisruptionTargetCondition.from_object(raw)
+    assert condition.state is state
+    assert condition.is_true is (state is ConditionState.TRUE)
 
 
 NODE: dict[str, Any] = {
@@ -244,7 +290,13 @@ def test_node_from_malformed(raw: Any) -> None:
     [
         ({RESTARTED_AT_ANNOTATION: "2026-11-11T11:59:50Z"}, True, T0),
         ({RESTARTED_AT_ANNOTATION: "not a time"}, True, None),  # present all the same
-        ({RESTARTED_AT_ANNOTATION: ""}, False, None),
+        ({RESTARTED_AT_ANNOTATION: ""}, True, None),
+        ({RESTARTED_AT_ANNOTATION: 1700000000}, True, None),
+        # v3: only strict RFC 3339 is a time (no naive or date-only ISO forms)
+        ({RESTARTED_AT_ANNOTATION: "2026-11-11T11:59:50"}, True, None),
+        ({RESTARTED_AT_ANNOTATION: "2026-11-11 11:59:50Z"}, True, None),
+        ({RESTARTED_AT_ANNOTATION: "2026-11-11"}, True, None),
+        ({RESTARTED_AT_ANNOTATION: "2026-11-11T12:59:50+01:00"}, True, T0),
         ({"other": "x"}, False, None),
         (None, False, None),
     ],
@@ -256,6 +308,20 @@ def test_owner_rollout_marker(
     assert owner.deployment == "web"
     assert owner.marker_present is present
     assert owner.restarted_at == parsed
+
+
+def test_a_huge_stamp_is_repeated_cut_short() -> None:
+    huge = "2026-11-11T11:59:50Z" + "x" * (8 * 1024 * 1024)
+    owner = OwnerRollout.from_object({"metadata": {"annotations": {RESTARTED_AT_ANNOTATION: huge}}})
+    assert owner.marker_present and owner.restarted_at is None
+    assert owner.restarted_at_raw is not None
+    assert len(owner.restarted_at_raw) == MAX_RAW_VALUE_CHARS
+
+
+def test_unavailable_reads_for_people() -> None:
+    why = Unavailable(UnavailableReason.TIMEOUT, "no answer within 2.00s")
+    assert str(why) == "timeout: no answer within 2.00s"
+    assert str(Unavailable(UnavailableReason.FORBIDDEN)) == "forbidden"
 
 
 def test_no_owning_deployment_has_no_marker() -> None:
@@ -293,8 +359,10 @@ def test_pod_from_object_never_raises(raw: Any) -> None:
 
 @given(json_values | shaped({"items": [CORE_EVENT, EVENTS_V1_EVENT]}))
 def test_events_from_object_never_raises(raw: Any) -> None:
-    for record in EventsSnapshot.from_object(raw).events:
-        _ = (record.observed_at, record.from_kubelet)
+    snapshot = EventsSnapshot.from_object(raw)
+    if isinstance(snapshot, EventsSnapshot):
+        for record in snapshot.events:
+            _ = (record.observed_at, record.from_kubelet)
 
 
 @given(json_values | shaped(NODE))
@@ -305,3 +373,10 @@ def test_node_from_object_never_raises(raw: Any) -> None:
 @given(json_values | shaped({"metadata": {"name": "web", "annotations": {"a": "b"}}}))
 def test_owner_from_object_never_raises(raw: Any) -> None:
     _ = OwnerRollout.from_object(raw).marker_present
+
+
+@pytest.mark.parametrize("component", ["kube", 7, None, "default-scheduler"])
+def test_an_event_is_the_kubelets_if_any_source_field_says_so(component: object) -> None:
+    """v3: one damaged source field cannot hide the kubelet's record."""
+    raw = {**CORE_EVENT, "source": {"component": component}, "reportingComponent": "kubelet"}
+    assert EventRecord.from_object(raw).from_kubelet

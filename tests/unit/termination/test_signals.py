@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.termination.budget import Deadline
+from graceful_drain.termination.budget import Deadline, pod_grace_period_seconds
 from graceful_drain.termination.evidence import (
     EventsSnapshot,
     NodeSnapshot,
@@ -102,10 +102,22 @@ async def test_a_hanging_pod_read_times_out_pod_and_owner_only() -> None:
     assert set(collection.timed_out) == {"pod", "owner"}
 
 
+def half_the_pods_grace(raw: object) -> float | None:
+    grace = pod_grace_period_seconds(raw)
+    return None if grace is None else grace * 0.5
+
+
+async def test_a_pod_the_budget_callback_says_nothing_of_leaves_the_deadline_alone() -> None:
+    reader = FakeReader(pod=pod_obj(deleted=True, deletion_grace=0))
+    collection = await collect(reader, budget_for_pod=lambda raw: None)
+    assert collection.budget_seconds == LONG
+    assert collection.timed_out == ()
+
+
 async def test_the_deadline_tightens_to_the_pods_own_grace_period() -> None:
     reader = FakeReader(pod=pod_obj(deleted=True, deletion_grace=0), events=HANG)
     # A LONG budget that the pod's 0 s grace period must cut: waiting it out would fail.
-    collection = await collect(reader, LONG, budget_for_grace=lambda grace: grace * 0.5)
+    collection = await collect(reader, LONG, budget_for_pod=half_the_pods_grace)
     assert collection.pod_grace_period_seconds == 0
     assert collection.budget_seconds == 0.0
     assert collection.timed_out == ("events",)
@@ -113,9 +125,16 @@ async def test_the_deadline_tightens_to_the_pods_own_grace_period() -> None:
 
 async def test_another_incarnations_grace_period_is_not_used() -> None:
     reader = FakeReader(pod=pod_obj(uid="someone-else", grace=0))
-    collection = await collect(reader, budget_for_grace=lambda grace: grace * 0.5)
+    seen: list[object] = []
+
+    def budget_for_pod(raw: object) -> float | None:
+        seen.append(raw)
+        return 0.0
+
+    collection = await collect(reader, budget_for_pod=budget_for_pod)
     assert collection.pod_grace_period_seconds is None
     assert collection.budget_seconds == LONG
+    assert seen == []  # another incarnation's object is never handed over
 
 
 async def test_after_restart_reads_only_the_pod() -> None:
