@@ -5,24 +5,36 @@ a Content-Length, to one path (plus a `?timeout=` query), and reuses the connect
 server machinery (request and response objects, a payload stream and a task per request) cost
 as much CPU per admission as the review itself; this protocol, on httptools' parser (llhttp,
 Node's), costs about a third of it (bench/README.md, "The webhook's HTTP server"). Anything
-else a client sends still gets a plain HTTP answer:
+else a client sends still gets a plain HTTP answer, as Go's net/http (the server the API
+server's client is written against) gives it:
 
 - a POST on a route: 200 with the handler's body. A body over `max_body` bytes is not kept:
   the handler gets None (the webhook answers it as a malformed review);
 - another method on a route: 405 with `Allow: POST`; any other path: 404 (either without a
   body for HEAD);
-- bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
-  MAX_HEAD_BYTES: 431. Either closes the connection;
+- bytes that are not HTTP/1.x, or an upgrade: 400; a request line of another major version
+  (`HTTP/2.0`): 505; a head (request line and headers) over MAX_HEAD_BYTES: 431. Each closes
+  the connection;
 - `Expect: 100-continue` gets its interim answer (after the answers to the requests before
-  it). Requests pipelined on one connection are answered in order, one handler at a time, and
-  reading pauses while MAX_PIPELINED wait or while the client leaves answers unread (the
-  transport's buffer is full);
-- HTTP/1.0, or `Connection: close`, is answered and then closed.
+  it), unless the announced Content-Length is over `max_body`: then no 100 is sent, the
+  handler gets None at once, and the connection closes after its answer, the body unread.
+  Requests pipelined on one connection are answered in order, one handler at a time;
+- HTTP/1.0, or `Connection: close`, is answered and then closed; so is a connection the
+  client half-closes (TCP FIN or TLS close_notify) once the requests that arrived whole
+  before it are answered.
 
-The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
-which also closes a keep-alive connection left idle for its `keepalive_timeout`. On stop, the
-server stops accepting, closes idle connections, lets running handlers answer for up to
-`shutdown_timeout`, and then aborts what is left.
+The listening socket is plain TCP and each connection does its own TLS, over memory BIOs: the
+`ConnectionGuard` (connections.py) counts a connection from `accept`, so one that never starts
+or finishes its handshake holds a slot under the cap like any other, and the server decides
+how much of a connection's input it takes. What one connection can make the server hold is
+bounded: reads go into one RECEIVE_BUFFER_BYTES buffer all connections share, copied into the
+connection's TLS input at once; the parser is fed FEED_SLICE bytes at a time and stops, with
+the rest kept, as soon as MAX_PIPELINED requests wait or the client leaves WRITE_BUFFER_HIGH
+bytes of answers unread (then reading pauses, and no handler runs for it until it reads:
+meanwhile the guard treats it as a slow reader). The read deadlines and the cap are the
+guard's, which also closes a keep-alive connection left idle for its `keepalive_timeout`. On
+stop, the server stops accepting, closes idle connections, lets running handlers answer for
+up to `shutdown_timeout`, and then aborts what is left.
 """
 
 from __future__ import annotations
@@ -457,13 +469,13 @@ class _Exchange(asyncio.BufferedProtocol):
 
     def _resume(self) -> None:
         if (
-            self._paused and not self._broken and not self._writing_paused and not self._eof
+            self._paused and not self._broken and not self._writing_paused
             and self._transport is not None and not self._closed
         ):  # fmt: skip
             self._paused = False
             self._read_tls()  # what was read before the pause comes first
-            if not self._paused and not self._closed:
-                self._transport.resume_reading()
+            if not self._paused and not self._closed and not self._eof:
+                self._transport.resume_reading()  # after a half-close nothing more comes
 
     # --- shutdown -----------------------------------------------------------------------------
 
