@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -388,10 +389,29 @@ async def serve(config: ControllerConfig) -> int:
     return 0
 
 
+def raise_open_file_limit() -> tuple[int, int]:
+    """Raise the soft limit on open files to the hard one (many containers start at a soft
+    1,024), logging both; (soft, hard) as they are after. The webhook port holds up to
+    `DEFAULT_MAX_CONNECTIONS` connections plus one accept backlog (docs/reliability.md)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    raised = soft
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            raised = hard
+        except (ValueError, OSError) as error:  # an infinite hard limit above nr_open
+            _log.warning("cannot raise the open-file limit", soft=soft, hard=hard,
+                         error=str(error))  # fmt: skip
+    _log.info("open-file limit", soft=raised, hard=hard, soft_at_start=soft)
+    return raised, hard
+
+
 def run_controller(config: ControllerConfig) -> int:
-    """The process entry point: logging, then one event loop (uvloop where available)."""
+    """The process entry point: logging, the open-file limit, then one event loop (uvloop
+    where available)."""
     configure_logging(config.log_format, config.log_level)
     _log.info("configuration", version=__version__, **config.log_fields())
+    raise_open_file_limit()
     try:
         import uvloop
     except ImportError:

@@ -5,15 +5,19 @@ buffers) for as long as it likes; enough of them OOM-kill the pod, and then ever
 admitted (failurePolicy: Ignore). The webhook's server (webhook_http.py) tells the guard what
 each connection does, and the guard enforces:
 
-- a TLS handshake timeout (`read_timeout`, passed to the listening socket);
-- a read deadline: a request must arrive whole (head and body) within `read_timeout` of the
-  connection opening or of its first byte after an idle keep-alive period; a connection
-  that misses it is aborted;
+- a read deadline: the TLS handshake and a first request must arrive whole (head and body)
+  within `read_timeout` of `accept`, and a later request within `read_timeout` of its first
+  byte after an idle keep-alive period; a connection that misses it is aborted, and so is one
+  that leaves its answers unread for `read_timeout`;
 - an idle timeout: a keep-alive connection with nothing to read or answer is closed after
   `keepalive_timeout`;
-- a cap on open connections: when a new one would exceed it, the oldest connection that is
-  not running a handler (idle keep-alive first, then slow readers) is aborted to make room;
-  only when every connection is running a handler is the new one refused.
+- a cap on open connections, counted from `accept` (a connection that never starts TLS holds
+  a slot, and a file descriptor, like any other): when a new one would exceed it, the oldest
+  connection that is not running a handler is aborted to make room — first one that never
+  sent a whole request (still in its handshake, or slow with its first request) or leaves
+  its answers unread, then an idle keep-alive one, then one slow with a later request; only
+  when every connection is running a handler is the new one refused. The API server's
+  connections, reused and answered, are the last to go.
 
 The API server's own connections send a whole AdmissionReview at once and are reused, so
 they never meet the first or last limit in normal operation.
@@ -38,6 +42,9 @@ class GuardedConnection:
     transport: asyncio.BaseTransport | None = None
     busy: bool = False  # a request arrived whole and is being answered
     idle: bool = False  # kept alive between requests (its deadline is the idle timeout)
+    handshaken: bool = False  # its TLS handshake is done
+    served: bool = False  # a request of it has arrived whole: a client that speaks HTTP
+    stalled: bool = False  # answers wait for it to read the ones it was sent
     deadline: float | None = None  # loop time by which it must have read, or by which it closes
 
     def disarm(self) -> None:
@@ -52,6 +59,18 @@ class ConnectionStats:
     idle_closed: int = 0  # closed after keepalive_timeout with nothing to do
     evicted: int = 0  # aborted to make room under the cap
     refused: int = 0  # new connections aborted because every slot ran a handler
+
+
+def _unproven(connection: GuardedConnection) -> bool:
+    return not connection.served or connection.stalled
+
+
+def _idle(connection: GuardedConnection) -> bool:
+    return connection.idle
+
+
+def _reading(connection: GuardedConnection) -> bool:
+    return True
 
 
 class ConnectionGuard:
@@ -98,10 +117,22 @@ class ConnectionGuard:
         if not connection.busy and (connection.deadline is None or connection.idle):
             self._arm(connection, self.read_timeout)
 
+    def handshaken(self, connection: GuardedConnection) -> None:
+        """Its TLS handshake is done (the read deadline, from accept, runs on)."""
+        connection.handshaken = True
+
     def busy(self, connection: GuardedConnection) -> None:
         """A request arrived whole: no deadline while it is answered."""
         connection.disarm()
-        connection.busy = True
+        connection.busy = connection.served = True
+        connection.stalled = False
+
+    def stalled(self, connection: GuardedConnection) -> None:
+        """Its answers wait for the client to read the ones sent: it must read within
+        `read_timeout`, and it may be evicted meanwhile (it is not running a handler)."""
+        connection.busy = False
+        connection.stalled = True
+        self._arm(connection, self.read_timeout)
 
     def done(self, connection: GuardedConnection, *, mid_request: bool) -> None:
         """Every request so far is answered; `mid_request` when part of the next one is in."""
@@ -115,12 +146,15 @@ class ConnectionGuard:
         self._forget(connection)
 
     def _make_room(self) -> bool:
-        idle = [c for c in self._open.values() if not c.busy and c.idle]
-        reading = [c for c in self._open.values() if not c.busy and not c.idle]
-        for victim in (*idle, *reading):
-            self.stats.evicted += 1
-            self._abort(victim)
-            return True
+        """Abort the oldest connection of the first kind there is: one that never sent a
+        whole request (its TLS handshake included) or leaves its answers unread; then one idle
+        between requests; then one reading a later request. One running a handler never."""
+        for evictable in (_unproven, _idle, _reading):
+            for connection in self._open.values():  # oldest first
+                if not connection.busy and evictable(connection):
+                    self.stats.evicted += 1
+                    self._abort(connection)
+                    return True
         return False
 
     def _arm(self, connection: GuardedConnection, timeout: float, *, idle: bool = False) -> None:

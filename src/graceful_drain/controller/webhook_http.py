@@ -5,29 +5,42 @@ a Content-Length, to one path (plus a `?timeout=` query), and reuses the connect
 server machinery (request and response objects, a payload stream and a task per request) cost
 as much CPU per admission as the review itself; this protocol, on httptools' parser (llhttp,
 Node's), costs about a third of it (bench/README.md, "The webhook's HTTP server"). Anything
-else a client sends still gets a plain HTTP answer:
+else a client sends still gets a plain HTTP answer, as Go's net/http (the server the API
+server's client is written against) gives it:
 
 - a POST on a route: 200 with the handler's body. A body over `max_body` bytes is not kept:
   the handler gets None (the webhook answers it as a malformed review);
 - another method on a route: 405 with `Allow: POST`; any other path: 404 (either without a
   body for HEAD);
-- bytes that are not HTTP/1.x, or an upgrade: 400; a head (request line and headers) over
-  MAX_HEAD_BYTES: 431. Either closes the connection;
+- bytes that are not HTTP/1.x, or an upgrade: 400; a request line of another major version
+  (`HTTP/2.0`): 505; a head (request line and headers) over MAX_HEAD_BYTES: 431. Each closes
+  the connection;
 - `Expect: 100-continue` gets its interim answer (after the answers to the requests before
-  it). Requests pipelined on one connection are answered in order, one handler at a time, and
-  reading pauses while MAX_PIPELINED wait or while the client leaves answers unread (the
-  transport's buffer is full);
-- HTTP/1.0, or `Connection: close`, is answered and then closed.
+  it), unless the announced Content-Length is over `max_body`: then no 100 is sent, the
+  handler gets None at once, and the connection closes after its answer, the body unread.
+  Requests pipelined on one connection are answered in order, one handler at a time;
+- HTTP/1.0, or `Connection: close`, is answered and then closed; so is a connection the
+  client half-closes (TCP FIN or TLS close_notify) once the requests that arrived whole
+  before it are answered.
 
-The read deadlines and the cap on open connections are the `ConnectionGuard`'s (connections.py),
-which also closes a keep-alive connection left idle for its `keepalive_timeout`. On stop, the
-server stops accepting, closes idle connections, lets running handlers answer for up to
-`shutdown_timeout`, and then aborts what is left.
+The listening socket is plain TCP and each connection does its own TLS, over memory BIOs: the
+`ConnectionGuard` (connections.py) counts a connection from `accept`, so one that never starts
+or finishes its handshake holds a slot under the cap like any other, and the server decides
+how much of a connection's input it takes. What one connection can make the server hold is
+bounded: reads go into one RECEIVE_BUFFER_BYTES buffer all connections share, copied into the
+connection's TLS input at once; the parser is fed FEED_SLICE bytes at a time and stops, with
+the rest kept, as soon as MAX_PIPELINED requests wait or the client leaves WRITE_BUFFER_HIGH
+bytes of answers unread (then reading pauses, and no handler runs for it until it reads:
+meanwhile the guard treats it as a slow reader). The read deadlines and the cap are the
+guard's, which also closes a keep-alive connection left idle for its `keepalive_timeout`. On
+stop, the server stops accepting, closes idle connections, lets running handlers answer for
+up to `shutdown_timeout`, and then aborts what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,7 +56,17 @@ BodyHandler = Callable[[bytes | None], Awaitable[bytes]]
 
 MAX_HEAD_BYTES = 64 * 1024  # an AdmissionReview request's head is a few hundred bytes
 MAX_PIPELINED = 8  # complete requests queued behind the one answering before reading pauses
+# What one connection can make the server hold, besides its queued requests: a read of the
+# socket (into one buffer all connections share, copied into the connection's TLS input at
+# once), a record's plaintext, and answers the client has not read.
+RECEIVE_BUFFER_BYTES = 16 * 1024
+TLS_READ_BYTES = 16 * 1024  # one TLS record's plaintext at most
+FEED_SLICE = 4096  # the parser is fed this much at a time, and stops once reading pauses
+WRITE_BUFFER_HIGH = 16 * 1024  # answers (encrypted) buffered before no more are made
 DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 5.0
+# Connections the kernel queues before accept; accepted in one turn of the loop at most, the
+# open file descriptors can pass the guard's cap by this many until the evicted ones close.
+LISTEN_BACKLOG = 128
 
 _log = get_logger("webhook_http")
 
@@ -59,6 +82,9 @@ def _plain(status: bytes, text: bytes, extra: bytes = b"") -> bytes:
 NOT_FOUND = _plain(b"404 Not Found", b"404: Not Found")
 NOT_ALLOWED = _plain(b"405 Method Not Allowed", b"405: Method Not Allowed", b"Allow: POST\r\n")
 BAD_REQUEST = _plain(b"400 Bad Request", b"400: Bad Request")
+VERSION_NOT_SUPPORTED = _plain(
+    b"505 HTTP Version Not Supported", b"505: HTTP version not supported"
+)
 HEAD_TOO_LARGE = _plain(b"431 Request Header Fields Too Large", b"431: Request head too large")
 HANDLER_FAILED = _plain(b"500 Internal Server Error", b"500: Internal Server Error")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -87,8 +113,9 @@ def _ok(body: bytes, keep_alive: bool) -> bytes:
 _Pending = tuple[BodyHandler | None, bytes | None, bool]
 
 
-class _Exchange(asyncio.Protocol):
-    """One connection: parses requests as they arrive and answers them in order."""
+class _Exchange(asyncio.BufferedProtocol):
+    """One connection, from `accept`: its TLS (ssl.SSLObject over memory BIOs), then its
+    requests, parsed as they arrive and answered in order."""
 
     def __init__(self, server: WebhookServer) -> None:
         self._server = server
@@ -96,47 +123,127 @@ class _Exchange(asyncio.Protocol):
         self._connection = GuardedConnection()
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = server.ssl_context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._handshaken = False
+        self._unfed = b""  # plaintext decrypted but not yet parsed (reading paused)
         self._queue: deque[_Pending] = deque()
         self._answering = False  # a task is answering the queue
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._broken = False  # the parser failed: nothing more is read
+        self._broken = False  # the parser failed or the stream was refused: nothing more is read
+        self._eof = False  # the client half-closed: answer what came whole, then close
         self._shutting_down = False
         self._paused = False
         self._writing_paused = False  # the transport's buffer is full: nothing more is read
+        self._writable: asyncio.Future[None] | None = None  # the answers wait on it meanwhile
         # the request being parsed
         self._url = b""
         self._head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
-        self._head_read = 0  # of the head read while it was incomplete, counted by chunk
-        self._fed_body = 0  # body bytes in the chunk being parsed
-        self._head_began_at = -1  # body bytes in that chunk before the head began in it
+        self._head_read = 0  # of the head read while it was incomplete, counted by slice
+        self._fed_body = 0  # body bytes in the slice being parsed
+        self._head_began_at = -1  # body bytes in that slice before the head began in it
         self._heads_done = 0  # heads parsed on this connection, to tell where data ended
         self._in_head = False
         self._in_message = False  # between a request's first byte and its end
         self._head_too_large = False
+        self._bad_version = False
+        self._answered_early = False  # its answer is queued before its body (Expect, too big)
         self._body: list[bytes] = []
         self._body_bytes = 0
         self._oversized = False
         self._expect_continue = False
+        self._content_length = -1
 
-    # --- the transport ------------------------------------------------------------------------
+    # --- the TCP transport and TLS ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a TLS stream; uvloop's has a Transport's methods without subclassing it
         self._transport = cast(asyncio.Transport, transport)
+        # counted from accept: a connection that never completes its handshake holds a slot
         if not self._guard.opened(self._connection, transport):
             self._transport.abort()
             return
+        self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self._server._exchanges.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
+        self._unfed = b""
+        self._wake_writer()
         self._guard.closed(self._connection)
         self._server._forget(self)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._server.receive_buffer  # shared: each read is copied out at once
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._broken or self._closed:
+            return
+        self._incoming.write(self._server.receive_buffer[:nbytes])
+        if not self._handshaken:
+            try:
+                self._tls.do_handshake()
+            except ssl.SSLWantReadError:
+                self._flush_tls()
+                return
+            except (ssl.SSLError, ValueError) as error:
+                self._flush_tls()
+                self._drop(f"TLS handshake failed: {error}")
+                return
+            self._handshaken = True
+            self._guard.handshaken(self._connection)
+        self._read_tls()
+
     def eof_received(self) -> bool | None:
-        return None  # the transport closes itself; an answer still running is dropped
+        """A half-close: what came whole is answered before the connection closes (as Go's
+        net/http does), what came in part is dropped."""
+        self._eof = True
+        if self._answering or self._queue:
+            self._pause()  # nothing more comes
+            return True
+        return None  # nothing to answer: the transport closes itself
+
+    def _read_tls(self) -> None:
+        """Decrypt and parse what the client sent, stopping as soon as the parser is paused;
+        what is left waits, encrypted, in the incoming BIO (at most one read of the shared
+        buffer, the transport paused)."""
+        while not self._paused and not self._broken and not self._closed:
+            if self._unfed:
+                data, self._unfed = self._unfed, b""
+            else:
+                try:
+                    data = self._tls.read(TLS_READ_BYTES)
+                except ssl.SSLWantReadError:
+                    break
+                except ssl.SSLZeroReturnError:
+                    data = b""
+                except ssl.SSLError as error:
+                    self._drop(f"TLS error: {error}")
+                    return
+                if not data:  # the client's close_notify: as a half-close
+                    self._flush_tls()
+                    if not self.eof_received():
+                        self._close()
+                    return
+            self._feed(data)
+        self._flush_tls()
+
+    def _flush_tls(self) -> None:
+        """Send what TLS produced (handshake messages, tickets, encrypted answers)."""
+        if self._outgoing.pending and self._transport is not None:
+            self._transport.write(self._outgoing.read())
+
+    def _send(self, data: bytes) -> None:
+        self._tls.write(data)
+        self._flush_tls()
+
+    def _drop(self, problem: str) -> None:
+        _log.debug("webhook connection dropped", problem=problem)
+        self._broken = True
+        if self._transport is not None:
+            self._transport.abort()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -144,31 +251,54 @@ class _Exchange(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._wake_writer()
         if len(self._queue) < MAX_PIPELINED:
             self._resume()
 
-    def data_received(self, data: bytes) -> None:
-        if self._broken or self._closed:
-            return
+    def _wake_writer(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    # --- parsing, a slice at a time -----------------------------------------------------------
+
+    def _feed(self, data: bytes) -> None:
+        """Parse `data` a FEED_SLICE at a time, keeping the rest once reading pauses: a
+        connection that pipelines requests it does not read the answers to gets at most
+        MAX_PIPELINED queued plus what one slice holds."""
+        view = memoryview(data)
+        for start in range(0, len(data), FEED_SLICE):
+            if self._paused or self._broken or self._closed:
+                self._unfed = bytes(view[start:]) if not (self._broken or self._closed) else b""
+                return
+            self._feed_slice(view[start : start + FEED_SLICE])
+
+    def _feed_slice(self, data: memoryview) -> None:
         self._guard.data(self._connection)
         heads_before = self._heads_done
         self._fed_body, self._head_began_at = 0, -1
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail(BAD_REQUEST, "upgrade requested")
+            if not self._broken:
+                self._fail(BAD_REQUEST, "upgrade requested")
             return
         except httptools.HttpParserError as error:
-            self._fail(BAD_REQUEST, f"not HTTP/1.x: {error}")
+            if not self._broken:
+                self._fail(BAD_REQUEST, f"not HTTP/1.x: {error}")
+            return
+        if self._broken:
             return
         if self._in_head and self._heads_done == heads_before:
-            # the chunk was head from where the head began (and more may come); the parser
+            # the slice was head from where the head began (and more may come); the parser
             # keeps a header's value until it ends, so this counts what it holds
             began = self._head_began_at
             self._head_read += len(data) if began < 0 else len(data) - began
             self._head_too_large = self._head_read > MAX_HEAD_BYTES
         if self._head_too_large:
             self._fail(HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
+        elif self._bad_version:
+            self._fail(VERSION_NOT_SUPPORTED, "not HTTP/1.x")
 
     # --- httptools' callbacks -----------------------------------------------------------------
 
@@ -182,6 +312,8 @@ class _Exchange(asyncio.Protocol):
         self._body_bytes = 0
         self._oversized = False
         self._expect_continue = False
+        self._answered_early = False
+        self._content_length = -1
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -191,22 +323,37 @@ class _Exchange(asyncio.Protocol):
         self._head_bytes += len(name) + len(value) + 4
         if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
             self._expect_continue = True
+        elif len(name) == 14 and name.lower() == b"content-length" and value.isdigit():
+            self._content_length = int(value)  # the parser refuses a bad or repeated one
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._heads_done += 1
+        if self._broken:
+            return
         if self._head_bytes > MAX_HEAD_BYTES:
             self._head_too_large = True  # answered once feed_data returns
             return
-        if self._expect_continue and self._transport is not None and not self._closed:
-            if self._answering:  # after the answers to the requests before it, in order
-                self._enqueue((None, _CONTINUE, True))
-            else:
-                self._transport.write(_CONTINUE)
+        if not self._parser.get_http_version().startswith("1."):
+            self._bad_version = True  # 505, once feed_data returns (as Go's net/http)
+            return
+        if not self._expect_continue or self._transport is None or self._closed:
+            return
+        if self._content_length > self._server.max_body:
+            # Go's net/http: no 100 Continue for a body the handler does not read; the
+            # answer (the handler given None) is sent at once and the connection closed
+            self._answered_early = True
+            self._enqueue(self._route(None, keep_alive=False))
+            self._broken = True
+            self._pause()
+        elif self._answering:  # after the answers to the requests before it, in order
+            self._enqueue((None, _CONTINUE, True))
+        else:
+            self._send(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
         self._fed_body += len(body)
-        if self._oversized or self._head_too_large:
+        if self._oversized or self._head_too_large or self._broken:
             return
         self._body_bytes += len(body)
         if self._body_bytes > self._server.max_body:
@@ -218,19 +365,21 @@ class _Exchange(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self._in_message = False
         parser = self._parser
-        if self._head_too_large or parser.should_upgrade():
+        if self._broken or self._head_too_large or self._bad_version or parser.should_upgrade():
             return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
         keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
+        self._enqueue(self._route(None if self._oversized else b"".join(self._body), keep_alive))
+        self._body = []
+
+    def _route(self, body: bytes | None, keep_alive: bool) -> _Pending:
         path, _, _ = self._url.partition(b"?")
         handler = self._server.routes.get(path)
+        method = self._parser.get_method()
         if handler is None:
-            self._enqueue((None, _for_method(NOT_FOUND, parser.get_method()), keep_alive))
-        elif (method := parser.get_method()) != b"POST":
-            self._enqueue((None, _for_method(NOT_ALLOWED, method), keep_alive))
-        else:
-            body = None if self._oversized else b"".join(self._body)
-            self._enqueue((handler, body, keep_alive))
-        self._body = []
+            return (None, _for_method(NOT_FOUND, method), keep_alive)
+        if method != b"POST":
+            return (None, _for_method(NOT_ALLOWED, method), keep_alive)
+        return (handler, body, keep_alive)
 
     # --- answering ----------------------------------------------------------------------------
 
@@ -247,6 +396,15 @@ class _Exchange(asyncio.Protocol):
     async def _answer_queue(self) -> None:
         try:
             while self._queue and not self._closed:
+                if self._writing_paused:
+                    # the client leaves its answers unread: no handler runs, no answer is
+                    # made, until it reads; meanwhile it is a slow reader to the guard
+                    self._guard.stalled(self._connection)
+                    self._writable = asyncio.get_running_loop().create_future()
+                    await self._writable
+                    if self._closed:
+                        return
+                    self._guard.busy(self._connection)
                 handler, body, keep_alive = self._queue.popleft()
                 if handler is None:
                     assert body is not None
@@ -268,14 +426,17 @@ class _Exchange(asyncio.Protocol):
         finally:
             self._answering = False
             if not self._closed:
-                self._guard.done(self._connection, mid_request=self._in_message)
+                if self._eof:
+                    self._close()  # the client half-closed: everything whole is answered
+                else:
+                    self._guard.done(self._connection, mid_request=self._in_message)
 
     def _write(self, answer: bytes, keep_alive: bool) -> bool:
         """Write one answer; False when the connection is (now) closed."""
         transport = self._transport
         if transport is None or self._closed or transport.is_closing():
             return False
-        transport.write(answer)
+        self._send(answer)
         if not keep_alive:
             self._close()
             return False
@@ -289,14 +450,22 @@ class _Exchange(asyncio.Protocol):
         self._enqueue((None, answer, False))
 
     def _close(self) -> None:
+        """Close after what is written: TLS's close_notify, then the TCP connection."""
         self._queue.clear()
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if self._handshaken:
+            with contextlib.suppress(ssl.SSLError, ValueError):
+                self._tls.unwrap()  # the client's own close_notify is not waited for
+            self._flush_tls()
+        transport.close()
 
     def _pause(self) -> None:
         if not self._paused and self._transport is not None and not self._closed:
             self._paused = True
-            self._transport.pause_reading()
+            with contextlib.suppress(RuntimeError):  # after a half-close, nothing is read anyway
+                self._transport.pause_reading()
 
     def _resume(self) -> None:
         if (
@@ -304,7 +473,9 @@ class _Exchange(asyncio.Protocol):
             and self._transport is not None and not self._closed
         ):  # fmt: skip
             self._paused = False
-            self._transport.resume_reading()
+            self._read_tls()  # what was read before the pause comes first
+            if not self._paused and not self._closed and not self._eof:
+                self._transport.resume_reading()  # after a half-close nothing more comes
 
     # --- shutdown -----------------------------------------------------------------------------
 
@@ -342,9 +513,10 @@ class WebhookServer:
         self.routes = {path.encode(): handler for path, handler in routes.items()}
         self.guard = guard or ConnectionGuard()
         self.max_body = max_body
+        self.ssl_context = ssl_context
+        self.receive_buffer = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
         self._host = host
         self._port = port
-        self._ssl = ssl_context
         self._shutdown_timeout = shutdown_timeout
         self._server: asyncio.Server | None = None
         self._exchanges: set[_Exchange] = set()
@@ -360,10 +532,11 @@ class WebhookServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        # plain TCP: each connection does its own TLS (_Exchange), so the guard counts it
+        # from accept, handshake included
         self._server = await loop.create_server(
-            lambda: _Exchange(self), self._host, self._port, ssl=self._ssl,
-            ssl_handshake_timeout=self.guard.read_timeout,
-        )  # fmt: skip
+            lambda: _Exchange(self), self._host, self._port, backlog=LISTEN_BACKLOG
+        )
         _log.info("listening", site=self.name, host=self._host, port=self.port, tls=True)
 
     async def stop(self) -> None:

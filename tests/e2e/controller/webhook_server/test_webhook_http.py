@@ -17,6 +17,8 @@ import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -28,6 +30,7 @@ from graceful_drain.controller.tls import server_context
 from graceful_drain.controller.webhook_http import (
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
+    WRITE_BUFFER_HIGH,
     BodyHandler,
     WebhookServer,
     _Exchange,
@@ -411,36 +414,69 @@ async def test_reading_pauses_while_max_pipelined_wait_and_every_request_is_answ
         await assert_ok(client, b'"after"')
 
 
+def kernel_buffer_bound(receive_buffer: int) -> int:
+    """The most a loopback connection's kernel buffers can hold of the server's answers: the
+    server socket's send buffer at its autotuning ceiling, and the client's receive buffer
+    (fixed; the kernel doubles what is set)."""
+    send_max = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    return send_max + 2 * receive_buffer
+
+
 async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
     certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Answers the client leaves unread fill the transport's buffer: the server stops reading
-    (so it stops answering) until they drain, instead of buffering answers without end."""
-    # 6.4 MB of answers: more than the server's socket buffer holds (wmem_max is 4 MB)
-    count, body = 400, b"x" * 16384
-    when_paused: list[int] = []  # requests taken by a handler or queued when writing paused
+    """Answers the client leaves unread fill the transport's buffer: from then on the server
+    parses nothing more and runs no handler until they drain, instead of buffering answers
+    without end. Checked at every parse and every handler call (whatever the kernel's buffers
+    and the scheduling), not by counting answers at some moment."""
+    body, receive_buffer = b"x" * 16384, 16384
+    # more answers than the kernel's buffers and the transport's can hold together
+    count = 2 * (kernel_buffer_bound(receive_buffer) + WRITE_BUFFER_HIGH) // len(body) + 1
+    exchanges: list[_Exchange] = []
+    while_paused: list[str] = []  # what the server did while writing was paused: nothing
+    longest_queue = 0
     writing_paused = asyncio.Event()
 
-    def pause_writing(exchange: _Exchange) -> None:
-        when_paused.append(len(routes.echo.bodies) + len(exchange._queue))
-        writing_paused.set()
-        original(exchange)
+    def feed_slice(exchange: _Exchange, data: memoryview) -> None:
+        if exchange._writing_paused:
+            while_paused.append("parsed")
+        original_feed(exchange, data)
 
-    original = _Exchange.pause_writing
+    def enqueue(exchange: _Exchange, pending: tuple[Any, ...]) -> None:
+        nonlocal longest_queue
+        original_enqueue(exchange, pending)
+        longest_queue = max(longest_queue, len(exchange._queue))
+
+    def pause_writing(exchange: _Exchange) -> None:
+        exchanges.append(exchange)
+        writing_paused.set()
+        original_pause(exchange)
+
+    async def echo(got: bytes | None) -> bytes:
+        if any(exchange._writing_paused for exchange in exchanges):
+            while_paused.append("handled")
+        return await routes.echo(got)
+
+    original_feed, original_enqueue = _Exchange._feed_slice, _Exchange._enqueue
+    original_pause = _Exchange.pause_writing
+    monkeypatch.setattr(_Exchange, "_feed_slice", feed_slice)
+    monkeypatch.setattr(_Exchange, "_enqueue", enqueue)
     monkeypatch.setattr(_Exchange, "pause_writing", pause_writing)
-    async with serving(certs, routes.mapping(), max_body=len(body)) as server:
-        client = await Client.connect(server, certs, receive_buffer=16384)
+    async with serving(certs, {"/echo": echo, "/ping": routes.ping}, max_body=len(body)) as server:
+        client = await Client.connect(server, certs, receive_buffer=receive_buffer)
         try:
             client.writer.write(post(b"/echo", body) * count)  # and no answer read
             async with asyncio.timeout(DEADLINE):
                 await writing_paused.wait()
-            for _ in range(8):
+            for _ in range(8):  # the server's loop goes on meanwhile
                 await round_trip(server, certs)
-            assert len(routes.echo.bodies) <= when_paused[0] < count
+            assert exchanges[0]._paused and len(routes.echo.bodies) < count
             for _ in range(count):  # reading the answers lets the server read on
                 await assert_ok(client, body)
         finally:
             await client.close()
+    assert while_paused == []
+    assert longest_queue <= MAX_PIPELINED  # a slice holds less than one of these requests
 
 
 async def test_expect_100_continue_behind_a_running_request_keeps_the_answers_in_order(
@@ -483,6 +519,70 @@ async def test_http_1_0_and_connection_close_are_answered_then_closed(
         answer = await assert_ok(client, b'"old"')
         assert answer.closes
         assert await client.rest() == b""
+
+
+# What a well-kept HTTP/1.1 server does here, matched on Go's net/http (server.go), the
+# server the API server's own webhook client is written against.
+
+
+async def test_a_request_line_of_http_2_0_gets_505_then_the_connection_closes(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    """Go's `http1ServerSupportsRequest`: a request that is not HTTP/1.x is refused with 505
+    HTTP Version Not Supported, never answered as if it were HTTP/1.1. (Versions the parser
+    does not know at all, HTTP/3.0, get 400 with the other bytes that are not HTTP/1.x.)"""
+    async with serving(certs, routes.mapping()) as server, connected(server, certs) as client:
+        await client.send(post(b"/echo", b"{}", version=b"2.0"))
+        await assert_refused(client, 505)
+        assert routes.echo.bodies == []
+        await round_trip(server, certs)
+
+
+def half_closing_client(port: int, context: ssl.SSLContext, data: bytes) -> bytes:
+    """A blocking TLS client: sends `data`, half-closes its TCP side (a FIN, no close_notify,
+    as a client that `shutdown(SHUT_WR)`s does), and reads until the server closes."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(data)
+        socket.socket.shutdown(tls, socket.SHUT_WR)  # TCP's, under TLS
+        received = b""
+        with contextlib.suppress(ssl.SSLError, ConnectionError):  # an unclean end
+            while chunk := tls.recv(65536):
+                received += chunk
+        return received
+
+
+async def test_requests_followed_by_a_half_close_are_answered_then_the_connection_closes(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    """Go's net/http answers what arrived whole before the client's FIN, then closes; a
+    request cut off by it is dropped."""
+    bodies = [b"%d" % i for i in range(2 * MAX_PIPELINED)]  # more than are parsed ahead
+    async with serving(certs, routes.mapping()) as server:
+        whole = b"".join(post(b"/echo", body) for body in bodies)
+        received = await asyncio.to_thread(
+            half_closing_client, server.port, certs.client_context(), whole + b"POST /echo HT"
+        )
+        assert received.count(b"HTTP/1.1 200 OK\r\n") == len(bodies)
+        assert received.endswith(bodies[-1])
+        assert routes.echo.bodies == bodies  # and the server closed: EOF
+
+
+async def test_expect_100_continue_with_a_body_over_the_limit_gets_no_100_and_is_closed(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    """Go's net/http sends 100 Continue only once the handler reads the body; a handler that
+    does not (here: the body announced is over max_body, so the handler gets None at once)
+    gets its answer out and the connection closes, the body never read."""
+    async with serving(certs, routes.mapping()) as server, connected(server, certs) as client:
+        too_big = b"x" * (MAX_BODY + 1)
+        head = post(b"/echo", too_big, extra=b"Expect: 100-continue\r\n")[: -len(too_big)]
+        await client.send(head)
+        answer = await assert_ok(client, b"null")  # the first answer is final: no 100
+        assert answer.closes
+        assert await client.closed_by_server()
+        assert routes.echo.bodies == [None]
+        await round_trip(server, certs)
 
 
 async def test_a_404_on_a_closing_request_says_connection_close(
