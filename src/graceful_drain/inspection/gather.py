@@ -8,6 +8,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
+from graceful_drain.controller.draining import is_being_drained
 from graceful_drain.controller.events import DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.inspection.plan import NodeState, WebhookScope
@@ -44,6 +45,11 @@ async def node_state(api: RawApi, node: str, webhook_configuration: str) -> Node
         found = await get_or_none(api, Namespace, namespace)
         if found is not None:
             namespace_objects[namespace] = found
+    staying = frozenset(
+        n["metadata"]["name"]
+        for n in await list_all(api, Node)
+        if n["metadata"].get("name") != node and not is_being_drained(n)
+    )
     configuration = await get_or_none(api, ValidatingWebhookConfiguration, webhook_configuration)
     webhook = eviction_webhook(configuration)
     return NodeState(
@@ -55,6 +61,7 @@ async def node_state(api: RawApi, node: str, webhook_configuration: str) -> Node
         budgets=budgets,
         namespaces=namespace_objects,
         webhook=None if webhook is None else WebhookScope(webhook.get("namespaceSelector")),
+        staying_nodes=staying,
     )
 
 
@@ -81,9 +88,7 @@ async def status_state(
         replicasets += await list_all(api, ReplicaSet, namespace)
         pods += await list_all(api, Pod, namespace)
     nodes = await list_all(api, Node)
-    cordoned = frozenset(
-        n["metadata"]["name"] for n in nodes if (n.get("spec") or {}).get("unschedulable")
-    )
+    cordoned = frozenset(n["metadata"]["name"] for n in nodes if is_being_drained(n))
     events = await list_all(api, Event, field_selector=f"reason={DRAIN_TIMEOUT}")
     configuration = await get_or_none(api, ValidatingWebhookConfiguration, webhook_configuration)
     lease = await get_or_none(api, Lease, lease_name, controller_namespace)
