@@ -41,7 +41,7 @@ from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
-from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.controller.decide import DecisionConfig, Protect
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
 from graceful_drain.controller.view import ClusterCache
@@ -160,9 +160,13 @@ class InstantPatcher:
 
 
 def decision_config() -> DecisionConfig:
+    # The population's expected rows are the single-replica table's (surge-ready from the
+    # status and the pod cache, replicas-not-one); the last-ready rule reads the same caches
+    # plus one Node lookup per other Ready pod.
     return DecisionConfig(
         rollout_timeout=population.ROLLOUT_TIMEOUT,
         enabled_annotation=population.ENABLED_ANNOTATION,
+        protect=Protect.SINGLE_REPLICA,
     )
 
 
