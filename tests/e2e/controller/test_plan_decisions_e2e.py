@@ -72,8 +72,9 @@ async def cluster_state(sim: KubeSim, raw: KubeClient) -> None:
     await create_workload(sim, raw, "pair", namespace=NS, replicas=2, ready_replicas=2)
     await create_workload(sim, raw, "sleepy", namespace=NS, pod_ready=False)  # 12
     surged = await create_workload(sim, raw, "surged", namespace=NS, ready_replicas=2)  # 13
+    # its other pod, Ready on a node that stays: ready-elsewhere
     await create_pod(sim, raw, "surged-5d9-fghij", NS, owner=surged.replicaset,
-                     labels={"app": "surged"}, node="node-b")  # Ready on a node that stays  # fmt: skip
+                     labels={"app": "surged"}, node="node-b")  # fmt: skip
     # The status still counts a pod that is gone: 13 needs the replacement among the pods.
     await create_workload(sim, raw, "lagging", namespace=NS, ready_replicas=2)  # 16
     await create_workload(sim, raw, "nosurge", namespace=NS)  # 11
