@@ -1,7 +1,8 @@
 """The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
 
 `EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck, cache
-lookups (with a live GET for a pod the cache lacks), decide, and for `Reason.ROLLOUT_REQUESTED` the
+lookups (with a live GET for a pod the cache lacks, and for an owner it lacks while the caches
+have not synced), decide, and for `Reason.ROLLOUT_REQUESTED` the
 one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
 any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
 would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
