@@ -68,7 +68,9 @@ async def test_cache_fills_and_indexes_owners(
     async with asyncio.timeout(DEADLINE):
         await rs_informer.wait_for(lambda: len(cache.replicasets_of_deployment("shop", "web")) == 1)
     assert [p.name for p in cache.pods_of_replicaset("shop", "web-5d9")] == [workload.pod_name]
-    assert cache.sync_status() == {"pods": True, "replicasets": True, "deployments": True}
+    assert cache.sync_status() == {
+        "pods": True, "replicasets": True, "deployments": True, "nodes": True,
+    }  # fmt: skip
 
 
 async def test_informer_resumes_after_a_dropped_watch(
