@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,6 @@ from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster, node_manifest
 from tests.e2e.controller.drain_cluster import KubectlRun
-from tests.e2e.controller.replica import container_invocation
 from tests.e2e.watching import annotations_of
 
 from .apiproxy import ApiProxy, Seen
@@ -35,7 +33,6 @@ from .harness import (
     ControllerProcess,
     Installation,
     Obj,
-    SourceTree,
     admin_client,
     drain,
     fresh_namespace,
@@ -43,6 +40,7 @@ from .harness import (
     kubectl_json,
     pods,
     requests_of,
+    start_cold_controller,
     until,
     until_audited,
     watch_objects,
@@ -383,7 +381,7 @@ async def test_a_cold_replica_answers_429_rather_than_allow_on_an_owner_it_canno
         async with stage(real_cluster, 2) as staged:
             a, _ = staged.nodes
             await staged.place({a: 1}, ready_delay="5s")
-            replica = await start_unsynced(installation, api)
+            replica = await start_cold_controller(installation, api)
             start = staged.recorder.clock()
             draining = asyncio.create_task(drain(real_cluster, staged.recorder, a))
             # at least 15 s cold, and until the replica has answered cache-cold
@@ -411,34 +409,3 @@ async def test_a_cold_replica_answers_429_rather_than_allow_on_an_owner_it_canno
         if replica is not None:
             replica.stop()
         await api.stop()
-
-
-async def start_unsynced(installation: Installation, api: ApiProxy) -> ControllerProcess:
-    """A controller replica routed as soon as its webhook port answers, not once /readyz is
-    200 (its caches cannot sync while the proxy holds their lists back)."""
-    args, env, _ = container_invocation(await installation.controller_deployment(),
-                                        "graceful-drain-cold")  # fmt: skip
-    replica = ControllerProcess(
-        name="graceful-drain-cold", args=args,
-        env={**env, "POD_NAMESPACE": installation.namespace},
-        kubeconfig=await installation.service_account_kubeconfig("graceful-drain-cold", api),
-        log_path=installation.workdir / "graceful-drain-cold.log",
-        service=installation.service, launcher=SourceTree(),
-    )  # fmt: skip
-    replica._ready = replica_serving(replica)  # type: ignore[method-assign]
-    await asyncio.to_thread(replica.start)
-    return replica
-
-
-def replica_serving(replica: ControllerProcess) -> Callable[[], bool]:
-    def serving() -> bool:
-        if replica._get("/healthz")[0] != 200:
-            return False
-        with (
-            contextlib.suppress(OSError),
-            socket.create_connection(("127.0.0.1", replica.webhook_port), timeout=1),
-        ):
-            return True
-        return False
-
-    return serving
