@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -57,6 +58,11 @@ from graceful_drain.kube.meta import HTTP_NOT_FOUND
 
 T = TypeVar("T")
 
+# How long a pod whose eviction this replica let through counts as leaving, whatever the cache
+# still says: the deletion reaches the cache in milliseconds, but two evictions of one
+# Deployment's last two Ready pods may be decided inside that window (two drains at once), and
+# each would count the other pod as staying.
+LEAVING_SECONDS = 15.0
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
@@ -148,6 +154,7 @@ class ClusterCache:
         )
         self._enabled_annotation = enabled_annotation
         self._tasks: list[asyncio.Task[None]] = []
+        self._leaving: dict[str, float] = {}  # pod uid -> monotonic deadline, oldest first
 
     # --- lifecycle (the app's Component protocol) ----------------------------------------------
 
@@ -226,12 +233,30 @@ class ClusterCache:
 
     def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         """The Deployment's Ready pods other than `pod`, not terminating, on nodes that are not
-        being drained, as cached (`ready-elsewhere`)."""
+        being drained, as cached (`ready-elsewhere`), leaving out those whose eviction this
+        replica let through in the last LEAVING_SECONDS (`note_leaving`)."""
+        leaving = self._leaving_now()
         return ready_elsewhere_among(pod, (
             other
             for replicaset in self.replicasets_of_deployment(deployment.namespace, deployment.name)
             for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
+            if other.uid not in leaving
         ), self.being_drained)  # fmt: skip
+
+    def note_leaving(self, pod: PodInfo) -> None:
+        """The webhook let `pod`'s eviction through: it no longer counts as staying, even
+        before the cache shows it terminating."""
+        self._leaving.pop(pod.uid, None)
+        self._leaving[pod.uid] = time.monotonic() + LEAVING_SECONDS
+
+    def _leaving_now(self) -> dict[str, float]:
+        now = time.monotonic()
+        while self._leaving:
+            uid, deadline = next(iter(self._leaving.items()))
+            if deadline > now:
+                break
+            del self._leaving[uid]
+        return self._leaving
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
         """pod -> ReplicaSet -> Deployment from the cache, each one the cache lacks read live

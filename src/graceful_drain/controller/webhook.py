@@ -122,6 +122,8 @@ class ClusterView(Protocol):
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup: ...
 
+    def note_leaving(self, pod: PodInfo) -> None: ...
+
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
 
@@ -281,6 +283,8 @@ class EvictionWebhook:
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
             break
         outcome.decision = decision
+        if decision.allowed and outcome.pod is not None and decision.deployment is not None:
+            self.cluster.note_leaving(outcome.pod)  # counts as gone for the next decisions
 
     # --- after the decision ---------------------------------------------------------------------
 

@@ -219,20 +219,24 @@ async def scale_up_while_held(stage: Stage, how: str) -> tuple[KubectlRun, float
 
 
 async def scenario_hpa(stage: Stage, protect: str, user: str) -> None:
-    await _scaled(stage, "hpa")
+    await _scaled(stage, "hpa", user)
 
 
 async def scenario_scale(stage: Stage, protect: str, user: str) -> None:
-    await _scaled(stage, "scale")
+    await _scaled(stage, "scale", user)
 
 
-async def _scaled(stage: Stage, how: str) -> None:
+async def _scaled(stage: Stage, how: str, user: str) -> None:
     drained, start = await scale_up_while_held(stage, how)
     await stage.until_ready(2)
     assert drained.code == 0, drained.stderr
     assert held_in(drained, stage.namespace)
     assert stage.zero_ready_seconds(start) == 0
     assert len(stage.rollouts(start)) == 1  # one new ReplicaSet
+    # The audit log of one protected drain (one pod): one stamp PATCH, one template PATCH,
+    # one completion, one cleanup.
+    await stage.until_deployment(lambda d: RESTARTED_AT_ANNOTATION not in annotations_of(d))
+    assert controller_patches(stage.cluster, stage.namespace, user) == [200] * 4
 
 
 async def all_on_the_drained_node(stage: Stage, protect: str, user: str, *,
@@ -262,9 +266,10 @@ async def all_on_the_drained_node(stage: Stage, protect: str, user: str, *,
     assert held_in(drained, stage.namespace)
     assert stage.zero_ready_seconds(start) == 0
     assert len(stage.rollouts(start)) == 1
-    if not budget:  # the audit log of one protected drain: stamp, template, completion, cleanup
+    if not budget:  # three evictions at once: their stamps conflict (409), one lands
         await stage.until_deployment(lambda d: RESTARTED_AT_ANNOTATION not in annotations_of(d))
-        assert controller_patches(stage.cluster, stage.namespace, user) == [200] * 4
+        patches = controller_patches(stage.cluster, stage.namespace, user)
+        assert [code for code in patches if code != 409] == [200] * 4, patches
 
 
 async def scenario_all_on_a(stage: Stage, protect: str, user: str) -> None:
@@ -334,14 +339,14 @@ async def test_the_last_ready_pod_never_leaves_through_an_eviction(
         async with asyncio.timeout(4 * BOUND):
             results = await asyncio.gather(*(run(s, n) for s, n in scenarios),
                                            return_exceptions=True)  # fmt: skip
+        failures = [r for r in results if isinstance(r, BaseException)]
+        assert not failures, "\n".join(str(failure) for failure in failures)
+        if protect == "single-replica":
+            assert replica_decisions(replica, "replicas-not-one") >= 3
+        else:
+            assert replica_decisions(replica, "ready-elsewhere") >= 2
     finally:
         replica.stop()
-    failures = [r for r in results if isinstance(r, BaseException)]
-    assert not failures, "\n".join(str(failure) for failure in failures)
-    if protect == "single-replica":
-        assert replica_decisions(replica, "replicas-not-one") >= 3
-    else:
-        assert replica_decisions(replica, "ready-elsewhere") >= 2
 
 
 def replica_decisions(replica: ControllerProcess, reason: str) -> float:

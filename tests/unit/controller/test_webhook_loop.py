@@ -90,6 +90,7 @@ class FakeCluster:
     others_elsewhere: int = 0  # ... of them, on nodes that are not being drained
     synced: bool = True  # False: the caches are cold, an owner they lack is read live
     live_owner: OwnerLookup | None = None  # what that live read finds
+    leaving: list[str] = field(default_factory=list)  # pods whose eviction was let through
     lookups: int = 0
     rereads: int = 0
 
@@ -111,6 +112,9 @@ class FakeCluster:
 
     def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         return self.others_elsewhere
+
+    def note_leaving(self, pod: PodInfo) -> None:
+        self.leaving.append(pod.name)
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
         cached = resolve_owner(pod, self.replicaset, self.deployment)
@@ -515,6 +519,7 @@ async def test_another_ready_pod_on_a_node_that_stays_lets_the_eviction_through_
     assert response["allowed"] is True
     assert rig.patcher.patches == []  # no rollout
     assert counted(rig, "true", "ready-elsewhere") == 1
+    assert rig.cluster.leaving == [POD.name]  # no longer counted as staying
 
 
 async def test_every_other_ready_pod_on_a_drained_node_holds_whatever_the_replicas(
