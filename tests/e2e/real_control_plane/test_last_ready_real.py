@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -62,7 +62,6 @@ class Stage:
     namespace: str
     nodes: list[str]
     recorder: AvailabilityRecorder
-    notes: list[str] = field(default_factory=list)
 
     @property
     def kubeconfig(self) -> Path:
