@@ -35,13 +35,13 @@ from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 
 from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
-from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.controller.decide import DecisionConfig, Protect
 from graceful_drain.controller.metrics import Metrics
 from graceful_drain.controller.tls import ReloadingTLS, server_context
 from graceful_drain.controller.view import ClusterCache
@@ -118,7 +118,14 @@ def memory_sources(spec: PopulationSpec, now: datetime) -> dict[type[Resource], 
         Pod: MemoryListWatch(population.raw_pods(layout, spec)),
         ReplicaSet: MemoryListWatch(population.raw_replicasets(layout)),
         Deployment: MemoryListWatch(population.raw_deployments(layout, now)),
+        Node: MemoryListWatch(_raw_nodes(population.raw_pods(layout, spec))),
     }
+
+
+def _raw_nodes(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A Node, not being drained, for every node the pods run on."""
+    names = sorted({str((pod.get("spec") or {}).get("nodeName") or "") for pod in pods} - {""})
+    return [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}} for name in names]
 
 
 async def filled_cache(spec: PopulationSpec, config: DecisionConfig) -> ClusterCache:
@@ -153,9 +160,13 @@ class InstantPatcher:
 
 
 def decision_config() -> DecisionConfig:
+    # The population's expected rows are the single-replica table's (surge-ready from the
+    # status and the pod cache, replicas-not-one); the last-ready rule reads the same caches
+    # plus one Node lookup per other Ready pod.
     return DecisionConfig(
         rollout_timeout=population.ROLLOUT_TIMEOUT,
         enabled_annotation=population.ENABLED_ANNOTATION,
+        protect=Protect.SINGLE_REPLICA,
     )
 
 

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig
+from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig, Protect
 from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
@@ -47,6 +47,7 @@ class ControllerConfig:
     rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
     enabled_annotation: str | None = None
     namespaces: tuple[str, ...] | None = None  # None: every namespace
+    protect: Protect = Protect.LAST_READY
     bind_address: str = "0.0.0.0"
     webhook_port: int = 8443
     metrics_port: int = 8080
@@ -93,6 +94,7 @@ class ControllerConfig:
             rollout_timeout=self.rollout_timeout,
             enabled_annotation=self.enabled_annotation,
             namespaces=None if self.namespaces is None else frozenset(self.namespaces),
+            protect=self.protect,
         )
 
 
@@ -133,6 +135,13 @@ _OPTIONS: tuple[_Option, ...] = (
         "--namespaces",
         "comma-separated namespaces to watch; evictions elsewhere are allowed (default: all)",
         metavar="NAMESPACES",
+    ),
+    _Option(
+        "--protect",
+        "last-ready: hold the eviction of a Deployment's last Ready pod outside the nodes "
+        "being drained, whatever its replicas; single-replica: only Deployments with "
+        "spec.replicas 1, as before v3 (default last-ready)",
+        metavar="MODE",
     ),
     _Option(
         "--bind-address", "address both servers listen on (default 0.0.0.0)", metavar="ADDRESS"
@@ -367,6 +376,9 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
     if (value := get("enabled_annotation")) is not None and value[0].strip():
         enabled_annotation = _qualified_name(*value)
     namespaces = None if (value := get("namespaces")) is None else _namespaces(*value)
+    protect = default.protect
+    if (value := get("protect")) is not None:
+        protect = Protect(_choice(*value, tuple(mode.value for mode in Protect)))
     bind_address = default.bind_address
     if (value := get("bind_address")) is not None:
         if not value[0].strip():
@@ -431,6 +443,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         rollout_timeout=rollout_timeout,
         enabled_annotation=enabled_annotation,
         namespaces=namespaces,
+        protect=protect,
         bind_address=bind_address,
         webhook_port=webhook_port,
         metrics_port=metrics_port,

@@ -16,7 +16,7 @@ from graceful_drain.config import parse_controller_config
 # What a flag's value may be called: each names the value's kind or unit.
 UNITS = frozenset({
     "DURATION", "SECONDS", "PORT", "PATH", "FILE", "DIR", "ADDRESS", "HOST:PORT", "NAME",
-    "NAMESPACE", "NAMESPACES", "KEY", "HOSTS", "FORMAT", "LEVEL", "CLIENT",
+    "NAMESPACE", "NAMESPACES", "KEY", "HOSTS", "FORMAT", "LEVEL", "CLIENT", "MODE",
 })  # fmt: skip
 GO_DURATION_EXAMPLE = re.compile(r"\b\d+(ms|s|m|h)\b")
 TAKES_NO_VALUE = (

@@ -16,6 +16,7 @@ from graceful_drain.config import (
     check_files,
     parse_controller_config,
 )
+from graceful_drain.controller.decide import Protect
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 TLS = ["--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]
@@ -70,6 +71,15 @@ def test_logs_are_json_by_default_in_a_cluster() -> None:
         (["--kubeconfig", "/k/config"], {}, "kubeconfig", Path("/k/config")),
         (["--context", "kind"], {}, "kube_context", "kind"),
         (["--tls-reload-interval", "500ms"], {}, "tls_reload_interval", timedelta(seconds=0.5)),
+        ([], {}, "protect", "last-ready"),
+        (["--protect", "single-replica"], {}, "protect", "single-replica"),
+        ([], {"GRACEFUL_DRAIN_PROTECT": "Single-Replica"}, "protect", "single-replica"),
+        (
+            ["--protect=last-ready"],
+            {"GRACEFUL_DRAIN_PROTECT": "single-replica"},
+            "protect",
+            "last-ready",
+        ),
     ],
 )
 def test_values_from_flags_and_variables(
@@ -96,6 +106,8 @@ def test_values_from_flags_and_variables(
         ([], {"GRACEFUL_DRAIN_LEADER_ELECT": "maybe"}, "GRACEFUL_DRAIN_LEADER_ELECT"),
         (["--self-signed"], {}, "--self-signed"),  # together with the TLS files
         (["--tls-reload-interval", "1ms"], {}, "--tls-reload-interval"),
+        (["--protect", "replicas"], {}, "--protect (GRACEFUL_DRAIN_PROTECT)"),
+        ([], {"GRACEFUL_DRAIN_PROTECT": "all"}, "GRACEFUL_DRAIN_PROTECT"),
     ],
 )
 def test_bad_values_name_the_flag_and_the_variable(
@@ -315,3 +327,9 @@ def test_a_namespaces_value_naming_no_namespace_is_an_error(value: str) -> None:
         parse_controller_config(["--self-signed", "--namespaces", value], {})
     with pytest.raises(ConfigError, match=r"GRACEFUL_DRAIN_NAMESPACES\): ',' names"):
         parse_controller_config(["--self-signed"], {"GRACEFUL_DRAIN_NAMESPACES": ","})
+
+
+def test_protect_reaches_the_decision_config() -> None:
+    assert parse().decision_config().protect is Protect.LAST_READY
+    single = parse("--protect", "single-replica").decision_config()
+    assert single.protect is Protect.SINGLE_REPLICA

@@ -59,6 +59,7 @@ class Reason(StrEnum):
     ENABLED_ANNOTATION_INVALID = "enabled-annotation-invalid"
     NOT_ENABLED = "not-enabled"
     REPLICAS_NOT_ONE = "replicas-not-one"
+    READY_ELSEWHERE = "ready-elsewhere"
     CANNOT_SURGE = "cannot-surge"
     CANNOT_PROTECT = "cannot-protect"
     POD_NOT_READY = "pod-not-ready"
@@ -94,6 +95,7 @@ ROW_OF_REASON: Mapping[Reason, int] = MappingProxyType(
         Reason.ENABLED_ANNOTATION_INVALID: 9,
         Reason.NOT_ENABLED: 9,
         Reason.REPLICAS_NOT_ONE: 10,
+        Reason.READY_ELSEWHERE: 10,  # v3: replaces replicas-not-one (--protect=last-ready)
         Reason.CANNOT_SURGE: 11,
         Reason.CANNOT_PROTECT: 11,
         Reason.POD_NOT_READY: 12,
@@ -116,6 +118,13 @@ WARNING_REASONS = frozenset(
 )
 
 
+class Protect(StrEnum):
+    """Which Deployments' evictions are held (`--protect`, docs/decisions.md)."""
+
+    LAST_READY = "last-ready"  # v3: the last Ready pod outside the nodes being drained
+    SINGLE_REPLICA = "single-replica"  # v2: spec.replicas 1 only
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionConfig:
     rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
@@ -123,6 +132,7 @@ class DecisionConfig:
     # Either way the key it names (else DEFAULT_ENABLED_ANNOTATION) set to "false" opts out.
     enabled_annotation: str | None = None
     namespaces: frozenset[str] | None = None  # the controller's scope; None: every namespace
+    protect: Protect = Protect.LAST_READY
 
     @property
     def enabled_key(self) -> str:
@@ -208,14 +218,18 @@ class NoDeployment(msgspec.Struct, frozen=True):
 
 
 class OwnerUnresolved(msgspec.Struct, frozen=True):
-    """The pod's ReplicaSet or Deployment could not be read."""
+    """The pod's ReplicaSet or Deployment could not be read. `cold`: the caches have not
+    synced and the live read failed too, so nothing is known (`Reason.CACHE_COLD`, 429)."""
 
     detail: str
+    cold: bool = False
 
 
 OwnerLookup = DeploymentFound | NoDeployment | OwnerUnresolved
 
-# The Deployment's Ready pods other than `pod`, not terminating, as a pod cache holds them.
+# The Deployment's Ready pods other than `pod`, not terminating, as a pod cache holds them
+# (`ready_besides`), or only those of them on a node that is not being drained
+# (`ready_elsewhere`, v3).
 ReadyBesides = Callable[[PodInfo, DeploymentInfo], int]
 
 
@@ -223,6 +237,17 @@ def ready_besides_among(pod: PodInfo, pods: Iterable[PodInfo]) -> int:
     """How many of `pods` (the Deployment's) are Ready, not terminating, and not `pod`."""
     return sum(1 for other in pods if other.ready and not other.terminating
                and other.name != pod.name)  # fmt: skip
+
+
+def ready_elsewhere_among(
+    pod: PodInfo, pods: Iterable[PodInfo], being_drained: Callable[[str], bool]
+) -> int:
+    """How many of `pods` (the Deployment's) are Ready, not terminating, not `pod`, and run on
+    a node for which `being_drained(node name)` is false (controller/draining.py; a node the
+    caller does not know counts as being drained: it is no place that stays)."""
+    return sum(1 for other in pods if other.ready and not other.terminating
+               and other.name != pod.name and other.node_name
+               and not being_drained(other.node_name))  # fmt: skip
 
 
 def resolve_owner(
@@ -258,17 +283,18 @@ def decide_eviction(
     *,
     prechecked: bool = False,
     ready_besides: ReadyBesides | None = None,
+    ready_elsewhere: ReadyBesides | None = None,
 ) -> Decision:
     """The first decision for a request whose pod was looked up: owner resolution, then the
-    table. The webhook and `graceful-drain plan` both decide through here; `prechecked` and
-    `ready_besides` as for `decide`."""
+    table. The webhook and `graceful-drain plan` both decide through here; `prechecked`,
+    `ready_besides` and `ready_elsewhere` as for `decide`."""
     owner: OwnerLookup = (
         resolve_owner(pod.pod, find_replicaset, find_deployment)
         if isinstance(pod, PodFound)
         else _POD_NOT_FOUND  # never read unless PodFound
     )
     return decide(request, pod, owner, config, now, prechecked=prechecked,
-                  ready_besides=ready_besides)  # fmt: skip
+                  ready_besides=ready_besides, ready_elsewhere=ready_elsewhere)  # fmt: skip
 
 
 _POD_NOT_FOUND = NoDeployment("pod not found")
@@ -412,12 +438,14 @@ def _cannot_surge_why(deployment: DeploymentInfo) -> str | None:
 
 
 def _cannot_protect_why(deployment: DeploymentInfo) -> str | None:
-    """Why the rollout may take the only Ready pod away before its replacement is Ready."""
-    if deployment.max_unavailable >= 1:
+    """Why the rollout may take the last Ready pod away before a replacement is Ready:
+    spec.replicas - resolved maxUnavailable < 1 (with one replica: maxUnavailable >= 1)."""
+    replicas = deployment.replicas if deployment.replicas is not None else 1
+    if replicas - deployment.max_unavailable < 1:
         return (
             f"spec.strategy.rollingUpdate.maxUnavailable resolves to "
-            f"{deployment.max_unavailable}, so the rollout may remove the only Ready pod "
-            "before its replacement is Ready; set it to 0 to protect it"
+            f"{deployment.max_unavailable} for {replicas} spec.replicas, so the rollout may "
+            "remove the last Ready pod before a replacement is Ready; set it to 0 to protect it"
         )
     return None
 
@@ -459,15 +487,18 @@ def decide(
     *,
     prechecked: bool = False,
     ready_besides: ReadyBesides | None = None,
+    ready_elsewhere: ReadyBesides | None = None,
 ) -> Decision:
     """The first matching row of the table. A bug raises: the webhook's one catch-all answers
     it `Reason.ERROR` (allow), and `plan` reports it as the error it is. `prechecked`: the
     caller has already had None from `precheck(request)` (the webhook, before its lookups).
     `ready_besides`: the Deployment's Ready pods other than the one evicted, as the caller's
-    pod cache holds them (`surge-ready`); without it, `surge-ready` reads
-    `status.readyReplicas` alone."""
+    pod cache holds them (`surge-ready` under `--protect=single-replica`); without it,
+    `surge-ready` reads `status.readyReplicas` alone. `ready_elsewhere`: those of them on a
+    node that is not being drained (`ready-elsewhere`, `--protect=last-ready`); without it,
+    none is known, and the eviction of a Ready pod is held."""
     return _first_matching_row(request, pod, owner, config, as_utc(now), prechecked,
-                               ready_besides)  # fmt: skip
+                               ready_besides, ready_elsewhere)  # fmt: skip
 
 
 def _first_matching_row(
@@ -478,6 +509,7 @@ def _first_matching_row(
     now: datetime,
     prechecked: bool,
     ready_besides: ReadyBesides | None,
+    ready_elsewhere: ReadyBesides | None,
 ) -> Decision:
     early = None if prechecked else precheck(request)  # 1, 2
     if early is not None:
@@ -518,6 +550,12 @@ def _first_matching_row(
         return _allow(
             Reason.NO_DEPLOYMENT, lambda: f"pod {pod.ref} has no owning Deployment ({owner.detail})"
         )
+    if isinstance(owner, OwnerUnresolved) and owner.cold:  # 4: a cold cache never allows
+        return _deny(
+            Reason.CACHE_COLD,
+            f"the controller's cache has not synced yet and the Deployment owning pod "
+            f"{pod.ref} could not be read ({_detail(owner.detail)}); retry shortly",
+        )
     if isinstance(owner, OwnerUnresolved):  # 7, could not tell: never block a drain on it
         return _allow(
             Reason.OWNER_UNRESOLVED,
@@ -532,8 +570,8 @@ def _first_matching_row(
     restarted_at = None if deployment.drain_finished else deployment.restarted_at
     waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
     known = {"deployment": ref, "waited": waited}
-    # Our rollout keeps holding whatever opting out, replicas or strategy say, unless it never
-    # started and cannot.
+    # Our rollout keeps holding whatever replicas or strategy say (HPA, KEDA, kubectl scale),
+    # unless it never started and cannot.
     ours_under_way = restarted_at is not None and (
         deployment.rollout_started or not deployment.paused
     )
@@ -564,13 +602,26 @@ def _first_matching_row(
             **known,
         )
 
-    if deployment.replicas != 1:  # 10
+    last_ready = config.protect is Protect.LAST_READY
+    if not last_ready and deployment.replicas != 1 and not ours_under_way:  # 10
         count = "a malformed" if deployment.replicas is None else str(deployment.replicas)
         return _allow(
             Reason.REPLICAS_NOT_ONE,
             lambda: f"Deployment {ref} has {count} spec.replicas; a PodDisruptionBudget handles it",
             **known,
         )
+    if last_ready and pod.ready:  # 10 (v3): another Ready pod stays, or the replacement is up
+        elsewhere = 0 if ready_elsewhere is None else ready_elsewhere(pod, deployment)
+        if elsewhere >= 1:
+            reason = Reason.SURGE_READY if restarted_at is not None else Reason.READY_ELSEWHERE
+            return _allow(
+                reason,
+                lambda: (
+                    f"Deployment {ref} keeps {elsewhere} other Ready pod(s) on nodes that are "
+                    f"not being drained; evicting pod {pod.ref}"
+                ),
+                **known,
+            )
 
     cannot_surge = None if ours_under_way else _cannot_surge_why(deployment)
     if cannot_surge is not None:  # 11
@@ -603,8 +654,10 @@ def _first_matching_row(
     # 13: the status counts the replacement, and the replacement is there. The status alone
     # lags the pods: right after a rollout's old pod is gone it may still count it, and
     # evicting the one pod left would leave the Deployment without a Ready one.
-    if deployment.ready_replicas >= 2 and (
-        ready_besides is None or ready_besides(pod, deployment) >= 1
+    if (
+        not last_ready
+        and deployment.ready_replicas >= 2
+        and (ready_besides is None or ready_besides(pod, deployment) >= 1)
     ):
         return _allow(
             Reason.SURGE_READY,

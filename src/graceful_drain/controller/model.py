@@ -19,6 +19,7 @@ from typing import Any, Self
 
 import msgspec
 
+from graceful_drain.controller.draining import drain_signals
 from graceful_drain.controller.intstr import (
     ROLLING_UPDATE,
     resolve_max_surge,
@@ -375,3 +376,22 @@ class DeploymentInfo:
             ),
             malformed=tuple(reader.malformed),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A Node as the cache keeps it: its name and the signals saying it is being drained
+    (controller/draining.py, the one definition)."""
+
+    name: str
+    drain_signals: tuple[str, ...] = ()
+
+    @property
+    def being_drained(self) -> bool:
+        return bool(self.drain_signals)
+
+    @classmethod
+    def from_object(cls, raw: Mapping[str, Any]) -> Self:
+        metadata = _metadata(raw)
+        name = metadata.get("name")
+        return cls(name=name if isinstance(name, str) else "", drain_signals=drain_signals(raw))

@@ -149,6 +149,12 @@ class Reconciler:
         # Not state that matters for correctness: after a restart a timeout is reported again.
         self._expired_reported: set[tuple[str, str, str]] = set()
         self._in_progress: set[Key] = set()
+        # The copies this reconciler wrote whose effect its cache has not shown yet: key ->
+        # (value, the generation the copy was made on). A copy changes the template, so the
+        # API server bumps the generation: a view of that generation or older is from before
+        # it and must not copy again (one template write per stamp). Not state that matters
+        # for correctness: a restarted reconciler at worst writes the same value once more.
+        self._copied: dict[Key, tuple[str, int]] = {}
         # Handlers cannot be removed from an informer: register once, act only while running.
         deployments.add_handler(self._on_change)
 
@@ -205,6 +211,7 @@ class Reconciler:
         else:
             self._queue.cancel_timer(key)
             self._failures.pop(key, None)
+            self._copied.pop(key, None)
 
     # --- work --------------------------------------------------------------------------------
 
@@ -248,7 +255,15 @@ class Reconciler:
             return await self._complete(deployment, step, now)
         if isinstance(step, CopyToTemplate):
             self._wake_at(key, step.deadline, now)  # a rollout that never completes
+            copied = self._copied.get(key)
+            if (
+                copied is not None
+                and copied[0] == step.value
+                and deployment.generation <= (copied[1])
+            ):  # our copy went through; this view is older than it
+                return Result(WaitForRollout(step.value, step.deadline))
             return await self._copy(deployment, step)
+        self._copied.pop(key, None)
         if isinstance(step, Expired):
             self._cancel_timer(key)
             return self._expired(deployment, step)
@@ -305,6 +320,8 @@ class Reconciler:
         applied = await self._guarded(deployment, copy_patch(deployment, step.value))
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if applied:
+            self._copied[(deployment.namespace, deployment.name)] = (
+                step.value, deployment.generation)  # fmt: skip
             log.info("rollout triggered: pod template restartedAt set")
         else:
             log.info("rollout not triggered: the Deployment changed since it was read")

@@ -2,7 +2,13 @@
 
 Every object is kept as its slim view (controller/model.py) in the informers of
 kube/cache.py. Pods are indexed by their owning ReplicaSet, ReplicaSets by their owning
-Deployment.
+Deployment. Nodes (cluster-wide, whatever --namespaces says) are kept only as whether they are
+being drained (controller/draining.py): `ready_elsewhere` counts a Deployment's Ready pods on
+the nodes that stay.
+
+Until every cache has synced, a pod's owner the cache cannot resolve is read live
+(`resolve_owner_live`); if that fails too the eviction is answered 429 (`Reason.CACHE_COLD`):
+a cold replica never allows on ignorance.
 
 A pod missing from the cache is read live (`lookup_pod`): the cache may simply be cold.
 A 404 then means the pod is gone (`Reason.POD_GONE`), any other failure that it is
@@ -13,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from lightkube import AsyncClient
 from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 
 from graceful_drain.controller.decide import (
     DeploymentFound,
@@ -31,8 +38,10 @@ from graceful_drain.controller.decide import (
     PodLookup,
     PodUnavailable,
     ready_besides_among,
+    ready_elsewhere_among,
+    resolve_owner,
 )
-from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.model import DeploymentInfo, NodeInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.model_fast import pod_info_fast
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import BackoffFactory, ListWatchFactory, ResourceCache
@@ -49,6 +58,11 @@ from graceful_drain.kube.meta import HTTP_NOT_FOUND
 
 T = TypeVar("T")
 
+# How long a pod whose eviction this replica let through counts as leaving, whatever the cache
+# still says: the deletion reaches the cache in milliseconds, but two evictions of one
+# Deployment's last two Ready pods may be decided inside that window (two drains at once), and
+# each would count the other pod as staying.
+LEAVING_SECONDS = 15.0
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
@@ -124,14 +138,29 @@ class ClusterCache:
             functools.partial(DeploymentInfo.from_object, enabled_annotation=enabled_annotation),
             {},
         )
+        # Cluster-scoped: one informer whatever the namespaces.
+        self.nodes: ResourceCache[NodeInfo] = ResourceCache(
+            "nodes",
+            {
+                None: Informer(
+                    "nodes",
+                    source(Node, None),
+                    NodeInfo.from_object,
+                    indexers={},
+                    backoff=backoff(),
+                    silence_limit=silence_limit,
+                )
+            },
+        )
         self._enabled_annotation = enabled_annotation
         self._tasks: list[asyncio.Task[None]] = []
+        self._leaving: dict[str, float] = {}  # pod uid -> monotonic deadline, oldest first
 
     # --- lifecycle (the app's Component protocol) ----------------------------------------------
 
     @property
     def resources(self) -> tuple[ResourceCache[Any], ...]:
-        return (self.pods, self.replicasets, self.deployments)
+        return (self.pods, self.replicasets, self.deployments, self.nodes)
 
     async def start(self) -> None:
         for cache in self.resources:
@@ -196,6 +225,76 @@ class ClusterCache:
             for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
         ))  # fmt: skip
 
+    def being_drained(self, node_name: str) -> bool:
+        """controller/draining.py's definition, on the cached Node; a node the cache does not
+        hold (gone, or not listed yet) is no place that stays."""
+        node = self.nodes.get("", node_name)
+        return node is None or node.being_drained
+
+    def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        """The Deployment's Ready pods other than `pod`, not terminating, on nodes that are not
+        being drained, as cached (`ready-elsewhere`), leaving out those whose eviction this
+        replica let through in the last LEAVING_SECONDS (`note_leaving`)."""
+        leaving = self._leaving_now()
+        return ready_elsewhere_among(pod, (
+            other
+            for replicaset in self.replicasets_of_deployment(deployment.namespace, deployment.name)
+            for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
+            if other.uid not in leaving
+        ), self.being_drained)  # fmt: skip
+
+    def note_leaving(self, pod: PodInfo) -> None:
+        """The webhook let `pod`'s eviction through: it no longer counts as staying, even
+        before the cache shows it terminating."""
+        self._leaving.pop(pod.uid, None)
+        self._leaving[pod.uid] = time.monotonic() + LEAVING_SECONDS
+
+    def _leaving_now(self) -> dict[str, float]:
+        now = time.monotonic()
+        while self._leaving:
+            uid, deadline = next(iter(self._leaving.items()))
+            if deadline > now:
+                break
+            del self._leaving[uid]
+        return self._leaving
+
+    async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
+        """pod -> ReplicaSet -> Deployment from the cache, each one the cache lacks read live
+        while the caches have not synced (a synced cache that lacks it: `OwnerUnresolved`,
+        allowed). A live read failing other than 404 gives `OwnerUnresolved(cold=True)`."""
+        cached = resolve_owner(pod, self.replicaset, self.deployment)
+        if not isinstance(cached, OwnerUnresolved) or self.synced:
+            return cached
+        deadline = asyncio.get_running_loop().time() + budget
+
+        def left() -> float:
+            return max(0.0, deadline - asyncio.get_running_loop().time())
+
+        assert pod.owner_replicaset is not None  # resolve_owner: NoDeployment otherwise
+        replicaset = self.replicaset(pod.namespace, pod.owner_replicaset)
+        if replicaset is None:
+            try:
+                async with asyncio.timeout(left()):
+                    raw = await self.raw.get(ReplicaSet, pod.owner_replicaset, pod.namespace)
+                replicaset = ReplicaSetInfo.from_object(raw)
+            except Exception as error:
+                what = f"ReplicaSet {pod.namespace}/{pod.owner_replicaset}"
+                if http_status(error) == HTTP_NOT_FOUND:
+                    return OwnerUnresolved(f"{what} no longer exists")
+                return OwnerUnresolved(f"live GET of {what} failed: {_failure(error)}", cold=True)
+        if replicaset.owner_deployment is None:
+            return NoDeployment(f"ReplicaSet {replicaset.ref} has no owning Deployment")
+        deployment = self.deployment(pod.namespace, replicaset.owner_deployment)
+        if deployment is not None:
+            return DeploymentFound(deployment)
+        found = await self.read_deployment(pod.namespace, replicaset.owner_deployment,
+                                           budget=left())  # fmt: skip
+        if isinstance(found, NoDeployment):
+            return OwnerUnresolved(found.detail)
+        if isinstance(found, OwnerUnresolved):
+            return OwnerUnresolved(found.detail, cold=True)
+        return found
+
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
         """The cached pod, else a live GET: 404 -> PodGone, any other failure -> PodUnavailable."""
         cached = self.pods.get(namespace, name)
@@ -228,6 +327,10 @@ class ClusterCache:
             return OwnerUnresolved(
                 f"live GET of Deployment {namespace}/{name} failed: {error_detail(error)}"
             )
+
+
+def _failure(error: BaseException) -> str:
+    return "timed out" if isinstance(error, TimeoutError) else error_detail(error)
 
 
 def _owner_replicaset(pod: PodInfo) -> str | None:

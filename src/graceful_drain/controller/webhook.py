@@ -1,7 +1,8 @@
 """The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
 
 `EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck, cache
-lookups (with a live GET for a pod the cache lacks), decide, and for `Reason.ROLLOUT_REQUESTED` the
+lookups (with a live GET for a pod the cache lacks, and for an owner it lacks while the caches
+have not synced), decide, and for `Reason.ROLLOUT_REQUESTED` the
 one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
 any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
 would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
@@ -40,6 +41,7 @@ from graceful_drain.controller.decide import (
     DecisionConfig,
     EvictionRequest,
     FollowUp,
+    NoDeployment,
     OwnerLookup,
     OwnerUnresolved,
     PodFound,
@@ -48,10 +50,10 @@ from graceful_drain.controller.decide import (
     Reason,
     after_stamp_failure,
     decide,
-    decide_eviction,
     malformed_review,
     precheck,
     reread_failed,
+    resolve_owner,
     unexpected_error,
 )
 from graceful_drain.controller.events import (
@@ -99,6 +101,7 @@ class AdmissionLine(msgspec.Struct, gc=False):
     message: str | UnsetType = UNSET  # on the warning and error lines only
 
 
+_POD_NOT_FOUND = NoDeployment("pod not found")
 # What an Outcome holds until _decide sets the decision: never answered, since _decide either
 # sets one or raises (answered `Reason.ERROR`).
 NOT_DECIDED = unexpected_error(None, "not decided")
@@ -114,6 +117,12 @@ class ClusterView(Protocol):
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None: ...
 
     def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int: ...
+
+    def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int: ...
+
+    async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup: ...
+
+    def note_leaving(self, pod: PodInfo) -> None: ...
 
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
@@ -221,11 +230,18 @@ class EvictionWebhook:
             pod_lookup = await self.cluster.lookup_pod(
                 request.namespace, request.name, budget=deadline.call_timeout()
             )
+        owner: OwnerLookup = _POD_NOT_FOUND  # never read unless PodFound
         if isinstance(pod_lookup, PodFound):
             outcome.pod = pod_lookup.pod
-        decision = decide_eviction(
-            request, pod_lookup, self.cluster.replicaset, self.cluster.deployment, self.config,
-            self._clock(), prechecked=True, ready_besides=self.cluster.ready_besides,
+            owner = resolve_owner(pod_lookup.pod, self.cluster.replicaset, self.cluster.deployment)
+            if isinstance(owner, OwnerUnresolved):  # a cold cache reads it live
+                owner = await self.cluster.resolve_owner_live(
+                    pod_lookup.pod, budget=deadline.call_timeout()
+                )
+        decision = decide(
+            request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
+            ready_besides=self.cluster.ready_besides,
+            ready_elsewhere=self.cluster.ready_elsewhere,
         )  # fmt: skip
         outcome.attempts = 1
         while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
@@ -260,12 +276,15 @@ class EvictionWebhook:
                 decision = decide(
                     request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
                     ready_besides=self.cluster.ready_besides,
+                    ready_elsewhere=self.cluster.ready_elsewhere,
                 )  # fmt: skip
                 continue
             outcome.stamped = True
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
             break
         outcome.decision = decision
+        if decision.allowed and outcome.pod is not None and decision.deployment is not None:
+            self.cluster.note_leaving(outcome.pod)  # counts as gone for the next decisions
 
     # --- after the decision ---------------------------------------------------------------------
 

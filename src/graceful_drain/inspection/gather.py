@@ -14,6 +14,7 @@ from lightkube.resources.core_v1 import Event, Namespace, Node, Pod, Service
 from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
+from graceful_drain.controller.draining import is_being_drained
 from graceful_drain.controller.events import DRAIN_TIMEOUT
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.inspection.plan import NodeState, WebhookScope
@@ -96,6 +97,11 @@ async def node_state(
         found = await get_or_none(api, Namespace, namespace)
         if found is not None:
             namespace_objects[namespace] = found
+    staying = frozenset(
+        n["metadata"]["name"]
+        for n in await list_all(api, Node)
+        if n["metadata"].get("name") != node and not is_being_drained(n)
+    )
     webhook, health = await registered_webhook(api, webhook_configuration, webhook_address)
     return NodeState(
         node=node,
@@ -107,6 +113,7 @@ async def node_state(
         namespaces=namespace_objects,
         webhook=None if webhook is None else WebhookScope(webhook.get("namespaceSelector")),
         health=health,
+        staying_nodes=staying,
     )
 
 
@@ -133,9 +140,7 @@ async def status_state(
         replicasets += await list_all(api, ReplicaSet, namespace)
         pods += await list_all(api, Pod, namespace)
     nodes = await list_all(api, Node)
-    cordoned = frozenset(
-        n["metadata"]["name"] for n in nodes if (n.get("spec") or {}).get("unschedulable")
-    )
+    cordoned = frozenset(n["metadata"]["name"] for n in nodes if is_being_drained(n))
     events = await list_all(api, Event, field_selector=f"reason={DRAIN_TIMEOUT}")
     _, health = await registered_webhook(api, webhook_configuration, webhook_address)
     lease = await get_or_none(api, Lease, lease_name, controller_namespace)

@@ -26,6 +26,7 @@ from graceful_drain.controller.decide import (
     Reason,
     decide_eviction,
     ready_besides_among,
+    ready_elsewhere_among,
     resolve_owner,
 )
 from graceful_drain.controller.intstr import ROLLING_UPDATE, scaled_value_from_int_or_percent
@@ -86,6 +87,9 @@ class NodeState:
     namespaces: Mapping[str, JsonDict]
     webhook: WebhookScope | None  # None: no webhook configuration registered
     health: WebhookHealth  # whether the address the API server dials answers
+    # The nodes that are not being drained (controller/draining.py), `node` never among them;
+    # None: not read, every node but `node` is taken to stay.
+    staying_nodes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,7 @@ class _Lookups:
             for rs in (ReplicaSetInfo.from_object(raw) for raw in state.replicasets)
         }
         self.neighbours = [PodInfo.from_object(raw) for raw in state.neighbours]
+        self.node, self.staying = state.node, state.staying_nodes
         self.raw_deployments = {_key(raw): raw for raw in state.deployments}
         self.deployments = {
             key: DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation)
@@ -179,6 +184,18 @@ class _Lookups:
             if other.namespace == deployment.namespace
             and self._deployment_of(other) == deployment.ref
         ))  # fmt: skip
+
+    def being_drained(self, node: str) -> bool:
+        """The planned node is; another one is unless `staying_nodes` lists it."""
+        return node == self.node or (self.staying is not None and node not in self.staying)
+
+    def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        """As the webhook's `ClusterCache.ready_elsewhere`, over the namespace's pods."""
+        return ready_elsewhere_among(pod, (
+            other for other in self.neighbours
+            if other.namespace == deployment.namespace
+            and self._deployment_of(other) == deployment.ref
+        ), self.being_drained)  # fmt: skip
 
     def _deployment_of(self, pod: PodInfo) -> ObjectRef | None:
         found = resolve_owner(pod, self.replicaset, self.deployment)
@@ -305,6 +322,7 @@ def _plan_pod(
         decision = decide_eviction(
             eviction_request(info.ref), PodFound(info), lookups.replicaset, lookups.deployment,
             config, now, ready_besides=lookups.ready_besides,
+            ready_elsewhere=lookups.ready_elsewhere,
         )  # fmt: skip
         reason, message = decision.reason.value, decision.message
     base.update(reason=reason, decision=decision)

@@ -22,6 +22,7 @@ from graceful_drain.controller.decide import (
     PodFound,
     decide_eviction,
     ready_besides_among,
+    ready_elsewhere_among,
 )
 from graceful_drain.controller.model import (
     RESTARTED_AT_ANNOTATION,
@@ -232,6 +233,9 @@ def _held(
             eviction_request(subject.ref), PodFound(subject),
             lambda _, name: replicasets.get(name), lambda _, __: deployment, config, now,
             ready_besides=lambda pod, _: ready_besides_among(pod, pods),
+            ready_elsewhere=lambda pod, _: ready_elsewhere_among(
+                pod, pods, state.cordoned.__contains__
+            ),
         )  # fmt: skip
     waited = max(now - deployment.restarted_at, timedelta(0))
     return HeldDeployment(

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -127,7 +128,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="the graceful-drain controller's --rollout-timeout: a restarted-at marker "
         f"older (or further ahead) than this is not trusted (default "
-        f"{format_go_duration(DEFAULT_ROLLOUT_TIMEOUT)})",
+        # "10m", as the controller's own --rollout-timeout says it, rather than "10m0s".
+        f"{re.sub(r'(?<=[hm])0s$', '', format_go_duration(DEFAULT_ROLLOUT_TIMEOUT))})",
     )
     parser.add_argument(
         "--record-event",

@@ -224,13 +224,14 @@ async def create_pod(
     owner: dict[str, Any] | None = None,
     ready: bool = True,
     labels: dict[str, str] | None = None,
+    node: str = "node-a",
 ) -> dict[str, Any]:
     ensure_namespace(sim, namespace)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
     if owner is not None:
         metadata["ownerReferences"] = [_owner(owner)]
     pod = sim.create({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-                      "spec": {**POD_SPEC, "nodeName": "node-a"}})  # fmt: skip
+                      "spec": {**POD_SPEC, "nodeName": node}})  # fmt: skip
     status = {
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],

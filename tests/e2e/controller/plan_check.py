@@ -43,7 +43,10 @@ UNPROTECTABLE: dict[str, Obj] = {
 }
 UNPROTECTABLE_REASON = {"solo-no-surge": "cannot-surge", "solo-unavailable": "cannot-protect"}
 PROTECTED = "protected"
-BLOCKED = "ledger"  # two replicas, a budget that allows no disruption
+# Two replicas on the drained node, opted out of graceful-drain (the last-ready rule would
+# hold them, and their replacement, pinned to the drained node, could never be Ready), and a
+# budget that allows no disruption.
+BLOCKED = "ledger"
 DAEMON = "agent"
 BARE = "scratch"
 
@@ -107,7 +110,9 @@ def workloads(subject: DrainSubject) -> list[Obj]:
         solo = _prefer(web(name), node)
         solo["spec"]["strategy"]["rollingUpdate"] = rolling
         objects.append(solo)
-    objects.append(_pinned(web(BLOCKED, replicas=2), node))
+    ledger = _pinned(web(BLOCKED, replicas=2), node)
+    ledger["metadata"]["annotations"] = {"graceful-drain.stonal.com/enabled": "false"}
+    objects.append(ledger)
     objects.append({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": BLOCKED, "namespace": namespace},

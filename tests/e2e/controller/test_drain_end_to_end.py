@@ -81,10 +81,12 @@ async def test_with_the_controller_stopped_the_drain_completes_with_the_outage_i
 async def test_pods_a_budget_or_nobody_protects_are_evicted_at_once(
     sim: KubeSim, tmp_path: Path
 ) -> None:
-    """NO_DEPLOYMENT and REPLICAS_NOT_ONE: a replicas=2 Deployment, a StatefulSet pod and a bare
-    pod."""
+    """NO_DEPLOYMENT and, under `--protect=single-replica` (v2), REPLICAS_NOT_ONE: a
+    replicas=2 Deployment, a StatefulSet pod and a bare pod. (Under the default last-ready
+    rule the pair, both pods on the drained node, is held and rolled out:
+    tests/e2e/real_control_plane/test_last_ready_real.py.)"""
     async with drain_cluster(sim, tmp_path) as cluster:
-        replica = await cluster.start_replica()
+        replica = await cluster.start_replica(env={"GRACEFUL_DRAIN_PROTECT": "single-replica"})
         await cluster.create_web("pair", replicas=2)
         await cluster.create(statefulset("db"))
         bare = await cluster.create(pod_on("node-a", "scratch"))

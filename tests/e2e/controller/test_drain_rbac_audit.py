@@ -139,6 +139,32 @@ async def evict_a_pod_the_cache_has_not_seen(cluster: DrainCluster, replica: Rep
     assert reads == [200]
 
 
+async def resolve_an_owner_before_the_caches_synced(
+    cluster: DrainCluster, replica: Replica
+) -> None:
+    """A replica whose ReplicaSet and Deployment lists hang serves the webhook cold: it reads
+    the evicted pod's ReplicaSet and Deployment live (`cache-cold` if it cannot)."""
+    rules = [
+        cluster.sim.faults.add(
+            FaultRule(verb="list", resource=resource, user=CONTROLLER_USER, hang=True)
+        )
+        for resource in ("replicasets", "deployments")
+    ]
+    cold = await cluster.start_replica("graceful-drain-cold", wait_synced=False)
+    try:
+        assert not cold.app.cache.synced
+        [pod] = await cluster.pods("web")
+        assert await evict(cluster.admin, pod["metadata"]["name"]) == 429
+        reads = [r.code for r in cluster.controller_requests()
+                 if r.verb == "get" and r.resource == "replicasets"]  # fmt: skip
+        assert reads and set(reads) == {200}
+    finally:
+        for rule in rules:
+            cluster.sim.faults.remove(rule)
+        await cold.stop()
+        await cluster.route_to(replica)
+
+
 async def end_the_configuration_watch(sim: KubeSim, replica: Replica) -> None:
     """A watch is audited when it ends; the caBundle keeper's lasts the whole test."""
     tls = replica.app.tls
@@ -166,6 +192,7 @@ async def test_the_shipped_rbac_grants_exactly_what_the_controller_uses(
         await two_dances(cluster)
         await stamp_against_a_stale_cache(cluster, replica)
         await evict_a_pod_the_cache_has_not_seen(cluster, replica)
+        await resolve_an_owner_before_the_caches_synced(cluster, replica)
         await end_the_configuration_watch(cluster.sim, replica)
 
         requests = cluster.controller_requests()

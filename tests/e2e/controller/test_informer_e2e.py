@@ -68,7 +68,9 @@ async def test_cache_fills_and_indexes_owners(
     async with asyncio.timeout(DEADLINE):
         await rs_informer.wait_for(lambda: len(cache.replicasets_of_deployment("shop", "web")) == 1)
     assert [p.name for p in cache.pods_of_replicaset("shop", "web-5d9")] == [workload.pod_name]
-    assert cache.sync_status() == {"pods": True, "replicasets": True, "deployments": True}
+    assert cache.sync_status() == {
+        "pods": True, "replicasets": True, "deployments": True, "nodes": True,
+    }  # fmt: skip
 
 
 async def test_informer_resumes_after_a_dropped_watch(
@@ -141,3 +143,26 @@ async def test_deployments_are_cached_with_the_enabled_annotation_read(
         assert cache.pods.get("shop", workload.pod_name) is not None  # synced: listed already
     finally:
         await cache.stop()
+
+
+async def test_the_node_cache_tells_which_nodes_are_being_drained(
+    sim: KubeSim, raw: KubeClient, cache: ClusterCache
+) -> None:
+    """controller/draining.py's signals as the API server serves them, through the informer;
+    a node the cache does not hold counts as being drained."""
+    for name in ("stays", "cordoned", "karpenter", "autoscaler"):
+        await raw.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                         "metadata": {"name": name}})  # fmt: skip
+    await raw.patch("/api/v1/nodes/cordoned", {"spec": {"unschedulable": True}})
+    await raw.patch("/api/v1/nodes/karpenter", {"spec": {"taints": [
+        {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}})  # fmt: skip
+    await raw.patch("/api/v1/nodes/autoscaler", {"spec": {"taints": [
+        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1700000000",
+         "effect": "NoSchedule"}]}})  # fmt: skip
+    [nodes] = cache.nodes.informers
+    async with asyncio.timeout(DEADLINE):
+        await nodes.wait_for(lambda: all(
+            cache.being_drained(n) for n in ("cordoned", "karpenter", "autoscaler")
+        ))  # fmt: skip
+    assert not cache.being_drained("stays")
+    assert cache.being_drained("never-listed")

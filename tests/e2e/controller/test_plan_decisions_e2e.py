@@ -56,6 +56,7 @@ async def cluster_state(sim: KubeSim, raw: KubeClient, certs: WebhookCerts) -> N
                  "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
     })  # fmt: skip
     sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-b"}})
     sim.create({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "graceful-drain"},
@@ -70,11 +71,13 @@ async def cluster_state(sim: KubeSim, raw: KubeClient, certs: WebhookCerts) -> N
         }],
     })  # fmt: skip
     await create_workload(sim, raw, "steady", namespace=NS)  # rollout-requested
-    await create_workload(sim, raw, "pair", namespace=NS, replicas=2, ready_replicas=2)  # 10
+    # v3: its one pod is on node-a, so its eviction is held whatever its replicas
+    await create_workload(sim, raw, "pair", namespace=NS, replicas=2, ready_replicas=2)
     await create_workload(sim, raw, "sleepy", namespace=NS, pod_ready=False)  # 12
     surged = await create_workload(sim, raw, "surged", namespace=NS, ready_replicas=2)  # 13
+    # its other pod, Ready on a node that stays: ready-elsewhere
     await create_pod(sim, raw, "surged-5d9-fghij", NS, owner=surged.replicaset,
-                     labels={"app": "surged"})  # its Ready replacement: 13 for it too  # fmt: skip
+                     labels={"app": "surged"}, node="node-b")  # fmt: skip
     # The status still counts a pod that is gone: 13 needs the replacement among the pods.
     await create_workload(sim, raw, "lagging", namespace=NS, ready_replicas=2)  # 16
     await create_workload(sim, raw, "nosurge", namespace=NS)  # 11
@@ -129,7 +132,7 @@ async def test_the_webhook_and_plan_give_each_pod_the_same_decision(
             compared.append(decision.reason.value)
 
     assert sorted(compared) == sorted([
-        "rollout-requested", "replicas-not-one", "pod-not-ready", "surge-ready", "surge-ready",
+        "rollout-requested", "rollout-requested", "pod-not-ready", "ready-elsewhere",
         "rollout-requested", "cannot-surge", "cannot-surge", "rollout-in-progress",
         "rollout-timeout", "no-deployment",
     ])  # fmt: skip

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from graceful_drain.controller.app import ControllerApp
+from graceful_drain.controller.decide import Protect
 from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.webhook import WEBHOOK_PATH
 from graceful_drain.kube.timefmt import parse_rfc3339
@@ -95,11 +96,23 @@ def decisions(app: ControllerApp, allowed: bool, reason: str) -> float:
 async def test_allow_rows_for_deployment_pods(
     sim: KubeSim,
     raw: KubeClient,
-    controller: ControllerApp,
+    certs: WebhookCerts,
     https: aiohttp.ClientSession,
     options: dict[str, Any],
     reason: str,
 ) -> None:
+    """v2's rows (`--protect=single-replica`): the status's replica counts decide. The v3
+    rule reads the pods and their nodes instead (test_last_ready_real.py)."""
+    async with running_controller(sim, certs, protect=Protect.SINGLE_REPLICA) as controller:
+        async with asyncio.timeout(DEADLINE):
+            await controller.cache.wait_synced()
+        await _allow_row(sim, raw, controller, https, options, reason)
+
+
+async def _allow_row(
+    sim: KubeSim, raw: KubeClient, controller: ControllerApp, https: aiohttp.ClientSession,
+    options: dict[str, Any], reason: str,
+) -> None:  # fmt: skip
     workload = await create_workload(sim, raw, "web", **options)
     await until_cached(controller, workload)
     if reason == "surge-ready":  # the replacement the status counts

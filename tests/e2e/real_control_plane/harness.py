@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sys
 import textwrap
 import urllib.request
@@ -480,3 +481,31 @@ async def settle(recorder: AvailabilityRecorder, namespace: str, node: str) -> t
     start, _ = recorder.drain_window(node)
     await until(recorder, lambda: recorder.ready("web", namespace) >= 1)
     return start, recorder.clock()
+
+
+async def start_cold_controller(
+    installation: Installation, api: ApiProxy, name: str = "graceful-drain-cold"
+) -> ControllerProcess:
+    """A controller replica talking through `api`, routed as soon as its webhook port
+    answers rather than once /readyz is 200: its caches cannot sync while `api` holds their
+    lists back, and it serves the webhook cold."""
+    args, env, _ = container_invocation(await installation.controller_deployment(), name)
+    replica = ControllerProcess(
+        name=name, args=args, env={**env, "POD_NAMESPACE": installation.namespace},
+        kubeconfig=await installation.service_account_kubeconfig(name, api),
+        log_path=installation.workdir / f"{name}.log", service=installation.service,
+    )  # fmt: skip
+
+    def serving() -> bool:
+        if replica._get("/healthz")[0] != 200:
+            return False
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", replica.webhook_port), timeout=1),
+        ):
+            return True
+        return False
+
+    replica._ready = serving  # type: ignore[method-assign]
+    await asyncio.to_thread(replica.start)
+    return replica

@@ -3,6 +3,8 @@ are never refused, and every verb its roles grant is used by some path of the co
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +25,10 @@ from .harness import (
     admin_client,
     kubectl,
     kubectl_json,
+    pods,
     refused,
     requests_of,
+    start_cold_controller,
     watch_objects,
     web,
 )
@@ -130,6 +134,35 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
                  "metadata": {"name": "no-such-pod", "namespace": namespace}},
             )  # fmt: skip
         assert missing.value.code == 404
+        # A replica whose ReplicaSet list is held back serves the webhook cold: it reads the
+        # evicted pod's ReplicaSet live, which is what its `get replicasets` is for.
+        for replica in replicas:
+            replica.stop()
+        listed = asyncio.Event()
+
+        async def hold_the_replicaset_list(seen: Seen) -> int | None:
+            if seen.method == "GET" and not seen.watch and seen.path.endswith("/replicasets"):
+                await listed.wait()
+            return None
+
+        cold_api = await ApiProxy(real_cluster.server, real_cluster.ca_pem).start()
+        cold_api.rules.append(hold_the_replicaset_list)
+        cold = await start_cold_controller(installation, cold_api, "graceful-drain-3")
+        try:
+            [pod] = await pods(real_cluster, namespace)
+            name = pod["metadata"]["name"]
+            with contextlib.suppress(ApiStatusError):  # held (429) or not: either reads it
+                await client.request(
+                    "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+                    {"apiVersion": "policy/v1", "kind": "Eviction",
+                     "metadata": {"name": name, "namespace": namespace}},
+                )  # fmt: skip
+            assert any(s.is_("GET", f"/replicasets/{pod['metadata']['ownerReferences'][0]['name']}")
+                       for s in cold_api.seen)  # fmt: skip
+        finally:
+            listed.set()
+            cold.stop()
+            await cold_api.stop()
     finally:
         for replica in replicas:
             replica.stop()

@@ -129,16 +129,18 @@ def test_unscoped_the_webhook_skips_the_release_namespace_and_the_excluded_ones(
 def test_every_controller_knob_reaches_the_controller() -> None:
     items = template({
         "rolloutTimeout": "3m", "enabledAnnotation": "example.com/drain-protect",
+        "protect": "single-replica",
         "leaderElection": {"enabled": False, "leaseName": "my-lease"},
         "log": {"format": "console", "level": "debug"},
         "webhook": {"port": 9443}, "metrics": {"port": 9090},
     })  # fmt: skip
     env = env_of(items)
     assert {key: env[f"{ENV_PREFIX}{key}"] for key in (
-        "ROLLOUT_TIMEOUT", "ENABLED_ANNOTATION", "LEADER_ELECT", "LEASE_NAME", "LOG_FORMAT",
-        "LOG_LEVEL", "WEBHOOK_PORT", "METRICS_PORT",
+        "ROLLOUT_TIMEOUT", "PROTECT", "ENABLED_ANNOTATION", "LEADER_ELECT", "LEASE_NAME",
+        "LOG_FORMAT", "LOG_LEVEL", "WEBHOOK_PORT", "METRICS_PORT",
     )} == {
-        "ROLLOUT_TIMEOUT": "3m", "ENABLED_ANNOTATION": "example.com/drain-protect",
+        "ROLLOUT_TIMEOUT": "3m", "PROTECT": "single-replica",
+        "ENABLED_ANNOTATION": "example.com/drain-protect",
         "LEADER_ELECT": "false", "LEASE_NAME": "my-lease", "LOG_FORMAT": "console",
         "LOG_LEVEL": "debug", "WEBHOOK_PORT": "9443", "METRICS_PORT": "9090",
     }  # fmt: skip
@@ -165,6 +167,7 @@ def test_another_release_name_renames_every_object_and_the_controller_follows() 
         ({"tls": {"mode": "secret", "secret": {"name": "x"}}}, "needs tls.secret.caBundle"),
         ({"tls": {"mode": "vault"}}, "value must be one of"),
         ({"rolloutTimeout": "ten minutes"}, "/rolloutTimeout"),
+        ({"protect": "replicas"}, "/protect"),
         ({"namespaces": ["Team_A"]}, "/namespaces/0"),
         ({"namespaces": ["graceful-drain"]}, "must not list the release namespace"),
         ({"webhook": {"failurePolicy": "Maybe"}}, "/webhook/failurePolicy"),

@@ -1,4 +1,7 @@
-"""The decision table of docs/decisions.md, row by row, and the order in which rows are tried."""
+"""The decision table of docs/decisions.md, row by row, and the order in which rows are tried,
+under `--protect=single-replica` (v2's rule: `replicas-not-one`, `surge-ready` from the status
+and the pod cache). The v3 rule (`--protect=last-ready`, the default) has its own table and
+property in test_decide_v3.py."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from graceful_drain.controller.decide import (
     PodLookup,
     PodOutOfScope,
     PodUnavailable,
+    Protect,
     Reason,
     after_stamp_failure,
     decide,
@@ -95,7 +99,7 @@ DEPLOYMENT = DeploymentInfo(
 )
 FOUND: PodLookup = PodFound(POD)
 OWNED: OwnerLookup = DeploymentFound(DEPLOYMENT)
-DEFAULT_CONFIG = DecisionConfig()
+DEFAULT_CONFIG = DecisionConfig(protect=Protect.SINGLE_REPLICA)
 
 
 @dataclass(frozen=True)
@@ -267,10 +271,11 @@ def first_trigger(row: int) -> Trigger:
 
 
 def later_rows(row: int) -> set[int]:
-    """The rows `row` is tried before and wins over. CANNOT_SURGE / CANNOT_PROTECT do not win
-    over a rollout of ours (ROLLOUT_TIMEOUT, ROLLOUT_IN_PROGRESS set restarted-at): that one
-    keeps holding, see the cannot-surge tests."""
-    return set(range(row + 1, 14 if row == 11 else 16))
+    """The rows `row` is tried before and wins over. REPLICAS_NOT_ONE, CANNOT_SURGE and
+    CANNOT_PROTECT do not win over a rollout of ours (ROLLOUT_TIMEOUT, ROLLOUT_IN_PROGRESS set
+    restarted-at): that one keeps holding, see the cannot-surge tests and
+    test_our_rollout_keeps_holding_whatever_the_replicas."""
+    return set(range(row + 1, 14 if row in (10, 11) else 16))
 
 
 def apply(scenario: Scenario, rows: set[int], chosen: dict[int, Trigger] | None = None) -> Scenario:
@@ -317,7 +322,8 @@ def test_each_row_wins_over_every_later_row(row: int, situation: str) -> None:
 
 @given(st.sets(st.integers(min_value=1, max_value=15)), st.data())
 def test_the_lowest_matching_row_wins(rows: set[int], data: st.DataObject) -> None:
-    assume(not (min(rows, default=16) == 11 and rows & {14, 15}))  # CANNOT_SURGE's exemption
+    # REPLICAS_NOT_ONE's and CANNOT_SURGE's exemption: a rollout of ours keeps holding
+    assume(not (min(rows, default=16) in (10, 11) and rows & {14, 15}))
     chosen = {row: data.draw(st.sampled_from(list(TRIGGERS[row].values()))) for row in rows}
 
     decision = apply(Scenario(), rows, chosen).decide()
@@ -446,8 +452,9 @@ def test_timeout_reports_how_long_it_waited() -> None:
         ({"paused": True}, "spec.paused is true"),
         (
             {"max_unavailable": 1},
-            "spec.strategy.rollingUpdate.maxUnavailable resolves to 1, so the rollout may "
-            "remove the only Ready pod before its replacement is Ready; set it to 0",
+            "spec.strategy.rollingUpdate.maxUnavailable resolves to 1 for 1 spec.replicas, so "
+            "the rollout may remove the last Ready pod before a replacement is Ready; set it "
+            "to 0",
         ),
     ],
 )

@@ -26,6 +26,7 @@ from graceful_drain.controller.decide import (
     PodLookup,
     PodUnavailable,
     Reason,
+    resolve_owner,
 )
 from graceful_drain.controller.events import (
     DRAIN_STARTED,
@@ -86,6 +87,10 @@ class FakeCluster:
     deployments: dict[str, DeploymentInfo] = field(default_factory=lambda: {"web": deployment()})
     reread: list[OwnerLookup] = field(default_factory=list)
     others_ready: int = 1  # the Deployment's Ready pods besides the evicted one
+    others_elsewhere: int = 0  # ... of them, on nodes that are not being drained
+    synced: bool = True  # False: the caches are cold, an owner they lack is read live
+    live_owner: OwnerLookup | None = None  # what that live read finds
+    leaving: list[str] = field(default_factory=list)  # pods whose eviction was let through
     lookups: int = 0
     rereads: int = 0
 
@@ -104,6 +109,19 @@ class FakeCluster:
 
     def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         return self.others_ready
+
+    def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
+        return self.others_elsewhere
+
+    def note_leaving(self, pod: PodInfo) -> None:
+        self.leaving.append(pod.name)
+
+    async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
+        cached = resolve_owner(pod, self.replicaset, self.deployment)
+        if self.synced or not isinstance(cached, OwnerUnresolved):
+            return cached
+        assert self.live_owner is not None
+        return self.live_owner
 
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup:
         self.rereads += 1
@@ -487,3 +505,65 @@ async def test_answers_are_observed_in_the_next_loop_turn_together_and_in_order(
     assert [event.reason for event in rig.events] == [DRAIN_STARTED, DRAIN_WAITING]
     await asyncio.sleep(0)
     assert len(observed) == 3  # each answer once
+
+
+# --- v3: the last Ready pod, and a cold replica ------------------------------------------------
+
+
+async def test_another_ready_pod_on_a_node_that_stays_lets_the_eviction_through_at_once(
+    rig: Rig,
+) -> None:
+    rig.cluster.deployments = {"web": deployment(replicas=3, ready_replicas=3)}
+    rig.cluster.others_ready, rig.cluster.others_elsewhere = 2, 1
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert rig.patcher.patches == []  # no rollout
+    assert counted(rig, "true", "ready-elsewhere") == 1
+    assert rig.cluster.leaving == [POD.name]  # no longer counted as staying
+
+
+async def test_every_other_ready_pod_on_a_drained_node_holds_whatever_the_replicas(
+    rig: Rig,
+) -> None:
+    rig.cluster.deployments = {"web": deployment(replicas=3, ready_replicas=3)}
+    rig.cluster.others_ready, rig.cluster.others_elsewhere = 2, 0
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert len(rig.patcher.patches) == 1  # the one stamp
+    assert counted(rig, "false", "rollout-requested") == 1
+
+
+@pytest.mark.parametrize("missing", ["replicaset", "deployment"])
+async def test_a_cold_replica_that_cannot_read_the_owner_answers_429(
+    rig: Rig, missing: str
+) -> None:
+    if missing == "replicaset":
+        rig.cluster.replicasets = {}
+    else:
+        rig.cluster.deployments = {}
+    rig.cluster.synced = False
+    rig.cluster.live_owner = OwnerUnresolved("live GET failed: connection refused", cold=True)
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "has not synced yet" in response["status"]["message"]
+    assert rig.patcher.patches == []
+    assert counted(rig, "false", "cache-cold") == 1
+
+
+async def test_a_cold_replica_reads_the_owner_live_and_holds_with_a_rollout(rig: Rig) -> None:
+    rig.cluster.deployments = {}
+    rig.cluster.synced = False
+    rig.cluster.live_owner = DeploymentFound(deployment())
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert len(rig.patcher.patches) == 1
+    assert counted(rig, "false", "rollout-requested") == 1
+
+
+async def test_a_synced_cache_lacking_the_owner_allows(rig: Rig) -> None:
+    rig.cluster.deployments = {}
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert counted(rig, "true", "owner-unresolved") == 1

@@ -43,7 +43,9 @@ def expected_allowed(variant: Variant, request: Request) -> bool:
     own_namespace = request.namespace == NAMESPACE
     if target == ("", "pods", ""):  # informer + live GET of a pod missing from the cache
         return verb in READ
-    if target == ("apps", "replicasets", ""):  # owner resolution, from the cache only
+    if target == ("apps", "replicasets", ""):  # owner resolution; live GET while cold
+        return verb in READ
+    if target == ("", "nodes", ""):  # which nodes are being drained: read only, no get
         return verb in {"list", "watch"}
     if target == ("apps", "deployments", ""):  # restarted-at and restartedAt: patches only
         return verb in READ | {"patch"}
@@ -102,4 +104,7 @@ CASES: tuple[Request, ...] = (
             name=WEBHOOK_CONFIGURATION),
     Request("escalate", "rbac.authorization.k8s.io", "clusterroles", name="graceful-drain"),
     Request("get", "", "nodes", name="node-1"),
+    Request("list", "", "nodes"),
+    Request("watch", "", "nodes"),
+    Request("patch", "", "nodes", name="node-1"),
 )  # fmt: skip

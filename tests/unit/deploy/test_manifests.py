@@ -31,6 +31,8 @@ COMMON_OBJECTS = {
     ("ServiceAccount", SERVICE_ACCOUNT),
     ("ClusterRole", "graceful-drain"),
     ("ClusterRoleBinding", "graceful-drain"),
+    ("ClusterRole", "graceful-drain-nodes"),
+    ("ClusterRoleBinding", "graceful-drain-nodes"),
     ("Role", "graceful-drain-leader-election"),
     ("RoleBinding", "graceful-drain-leader-election"),
     ("Service", "graceful-drain-webhook"),
@@ -266,6 +268,7 @@ def test_configuration_by_graceful_drain_variables(variant: Variant) -> None:
     env = literal_env(controller_container(objects(variant)))
     assert env == {
         "GRACEFUL_DRAIN_ROLLOUT_TIMEOUT": "10m",
+        "GRACEFUL_DRAIN_PROTECT": "last-ready",
         "GRACEFUL_DRAIN_WEBHOOK_PORT": "8443",
         "GRACEFUL_DRAIN_METRICS_PORT": "8080",
         "GRACEFUL_DRAIN_LEADER_ELECT": "true",

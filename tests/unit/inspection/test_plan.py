@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decide import DecisionConfig
+from graceful_drain.controller.decide import DecisionConfig, Protect
 from graceful_drain.inspection.plan import (
     NodeState,
     Outcome,
@@ -33,12 +33,13 @@ OUTSIDE_SYSTEM = WebhookScope({"matchExpressions": [NOT_SYSTEM]})
 
 def state(pods: list[k.Obj], *, deployments: Sequence[k.Obj] = (), budgets: Sequence[k.Obj] = (),
           elsewhere: Sequence[k.Obj] = (), webhook: WebhookScope | None = OUTSIDE_SYSTEM,
-          health: WebhookHealth = k.PROTECTED) -> NodeState:  # fmt: skip
+          health: WebhookHealth = k.PROTECTED,
+          staying: frozenset[str] | None = None) -> NodeState:  # fmt: skip
     return NodeState(
         node=k.NODE, pods=pods, neighbours=[*pods, *elsewhere],
         replicasets=[k.replicaset(d) for d in deployments], deployments=list(deployments),
         budgets=list(budgets), namespaces={n: k.namespace(n) for n in ("default", "kube-system")},
-        webhook=webhook, health=health,
+        webhook=webhook, health=health, staying_nodes=staying,
     )  # fmt: skip
 
 
@@ -91,10 +92,15 @@ def test_a_budget_allowing_no_disruption_blocks_unless_the_surge_makes_room() ->
     pair = k.deployment("pair", replicas=2)
     pods = [deployment_pod(pair, f"p{i}", labels={"app": "pair"}) for i in range(2)]
     strict = k.budget("pair", {"app": "pair"}, allowed=0, healthy=2, desired=2)
-    plan = plan_node(state(pods, deployments=[pair], budgets=[strict]), CONFIG, NOW)
+    # v2 (--protect=single-replica) lets a 2-replica Deployment's evictions reach the budget
+    v2 = replace(CONFIG, protect=Protect.SINGLE_REPLICA)
+    plan = plan_node(state(pods, deployments=[pair], budgets=[strict]), v2, NOW)
     assert [p.outcome for p in plan.pods] == [Outcome.BLOCKED, Outcome.BLOCKED]
     assert plan.pods[0].budget == "default/pair"
     assert plan.verdict is Verdict.BLOCKED and plan.exit_code == 2
+    # v3 holds them (both pods on the drained node): the surge raises currentHealthy by one
+    plan = plan_node(state(pods, deployments=[pair], budgets=[strict]), CONFIG, NOW)
+    assert [p.outcome for p in plan.pods] == [Outcome.HELD, Outcome.HELD]
 
     web = k.deployment("web")  # held: its replacement raises currentHealthy by one
     pod = deployment_pod(web, labels={"app": "web"})
@@ -120,7 +126,9 @@ def test_a_replica_ready_elsewhere_means_no_outage() -> None:
     pair = k.deployment("pair", replicas=2)
     here, there = deployment_pod(pair, "here"), deployment_pod(pair, "there", node="node-b")
     plan = plan_node(state([here], deployments=[pair], elsewhere=[there]), CONFIG, NOW)
-    assert one(plan) == (Outcome.EVICTED, False, "replicas-not-one")
+    assert one(plan) == (Outcome.EVICTED, False, "ready-elsewhere")
+    cordoned = state([here], deployments=[pair], elsewhere=[there], staying=frozenset())
+    assert one(plan_node(cordoned, CONFIG, NOW)) == (Outcome.HELD, False, "rollout-requested")
 
 
 def test_pods_the_webhook_is_not_asked_about_are_not_reviewed() -> None:

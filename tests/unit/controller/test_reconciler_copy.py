@@ -1,0 +1,85 @@
+"""One template write per stamp: a reconciler whose copy went through does not copy again from
+a view older than its write (docs/decisions.md, "The reconciler")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from graceful_drain.controller.model import DeploymentInfo
+from graceful_drain.controller.reconciler import DeploymentChange, Reconciler
+from graceful_drain.controller.rollout import CopyToTemplate, WaitForRollout
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+STAMP = "2024-05-01T11:59:58.000000Z"
+
+
+def stamped(**changes: Any) -> DeploymentInfo:
+    raw = {
+        "metadata": {"name": "web", "namespace": "default", "uid": "u", "resourceVersion": "7",
+                     "generation": 3, "annotations": {
+                         "graceful-drain.stonal.com/restarted-at": STAMP}},
+        "spec": {"replicas": 1, "template": {"metadata": {"annotations": {}}}},
+        "status": {"observedGeneration": 3, "replicas": 1, "updatedReplicas": 1,
+                   "readyReplicas": 1, "availableReplicas": 1},
+    }  # fmt: skip
+    return replace(DeploymentInfo.from_object(raw), **changes)
+
+
+@dataclass
+class Source:
+    current: DeploymentInfo
+    handlers: list[Callable[[DeploymentChange], None]] = field(default_factory=list)
+
+    def get(self, namespace: str, name: str) -> DeploymentInfo | None:
+        return self.current
+
+    def items(self) -> list[DeploymentInfo]:
+        return [self.current]
+
+    def add_handler(self, handler: Callable[[DeploymentChange], None]) -> None:
+        self.handlers.append(handler)
+
+
+@dataclass
+class Patcher:
+    patches: list[list[dict[str, Any]]] = field(default_factory=list)
+
+    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
+        self.patches.append(patch)
+
+
+async def test_a_stale_view_after_our_copy_does_not_copy_again() -> None:
+    source, patcher = Source(stamped()), Patcher()
+    reconciler = Reconciler(source, patcher, rollout_timeout=timedelta(minutes=10),
+                            clock=lambda: NOW)  # fmt: skip
+
+    first = await reconciler.reconcile(("default", "web"))
+    assert isinstance(first.step, CopyToTemplate) and first.applied
+    # The Deployment controller wrote status meanwhile: a newer resourceVersion, same
+    # generation, and the cache has not shown our template write yet.
+    source.current = stamped(resource_version="8")
+    second = await reconciler.reconcile(("default", "web"))
+    assert isinstance(second.step, WaitForRollout)
+    assert len(patcher.patches) == 1
+
+    # Someone replaced the template since (a later generation without the stamp): copy again.
+    source.current = stamped(resource_version="9", generation=5)
+    third = await reconciler.reconcile(("default", "web"))
+    assert isinstance(third.step, CopyToTemplate) and third.applied
+    assert len(patcher.patches) == 2
+
+
+async def test_a_new_stamp_is_copied_whatever_the_last_copy() -> None:
+    source, patcher = Source(stamped()), Patcher()
+    reconciler = Reconciler(source, patcher, rollout_timeout=timedelta(minutes=10),
+                            clock=lambda: NOW)  # fmt: skip
+    await reconciler.reconcile(("default", "web"))
+    newer = "2024-05-01T11:59:59.000000Z"
+    source.current = stamped(restarted_at=datetime(2024, 5, 1, 11, 59, 59, tzinfo=UTC),
+                             restarted_at_raw=newer)  # fmt: skip
+    again = await reconciler.reconcile(("default", "web"))
+    assert isinstance(again.step, CopyToTemplate) and again.step.value == newer
+    assert len(patcher.patches) == 2
