@@ -67,6 +67,10 @@ def test_fields_v1_round_trips() -> None:
                         "data": {"k": "v"}}))  # fmt: skip
     assert decode(encode(paths)) == paths
     assert encode({(("f", "data"), ("f", "k"))}) == {"f:data": {"f:k": {}}}
+    # a field that is in the set and holds fields of it carries ".", as fieldpath.Set writes it
+    both = {(("f", "data"),), (("f", "data"), ("f", "k"))}
+    assert encode(both) == {"f:data": {"f:k": {}, ".": {}}}
+    assert decode(encode(both)) == both
 
 
 def test_a_conflicting_apply_is_refused_unless_forced() -> None:
@@ -152,7 +156,7 @@ def test_atomic_maps_and_lists_are_one_field(obj: Obj, paths: set[str]) -> None:
 
 # --- track_update's walk over differences, against the flattening it replaces -------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kubesim.apiserver.managed_fields import _changes, entries  # noqa: E402
@@ -218,11 +222,26 @@ def test_changes_walk_finds_what_flattening_finds(before: Obj, after: Obj, sub: 
     assert _changes(after, after, sub) == (set(), set())
 
 
+@given(st.lists(st.tuples(OBJECTS, st.sampled_from(["", "status"])), min_size=1, max_size=3))
+def test_fields_v1_round_trips_the_fields_of_several_objects(objs: list[Any]) -> None:
+    """A manager's set is the union of what its writes changed: a field may be a leaf in one
+    write and hold fields in another; fieldsV1 keeps both (the cache of written lists holds
+    the set, the next reader without the cache decodes the list)."""
+    paths = set().union(*(fields(obj, sub) for obj, sub in objs))
+    assert decode(encode(paths)) == paths
+
+
 MANAGERS = st.sampled_from([CAROL, Manager("dave", "Update", "v1"),
                             Manager("kubelet", "Update", "v1", "status")])  # fmt: skip
 
 
 @given(st.lists(st.tuples(OBJECTS, MANAGERS), min_size=1, max_size=6))
+@example(  # carol owns `data` (a null leaf) and, after a status write, `data.a` beside it
+    [({"metadata": {}, "spec": None, "data": None}, CAROL),
+     ({"metadata": {}}, Manager("kubelet", "Update", "v1", "status")),
+     ({"metadata": {}, "spec": None, "data": {"a": None}}, CAROL),
+     ({"metadata": {}}, CAROL)]
+)  # fmt: skip
 def test_a_chain_of_updates_records_what_it_recorded_before(writes: list[Any]) -> None:
     """Each write's managedFields, decoded from the cache of written lists, equals the
     flattening version's, which decodes the stored list every time."""

@@ -112,14 +112,20 @@ class Manager:
 
 
 def encode(paths: set[Path]) -> Obj:
-    """A set of fields as fieldsV1."""
+    """A set of fields as fieldsV1, as fieldpath.Set serializes it: a field of the set that
+    also holds fields of the set (a keyed item and its fields; a field a manager owned as a
+    leaf and now owns fields under) carries `"."`, itself, so that `decode` gives the set
+    back whole."""
     root: Obj = {}
+    members = []
     for path in sorted(paths):
         node = root
         for kind, name in path:
             node = node.setdefault(f"{kind}:{name}", {})
-        if path and path[-1][0] == "k":
-            node.setdefault(".", {})
+        members.append(node)
+    for node in members:
+        if node:
+            node["."] = {}
     return root
 
 
