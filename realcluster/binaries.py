@@ -8,7 +8,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build"
-NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm")
+NAMES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "helm",
+    "karpenter",
+    "descheduler",
+)
 BUILD_TIMEOUT = 45 * 60  # a cold build on 2 cores takes minutes; this only guards a hang
 
 
