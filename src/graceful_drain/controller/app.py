@@ -40,6 +40,7 @@ from lightkube import AsyncClient
 from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.admission import MAX_REVIEW_BYTES
+from graceful_drain.controller.bypass import BypassWatcher
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.connections import ConnectionGuard
 from graceful_drain.controller.events import DrainEvents
@@ -200,6 +201,11 @@ class ControllerApp:
             rollout_timeout=config.rollout_timeout,
             metrics=self.metrics,
         )
+        # Reports held pods deleted without their eviction, on the replica that reconciles.
+        self.bypass = BypassWatcher(
+            self.cache, self.events, self.metrics, active=lambda: self.reconciler.running
+        )
+        self.cache.pods.add_handler(self.bypass.on_pod_change)
         self.elector: LeaderElector | None = None
         if config.leader_elect:
             self.elector = LeaderElector(

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Final, Protocol
 
 from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo
 from graceful_drain.kube.client import error_detail
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
@@ -34,6 +34,7 @@ DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
 DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
 DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
+DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/bypass.py
 # The Warning each warning decision (decide.WARNING_REASONS) is reported with.
 WARNING_EVENT_REASON: Final = {
     Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
@@ -58,10 +59,28 @@ def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
     )
 
 
-def completed_message(restarted_at: str, duration: timedelta) -> str:
+def completed_message(
+    restarted_at: str, duration: timedelta, bypassed_pod: str | None = None
+) -> str:
+    if bypassed_pod is not None:
+        return (
+            f"Rollout requested at {restarted_at} completed in "
+            f"{format_go_duration(duration)}, after pod {bypassed_pod} had been deleted "
+            f"without its eviction ({DRAIN_BYPASSED}): the Deployment had no Ready pod meanwhile"
+        )
     return (
         f"Rollout requested at {restarted_at} completed in {format_go_duration(duration)}; "
         "evictions proceed"
+    )
+
+
+def bypassed_message(pod: str, node: str, restarted_at: str) -> str:
+    return (
+        f"Pod {pod} on node {node or '(unscheduled)'} was deleted without its eviction while "
+        f"graceful-drain held it for the rollout requested at {restarted_at}, before a "
+        "replacement was Ready: the Deployment has no Ready pod until one is (a drain "
+        "client's deadline, such as Karpenter's NodePool terminationGracePeriod, or a "
+        "person's delete)"
     )
 
 
@@ -154,6 +173,9 @@ class DrainEvents:
         self._uid_of = uid_of
         self._held = RateLimiter(held_interval, clock=monotonic)
         self._warnings = RateLimiter(held_interval, clock=monotonic)
+        # (namespace, name, restarted-at) -> the pod deleted without its eviction; read by
+        # `completed`. Not state that matters for correctness: a restart forgets it.
+        self._bypassed: dict[tuple[str, str, str], str] = {}
 
     def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
         try:
@@ -195,9 +217,19 @@ class DrainEvents:
     def completed(
         self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta
     ) -> None:
+        bypassed = self._bypassed.pop((deployment.namespace, deployment.name, restarted_at), None)
         self.recorder.record(
             _involved(deployment), NORMAL, DRAIN_COMPLETED,
-            completed_message(restarted_at, duration),
+            completed_message(restarted_at, duration, bypassed),
+        )  # fmt: skip
+
+    def bypassed(self, deployment: DeploymentInfo, *, pod: PodInfo) -> None:
+        """A held pod was deleted without its eviction (controller/bypass.py)."""
+        restarted_at = deployment.restarted_at_raw or ""
+        self._bypassed[(deployment.namespace, deployment.name, restarted_at)] = pod.name
+        self.recorder.record(
+            _involved(deployment), WARNING, DRAIN_BYPASSED,
+            bypassed_message(pod.name, pod.node_name, restarted_at),
         )  # fmt: skip
 
     def timed_out(
