@@ -182,6 +182,7 @@ class Scenario:
                     completed_events=await events(self.cluster, namespace, DRAIN_COMPLETED),
                     karpenter_events=await node_events(self.cluster, node),
                     bypassed_events=await events(self.cluster, namespace, DRAIN_BYPASSED),
+                    notes={"disrupted": await events(self.cluster, namespace, "Disrupted")},
                 )  # fmt: skip
         finally:
             await client.close()
@@ -354,6 +355,10 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
     # graceful-drain reports as bypassed, never as "completed ... evictions proceed".
     assert tgp.zero_ready_seconds > 0, report
     assert "TerminationGracePeriodExpiring" in {e.get("reason") for e in tgp.karpenter_events}
+    disrupted = tgp.notes["disrupted"]
+    assert isinstance(disrupted, list) and len(disrupted) == 1, disrupted
+    assert "This bypasses the PDB of the pod" in str(disrupted[0]["message"])
+    print(f"tgp: Karpenter on the pod: {disrupted[0]['message']}")
     [bypassed] = tgp.bypassed_events
     assert bypassed["type"] == "Warning" and "without its eviction" in str(bypassed["message"])
     assert all("evictions proceed" not in str(e["message"]) for e in tgp.completed_events)
