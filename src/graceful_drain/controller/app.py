@@ -186,7 +186,9 @@ class ControllerApp:
             self.cache.staleness_status, self.cache.silent_watch_counts
         )
         self.recorder = EventRecorder(self.client, instance=self.identity)
-        self.events = DrainEvents(self.recorder, uid_of=self._deployment_uid)
+        self.events = DrainEvents(
+            self.recorder, uid_of=self._deployment_uid, node_events=not config.namespaces
+        )
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),

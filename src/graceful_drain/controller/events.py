@@ -35,6 +35,9 @@ DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
 DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
 DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/bypass.py
+# On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
+# drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
+DRAIN_HOLDING: Final = "GracefulDrainHolding"
 # The Warning each warning decision (decide.WARNING_REASONS) is reported with.
 WARNING_EVENT_REASON: Final = {
     Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
@@ -56,6 +59,15 @@ def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
     return (
         f"Eviction of pod {pod.name} from node {node or '(unscheduled)'} held until the "
         f"replacement is Ready{waited_text}"
+    )
+
+
+def holding_message(deployment: ObjectRef, pod: ObjectRef, waited: timedelta | None) -> str:
+    waited_text = "" if waited is None else f", waited {format_go_duration(waited)}"
+    return (
+        f"graceful-drain holds the eviction of pod {pod.namespace}/{pod.name} until a "
+        f"replacement from Deployment {deployment.namespace}/{deployment.name} is Ready "
+        f"(rollout in progress, replacement not Ready yet{waited_text})"
     )
 
 
@@ -168,8 +180,12 @@ class DrainEvents:
         uid_of: Callable[[ObjectRef], str | None] = _no_uid,
         held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        node_events: bool = False,
     ) -> None:
         self.recorder = recorder
+        # Also write GracefulDrainHolding on the Node (Events of cluster-scoped objects live
+        # in `default`: a cluster-wide install only, whose ClusterRole grants it).
+        self._node_events = node_events
         self._uid_of = uid_of
         self._held = RateLimiter(held_interval, clock=monotonic)
         self._warnings = RateLimiter(held_interval, clock=monotonic)
@@ -192,12 +208,14 @@ class DrainEvents:
             if isinstance(event, RolloutRequested):
                 message = started_message(event.pod, event.node, event.restarted_at)
                 self._record(event.deployment, NORMAL, DRAIN_STARTED, message)
+                self._on_node(event.node, event.deployment, event.pod, None)
                 return True
             if isinstance(event, EvictionHeld):
                 if not self._held.allow(event.deployment):
                     return False
                 message = held_message(event.pod, event.node, event.waited)
                 self._record(event.deployment, NORMAL, DRAIN_WAITING, message)
+                self._on_node(event.node, event.deployment, event.pod, event.waited)
                 return True
             event_reason = WARNING_EVENT_REASON.get(event.reason)
             if event_reason is None or not self._warnings.allow((event.deployment, event.reason)):
@@ -208,6 +226,13 @@ class DrainEvents:
             _log.warning("drain event dropped", kind=type(event).__name__,
                          error=error_detail(error))  # fmt: skip
             return False
+
+    def _on_node(
+        self, node: str, deployment: ObjectRef, pod: ObjectRef, waited: timedelta | None
+    ) -> None:
+        if self._node_events and node:
+            self.recorder.record(InvolvedObject.node(node), NORMAL, DRAIN_HOLDING,
+                                 holding_message(deployment, pod, waited))  # fmt: skip
 
     def _record(self, deployment: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.recorder.record(self._regarding(deployment), type_, reason, message)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.events import DRAIN_BYPASSED, DRAIN_COMPLETED
+from graceful_drain.controller.events import DRAIN_BYPASSED, DRAIN_COMPLETED, DRAIN_HOLDING
 from graceful_drain.controller.model import DEFAULT_ENABLED_ANNOTATION
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
@@ -346,9 +346,16 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
             print(f"  {event.get('type')} {event.get('reason')}: {event.get('message')}")
         failed = [str(e["message"]) for e in outcome.karpenter_events
                   if e.get("reason") == "FailedDraining"]  # fmt: skip
+        # graceful-drain's own line beside it, on the same Node (`kubectl describe node`).
+        holding = [str(e["message"]) for e in outcome.karpenter_events
+                   if e.get("reason") == DRAIN_HOLDING]  # fmt: skip
         if outcome.protected:
             assert any(HELD_BY_KARPENTER.search(m) for m in failed), outcome.karpenter_events
-        else:  # its eviction was never refused
+            ours = [m for m in holding if m.startswith("graceful-drain holds the eviction of ")]
+            assert any("/web is Ready" in m for m in ours), outcome.karpenter_events
+        else:
+            assert holding == [], outcome.karpenter_events
+            # its eviction was never refused
             assert not any("violates a PDB" in m for m in failed), outcome.karpenter_events
     assert eviction_requests(karpenter.metrics(), "429") >= 3
     # terminationGracePeriod shorter than the replacement's Ready time: an outage, which
