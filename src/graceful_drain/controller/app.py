@@ -41,6 +41,7 @@ from lightkube import AsyncClient
 from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.admission import MAX_REVIEW_BYTES
+from graceful_drain.controller.bypass import BypassWatcher
 from graceful_drain.controller.certs import SelfSignedCertificates
 from graceful_drain.controller.connections import ConnectionGuard
 from graceful_drain.controller.events import DrainEvents
@@ -186,7 +187,9 @@ class ControllerApp:
             self.cache.staleness_status, self.cache.silent_watch_counts
         )
         self.recorder = EventRecorder(self.client, instance=self.identity)
-        self.events = DrainEvents(self.recorder, uid_of=self._deployment_uid)
+        self.events = DrainEvents(
+            self.recorder, uid_of=self._deployment_uid, node_events=not config.namespaces
+        )
         self.webhook = EvictionWebhook(
             self.cache,
             LightkubeDeploymentPatcher(self.client),
@@ -201,6 +204,11 @@ class ControllerApp:
             rollout_timeout=config.rollout_timeout,
             metrics=self.metrics,
         )
+        # Reports held pods deleted without their eviction, on the replica that reconciles.
+        self.bypass = BypassWatcher(
+            self.cache, self.events, self.metrics, active=lambda: self.reconciler.running
+        )
+        self.cache.pods.add_handler(self.bypass.on_pod_change)
         self.elector: LeaderElector | None = None
         if config.leader_elect:
             self.elector = LeaderElector(

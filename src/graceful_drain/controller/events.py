@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Final, Protocol
 
 from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef
+from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo
 from graceful_drain.kube.client import error_detail
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
@@ -34,6 +34,10 @@ DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
 DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
 DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
+DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/bypass.py
+# On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
+# drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
+DRAIN_HOLDING: Final = "GracefulDrainHolding"
 # The Warning each warning decision (decide.WARNING_REASONS) is reported with.
 WARNING_EVENT_REASON: Final = {
     Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
@@ -58,10 +62,37 @@ def held_message(pod: ObjectRef, node: str, waited: timedelta | None) -> str:
     )
 
 
-def completed_message(restarted_at: str, duration: timedelta) -> str:
+def holding_message(deployment: ObjectRef, pod: ObjectRef, waited: timedelta | None) -> str:
+    waited_text = "" if waited is None else f", waited {format_go_duration(waited)}"
+    return (
+        f"graceful-drain holds the eviction of pod {pod.namespace}/{pod.name} until a "
+        f"replacement from Deployment {deployment.namespace}/{deployment.name} is Ready "
+        f"(rollout in progress, replacement not Ready yet{waited_text})"
+    )
+
+
+def completed_message(
+    restarted_at: str, duration: timedelta, bypassed_pod: str | None = None
+) -> str:
+    if bypassed_pod is not None:
+        return (
+            f"Rollout requested at {restarted_at} completed in "
+            f"{format_go_duration(duration)}, after pod {bypassed_pod} had been deleted "
+            f"without its eviction ({DRAIN_BYPASSED}): the Deployment had no Ready pod meanwhile"
+        )
     return (
         f"Rollout requested at {restarted_at} completed in {format_go_duration(duration)}; "
         "evictions proceed"
+    )
+
+
+def bypassed_message(pod: str, node: str, restarted_at: str) -> str:
+    return (
+        f"Pod {pod} on node {node or '(unscheduled)'} was deleted without its eviction while "
+        f"graceful-drain held it for the rollout requested at {restarted_at}, before a "
+        "replacement was Ready: the Deployment has no Ready pod until one is (a drain "
+        "client's deadline, such as Karpenter's NodePool terminationGracePeriod, or a "
+        "person's delete)"
     )
 
 
@@ -149,11 +180,18 @@ class DrainEvents:
         uid_of: Callable[[ObjectRef], str | None] = _no_uid,
         held_interval: float = HELD_EVENT_INTERVAL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        node_events: bool = False,
     ) -> None:
         self.recorder = recorder
+        # Also write GracefulDrainHolding on the Node (Events of cluster-scoped objects live
+        # in `default`: a cluster-wide install only, whose ClusterRole grants it).
+        self._node_events = node_events
         self._uid_of = uid_of
         self._held = RateLimiter(held_interval, clock=monotonic)
         self._warnings = RateLimiter(held_interval, clock=monotonic)
+        # (namespace, name, restarted-at) -> the pod deleted without its eviction; read by
+        # `completed`. Not state that matters for correctness: a restart forgets it.
+        self._bypassed: dict[tuple[str, str, str], str] = {}
 
     def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
         try:
@@ -170,12 +208,14 @@ class DrainEvents:
             if isinstance(event, RolloutRequested):
                 message = started_message(event.pod, event.node, event.restarted_at)
                 self._record(event.deployment, NORMAL, DRAIN_STARTED, message)
+                self._on_node(event.node, event.deployment, event.pod, None)
                 return True
             if isinstance(event, EvictionHeld):
                 if not self._held.allow(event.deployment):
                     return False
                 message = held_message(event.pod, event.node, event.waited)
                 self._record(event.deployment, NORMAL, DRAIN_WAITING, message)
+                self._on_node(event.node, event.deployment, event.pod, event.waited)
                 return True
             event_reason = WARNING_EVENT_REASON.get(event.reason)
             if event_reason is None or not self._warnings.allow((event.deployment, event.reason)):
@@ -187,6 +227,13 @@ class DrainEvents:
                          error=error_detail(error))  # fmt: skip
             return False
 
+    def _on_node(
+        self, node: str, deployment: ObjectRef, pod: ObjectRef, waited: timedelta | None
+    ) -> None:
+        if self._node_events and node:
+            self.recorder.record(InvolvedObject.node(node), NORMAL, DRAIN_HOLDING,
+                                 holding_message(deployment, pod, waited))  # fmt: skip
+
     def _record(self, deployment: ObjectRef, type_: str, reason: str, message: str) -> None:
         self.recorder.record(self._regarding(deployment), type_, reason, message)
 
@@ -195,9 +242,19 @@ class DrainEvents:
     def completed(
         self, deployment: DeploymentInfo, *, restarted_at: str, duration: timedelta
     ) -> None:
+        bypassed = self._bypassed.pop((deployment.namespace, deployment.name, restarted_at), None)
         self.recorder.record(
             _involved(deployment), NORMAL, DRAIN_COMPLETED,
-            completed_message(restarted_at, duration),
+            completed_message(restarted_at, duration, bypassed),
+        )  # fmt: skip
+
+    def bypassed(self, deployment: DeploymentInfo, *, pod: PodInfo) -> None:
+        """A held pod was deleted without its eviction (controller/bypass.py)."""
+        restarted_at = deployment.restarted_at_raw or ""
+        self._bypassed[(deployment.namespace, deployment.name, restarted_at)] = pod.name
+        self.recorder.record(
+            _involved(deployment), WARNING, DRAIN_BYPASSED,
+            bypassed_message(pod.name, pod.node_name, restarted_at),
         )  # fmt: skip
 
     def timed_out(

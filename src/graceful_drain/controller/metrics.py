@@ -218,6 +218,13 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self.bypassed = Counter(
+            "bypassed",
+            "Pods whose eviction graceful-drain held that were deleted without it before a "
+            "replacement was Ready (controller/bypass.py): outages it could not prevent",
+            namespace=NAMESPACE,
+            registry=r,
+        )
         self.reconcile_errors = Counter(
             "reconcile_errors",
             "Reconciles of a Deployment that failed (an API error), each retried with back-off",
@@ -243,6 +250,9 @@ class Metrics:
 
     def record_reconcile_error(self) -> None:
         self.reconcile_errors.inc()
+
+    def record_bypassed(self) -> None:
+        self.bypassed.inc()
 
     def record_rollout_completed(self, seconds: float) -> None:
         self.rollouts_completed.inc()

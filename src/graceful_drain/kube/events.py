@@ -69,6 +69,18 @@ class InvolvedObject:
     def deployment(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
         return cls("apps/v1", "Deployment", namespace, name, uid)
 
+    @classmethod
+    def node(cls, name: str) -> InvolvedObject:
+        """A Node, with its name as uid, as the kubelet writes it: `kubectl describe node`
+        searches the node's events under its uid and under its name."""
+        return cls("v1", "Node", "", name, name)
+
+    @property
+    def event_namespace(self) -> str:
+        """Where its Events live: its namespace, `default` for a cluster-scoped object (as
+        client-go's recorder does)."""
+        return self.namespace or "default"
+
     def as_reference(self) -> dict[str, str]:
         reference = {
             "apiVersion": self.api_version,
@@ -107,7 +119,7 @@ def event_body(record: EventRecord, name: str, instance: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": record.regarding.namespace},
+        "metadata": {"name": name, "namespace": record.regarding.event_namespace},
         "involvedObject": record.regarding.as_reference(),
         "type": record.type,
         "reason": record.reason,
@@ -294,7 +306,7 @@ class EventRecorder:
                     Event,
                     series.name,
                     repeat_patch(record, count),
-                    namespace=record.regarding.namespace,
+                    namespace=record.regarding.event_namespace,
                     patch_type=PatchType.MERGE,
                 )
             except ApiError as error:
