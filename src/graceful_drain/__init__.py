@@ -1,4 +1,4 @@
-"""graceful-drain: keep single-replica Deployments available through node drains."""
+"""graceful-drain: node drains never take the last Ready pod of a Deployment."""
 
 from importlib.metadata import PackageNotFoundError, version
 

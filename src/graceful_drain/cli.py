@@ -149,7 +149,7 @@ PLUGIN_DESCRIPTION = (
 def build_parser(
     subcommands: Sequence[Subcommand] = SUBCOMMANDS,
     prog: str = PROG,
-    description: str = "Keep single-replica Deployments available while nodes are drained.",
+    description: str = "Node drains never take the last Ready pod of a Deployment.",
 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
