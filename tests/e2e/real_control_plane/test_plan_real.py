@@ -1,6 +1,7 @@
 """`graceful-drain plan NODE` on the real control plane: predict, then a real `kubectl drain`,
 then every prediction checked against what happened (tests/e2e/controller/plan_check.py, the
-same check kubesim's run passes). The DaemonSet pod is the real DaemonSet controller's.
+same check kubesim's run passes), on a node of 21 mixed pods. The DaemonSet, Job and
+StatefulSet pods are the real controllers'.
 
 And `status` during a held drain whose replacement cannot schedule, then with the webhook
 down while registered: `plan` and `status` say so first, and the drain goes through."""
