@@ -28,14 +28,19 @@ async def test_newcomer_session_has_the_same_outcome_on_both(
         sim = kubesim_kubeconfig(tmp_path)
         for kubeconfig in (sim, real):
             await kubectl(kubeconfig, "create", "namespace", namespace)
-        # kube-controller-manager's serviceaccount controller makes `default` in a new
-        # namespace, and kube-apiserver admits no pod before it exists; kubesim makes none
-        # and needs none (docs/kubesim-fidelity.md).
-        await kubectl(real, "wait", "--for=create", "serviceaccount/default", "-n", namespace,
-                      "--timeout=60s")  # fmt: skip
-        on_kubesim, on_real = await asyncio.gather(
-            run_session(sim, namespace), run_session(real, namespace)
-        )
+        try:
+            # kube-controller-manager's serviceaccount controller makes `default` in a new
+            # namespace, and kube-apiserver admits no pod before it exists; kubesim makes none
+            # and needs none (docs/kubesim-fidelity.md).
+            await kubectl(real, "wait", "--for=create", "serviceaccount/default", "-n",
+                          namespace, "--timeout=60s")  # fmt: skip
+            on_kubesim, on_real = await asyncio.gather(
+                run_session(sim, namespace), run_session(real, namespace)
+            )
+        finally:
+            # Nothing outlives the test on the shared control plane: the session's bare pod
+            # (`kubectl run`) would make every later `kubectl drain` of its node refuse to run.
+            await kubectl(real, "delete", "namespace", namespace, "--timeout=60s", check=False)
     assert [step.code for step in on_real] == [0] * len(on_real), "\n".join(map(str, on_real))
     # What is compared is what the newcomer reads (see newcomer.outcome):
     assert on_real[6].outcome == ('deployment "web" successfully rolled out',)

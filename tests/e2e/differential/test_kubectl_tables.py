@@ -153,6 +153,9 @@ async def kubectl_tables(endpoint: Endpoint, kubeconfig: Path, namespace: str) -
         nodes = await kubectl(kubeconfig, "get", "nodes", "-o", "wide")
         return parse_tables(workloads.stdout) + parse_tables(nodes.stdout)
     finally:
+        # Nothing outlives the test: its pods would be on the nodes later tests drain.
+        with contextlib.suppress(ApiStatusError):
+            await client.delete(f"/api/v1/namespaces/{namespace}")
         await client.close()
 
 
