@@ -22,7 +22,7 @@ from lightkube.resources.core_v1 import Pod
 
 from bench import objects
 from bench.report import Column, Table, fixed
-from graceful_drain.controller.model import PodInfo
+from graceful_drain.controller.decision.model import PodInfo
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def routes() -> list[tuple[str, Callable[[bytes], object]]]:
         ("raw dict → PodInfo (the informer's tolerant route)", slim_via_dict),
     ]
     try:  # a --baseline commit may predate the fast path: its row is then left out
-        from graceful_drain.controller.model_fast import pod_info_fast
+        from graceful_drain.controller.decision.model_fast import pod_info_fast
     except ImportError:
         return found
 

@@ -35,7 +35,7 @@ from bench.drain.harness import (
     reset_node,
 )
 from bench.drain.timings import DrainTimings
-from graceful_drain.controller.metrics import NAMESPACE as METRICS_NAMESPACE
+from graceful_drain.controller.serving.metrics import NAMESPACE as METRICS_NAMESPACE
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.drain import CLIENTS, DrainClient
 from kubesim.recorder import AvailabilityRecorder

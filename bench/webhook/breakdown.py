@@ -22,15 +22,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from graceful_drain.controller.admission import (
+from graceful_drain.controller.decision.decide import unexpected_error
+from graceful_drain.controller.serving.admission import (
     MalformedReview,
     answer_malformed,
     encode_review_response,
 )
-from graceful_drain.controller.admission_fast import parse_review_fast
-from graceful_drain.controller.decide import unexpected_error
-from graceful_drain.controller.webhook import NOT_DECIDED, WEBHOOK_PATH, EvictionWebhook, Outcome
-from graceful_drain.controller.webhook_http import BodyHandler
+from graceful_drain.controller.serving.admission_fast import parse_review_fast
+from graceful_drain.controller.serving.http import BodyHandler
+from graceful_drain.controller.serving.webhook import (
+    NOT_DECIDED,
+    WEBHOOK_PATH,
+    EvictionWebhook,
+    Outcome,
+)
 
 TIMED_PATH = WEBHOOK_PATH + "-timed"
 CANNED_PATH = WEBHOOK_PATH + "-canned"

@@ -24,7 +24,7 @@ from bench.webhook import breakdown, population
 from bench.webhook.loadgen import LoadOptions, LoadRequest, LoadResult, latencies_of, loadgen_main
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from bench.webhook.servers import Ready, ServerOptions, server_main
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.pki import CertificateAuthority
 
 THROUGHPUT_TARGET = Target("webhook req/s ÷ reference req/s", Bound.AT_LEAST, 0.5)

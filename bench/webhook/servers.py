@@ -41,12 +41,12 @@ from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
-from graceful_drain.controller.decide import DecisionConfig, Protect
-from graceful_drain.controller.metrics import Metrics
-from graceful_drain.controller.tls import ReloadingTLS, server_context
-from graceful_drain.controller.view import ClusterCache
-from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
-from graceful_drain.controller.webhook_http import WebhookServer
+from graceful_drain.controller.decision.decide import DecisionConfig, Protect
+from graceful_drain.controller.decision.view import ClusterCache
+from graceful_drain.controller.serving.http import WebhookServer
+from graceful_drain.controller.serving.metrics import Metrics
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.controller.tls.context import ReloadingTLS, server_context
 from graceful_drain.kube.client import RawWatchEvent
 from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging

@@ -19,8 +19,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from graceful_drain.controller.decide import DEFAULT_ROLLOUT_TIMEOUT, DecisionConfig, Protect
-from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
+from graceful_drain.controller.decision.decide import (
+    DEFAULT_ROLLOUT_TIMEOUT,
+    DecisionConfig,
+    Protect,
+)
+from graceful_drain.kube.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 ENV_PREFIX = "GRACEFUL_DRAIN_"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.decide import ROW_OF_REASON, Reason
-from graceful_drain.controller.events import WARNING_EVENT_REASON
+from graceful_drain.controller.decision.decide import ROW_OF_REASON, Reason
+from graceful_drain.controller.reconcile.events import WARNING_EVENT_REASON
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
@@ -43,7 +43,7 @@ def test_no_user_doc_names_anything_outside_the_repository(doc: Path) -> None:
 
 def test_the_code_cites_docs_decisions() -> None:
     source = REPO / "src" / "graceful_drain" / "controller"
-    for name in ("decide.py", "rollout.py", "reconciler.py"):
+    for name in ("decision/decide.py", "reconcile/rollout.py", "reconcile/reconciler.py"):
         assert "docs/decisions.md" in (source / name).read_text(), name
     assert "docs/decisions.md" in (REPO / "README.md").read_text()
 

@@ -40,19 +40,19 @@ from lightkube import AsyncClient
 
 from graceful_drain import __version__
 from graceful_drain.config import ConfigError, ControllerConfig
-from graceful_drain.controller.admission import MAX_REVIEW_BYTES
-from graceful_drain.controller.bypass import BypassWatcher
-from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.connections import ConnectionGuard
-from graceful_drain.controller.events import DrainEvents
-from graceful_drain.controller.metrics import Metrics, Readiness, health_app
-from graceful_drain.controller.model import ObjectRef
-from graceful_drain.controller.patcher import LightkubeDeploymentPatcher
-from graceful_drain.controller.reconciler import Reconciler
-from graceful_drain.controller.tls import ReloadingTLS, ServingTLS
-from graceful_drain.controller.view import ClusterCache
-from graceful_drain.controller.webhook import WEBHOOK_PATH, EvictionWebhook
-from graceful_drain.controller.webhook_http import BodyHandler, WebhookServer
+from graceful_drain.controller.decision.model import ObjectRef
+from graceful_drain.controller.decision.view import ClusterCache
+from graceful_drain.controller.reconcile.bypass import BypassWatcher
+from graceful_drain.controller.reconcile.events import DrainEvents
+from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
+from graceful_drain.controller.reconcile.reconciler import Reconciler
+from graceful_drain.controller.serving.admission import MAX_REVIEW_BYTES
+from graceful_drain.controller.serving.connections import ConnectionGuard
+from graceful_drain.controller.serving.http import BodyHandler, WebhookServer
+from graceful_drain.controller.serving.metrics import Metrics, Readiness, health_app
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.controller.tls.certs import SelfSignedCertificates
+from graceful_drain.controller.tls.context import ReloadingTLS, ServingTLS
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import EventRecorder

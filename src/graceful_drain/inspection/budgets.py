@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graceful_drain.controller.model import TERMINAL_POD_PHASES
+from graceful_drain.controller.decision.model import TERMINAL_POD_PHASES
 from graceful_drain.inspection.selectors import labels_of, selector_matches
 
 ALWAYS_ALLOW = "AlwaysAllow"  # spec.unhealthyPodEvictionPolicy

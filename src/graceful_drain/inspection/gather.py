@@ -14,9 +14,9 @@ from lightkube.resources.core_v1 import Event, Namespace, Node, Pod, Service
 from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
-from graceful_drain.controller.draining import is_being_drained
-from graceful_drain.controller.events import DRAIN_TIMEOUT
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.draining import is_being_drained
+from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.reconcile.events import DRAIN_TIMEOUT
 from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all
 from graceful_drain.inspection.settings import DEFAULT_CONTROLLER_DEPLOYMENT

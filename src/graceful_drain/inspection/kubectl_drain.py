@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from graceful_drain.controller.model import TERMINAL_POD_PHASES
+from graceful_drain.controller.decision.model import TERMINAL_POD_PHASES
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     Decision,
     DecisionConfig,
     DeploymentFound,
@@ -29,8 +29,16 @@ from graceful_drain.controller.decide import (
     ready_elsewhere_among,
     resolve_owner,
 )
-from graceful_drain.controller.intstr import ROLLING_UPDATE, scaled_value_from_int_or_percent
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.decision.intstr import (
+    ROLLING_UPDATE,
+    scaled_value_from_int_or_percent,
+)
+from graceful_drain.controller.decision.model import (
+    DeploymentInfo,
+    ObjectRef,
+    PodInfo,
+    ReplicaSetInfo,
+)
 from graceful_drain.inspection.budgets import check_budget
 from graceful_drain.inspection.kubectl_drain import controller_of, kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
@@ -87,7 +95,7 @@ class NodeState:
     namespaces: Mapping[str, JsonDict]
     webhook: WebhookScope | None  # None: no webhook configuration registered
     health: WebhookHealth  # whether the address the API server dials answers
-    # The nodes that are not being drained (controller/draining.py), `node` never among them;
+    # The nodes that are not being drained (decision/draining.py), `node` never among them;
     # None: not read, every node but `node` is taken to stay.
     staying_nodes: frozenset[str] | None = None
 

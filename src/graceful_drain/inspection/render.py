@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.decide import Decision
+from graceful_drain.controller.decision.decide import Decision
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
 from graceful_drain.inspection.status import HeldDeployment, Replacement, Status
 from graceful_drain.inspection.webhook_health import WebhookHealth

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     Decision,
     DecisionConfig,
     PodFound,
@@ -24,7 +24,7 @@ from graceful_drain.controller.decide import (
     ready_besides_among,
     ready_elsewhere_among,
 )
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,

@@ -3,7 +3,7 @@
     recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
     recorder.record(InvolvedObject.deployment("shop", "web"), NORMAL, "SomeReason", "text")
 
-What graceful-drain says in them is controller/events.py's business.
+What graceful-drain says in them is controller/reconcile/events.py's business.
 
 Which API: core/v1 Events. `kubectl describe` lists exactly those (kubectl
 pkg/describe/describe.go: searchEvents -> CoreV1().Events(ns) with an involvedObject

@@ -16,7 +16,7 @@ import pytest
 
 from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from graceful_drain.kube.backoff import Backoff
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority

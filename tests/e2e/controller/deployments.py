@@ -19,8 +19,8 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
-from graceful_drain.controller.view import ClusterCache
+from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
+from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.kube.cache import ResourceCache
 from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
@@ -39,7 +39,7 @@ def lightkube_client(sim: KubeSim) -> AsyncClient:
 
 
 class WatchedDeployments:
-    """The controller's informer cache (controller/view.py) of one namespace, with a way to wait
+    """The controller's informer cache (decision/view.py) of one namespace, with a way to wait
     for what it shows."""
 
     def __init__(self, client: AsyncClient, namespace: str = NS) -> None:

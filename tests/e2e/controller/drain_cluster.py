@@ -30,7 +30,7 @@ from typing import Any
 
 from graceful_drain.config import ControllerConfig, parse_controller_config
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
 )
 from kubesim.apiserver.audit import AuditRecord

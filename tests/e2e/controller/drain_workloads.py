@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from graceful_drain.controller.model import TEMPLATE_RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.model import TEMPLATE_RESTARTED_AT_ANNOTATION
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.server import AdmissionAttributes
 from kubesim.cluster.behaviour import NEVER_READY, READY_DELAY

@@ -24,13 +24,13 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Secret
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_WAITING
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_WAITING
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from graceful_drain.kube.events import REPORTING_CONTROLLER
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 from kubesim.sim import KubeSim
 from tests.e2e.watching import annotations_of

@@ -16,7 +16,7 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.sim import KubeSim
 from tests.e2e.cli import SRC, run_cli
 

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import (
+    COMPLETED_AT_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+)
+from graceful_drain.controller.reconcile.events import (
     DRAIN_CANNOT_PROTECT,
     DRAIN_CANNOT_SURGE,
     DRAIN_COMPLETED,
     DRAIN_INVALID_ANNOTATION,
 )
-from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.termination.detector import Detector, DetectorConfig
 from graceful_drain.termination.identity import PodIdentity
 from graceful_drain.termination.verdict import Action, Cause, Fact, Source

@@ -9,14 +9,14 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import ObjectRef
+from graceful_drain.controller.reconcile.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,
     DrainEvents,
     EvictionHeld,
     RolloutRequested,
 )
-from graceful_drain.controller.model import ObjectRef
 from graceful_drain.kube.events import NORMAL, EventRecorder, InvolvedObject
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim

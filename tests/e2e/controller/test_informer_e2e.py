@@ -10,8 +10,8 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
-from graceful_drain.controller.model import Enablement
-from graceful_drain.controller.view import ClusterCache
+from graceful_drain.controller.decision.model import Enablement
+from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.kube.informer import Informer
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
@@ -148,7 +148,7 @@ async def test_deployments_are_cached_with_the_enabled_annotation_read(
 async def test_the_node_cache_tells_which_nodes_are_being_drained(
     sim: KubeSim, raw: KubeClient, cache: ClusterCache
 ) -> None:
-    """controller/draining.py's signals as the API server serves them, through the informer;
+    """decision/draining.py's signals as the API server serves them, through the informer;
     a node the cache does not hold counts as being drained."""
     for name in ("stays", "cordoned", "karpenter", "autoscaler"):
         await raw.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",

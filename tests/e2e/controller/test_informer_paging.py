@@ -13,8 +13,8 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
-from graceful_drain.controller.model import PodInfo
-from graceful_drain.controller.model_fast import pod_info_fast
+from graceful_drain.controller.decision.model import PodInfo
+from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.client import RawApi, RawListPage
 from graceful_drain.kube.informer import Change, Informer, LightkubeListWatch
 from kubesim.apiserver.faults import FaultRule

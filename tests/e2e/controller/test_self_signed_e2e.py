@@ -19,8 +19,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.core_v1 import Pod, Secret
 
-from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.pki import certificates, fingerprint, service_dns_names
+from graceful_drain.controller.tls.certs import SelfSignedCertificates
+from graceful_drain.controller.tls.pki import certificates, fingerprint, service_dns_names
 from graceful_drain.kube.backoff import Backoff
 from kubesim.apiserver.faults import FaultRule
 from kubesim.sim import KubeSim

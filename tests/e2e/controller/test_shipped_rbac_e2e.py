@@ -15,9 +15,9 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 
 from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.events import DRAIN_COMPLETED, DRAIN_STARTED
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 from tests.unit.deploy.rendered import NAMESPACE, SELF_SIGNED, SERVICE_ACCOUNT, objects

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.connections import ConnectionGuard
+from graceful_drain.controller.serving.connections import ConnectionGuard
 from kubesim.sim import KubeSim
 
 from .conftest import DEADLINE, WebhookCerts, eviction_review, post_review, running_controller
@@ -155,7 +155,7 @@ async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
         def abort(self) -> None:
             self.aborted = True
 
-    from graceful_drain.controller.connections import GuardedConnection as _Connection
+    from graceful_drain.controller.serving.connections import GuardedConnection as _Connection
 
     busy, reading = _Connection(), _Connection()
     first, second = Transport(), Transport()
@@ -177,7 +177,7 @@ async def test_the_cap_refuses_only_when_every_slot_runs_a_handler() -> None:
 
 async def test_each_slow_reader_is_cut_at_its_own_deadline_and_a_busy_one_never() -> None:
     """The guard alone: one timer at the earliest deadline serves every connection's."""
-    from graceful_drain.controller.connections import GuardedConnection as _Connection
+    from graceful_drain.controller.serving.connections import GuardedConnection as _Connection
 
     loop = asyncio.get_running_loop()
     aborts: list[float] = []

@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.decide import Protect
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.decision.decide import Protect
+from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from graceful_drain.kube.timefmt import parse_rfc3339
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import KubeClient

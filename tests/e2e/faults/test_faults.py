@@ -23,9 +23,9 @@ import pytest
 
 from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.certs import SelfSignedCertificates
-from graceful_drain.controller.connections import ConnectionGuard
-from graceful_drain.controller.webhook import WEBHOOK_PATH
+from graceful_drain.controller.serving.connections import ConnectionGuard
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from graceful_drain.kube.backoff import Backoff
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path

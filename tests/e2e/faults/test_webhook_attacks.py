@@ -27,9 +27,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from graceful_drain.controller.connections import DEFAULT_MAX_CONNECTIONS
-from graceful_drain.controller.webhook import WEBHOOK_PATH
-from graceful_drain.controller.webhook_http import LISTEN_BACKLOG
+from graceful_drain.controller.serving.connections import DEFAULT_MAX_CONNECTIONS
+from graceful_drain.controller.serving.http import LISTEN_BACKLOG
+from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.sim import KubeSim
 from tests.e2e.controller.conftest import eviction_review
 from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster

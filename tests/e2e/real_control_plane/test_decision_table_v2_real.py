@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.reconcile.events import (
     DRAIN_CANNOT_PROTECT,
     DRAIN_CANNOT_SURGE,
     DRAIN_INVALID_ANNOTATION,
 )
-from graceful_drain.controller.model import RESTARTED_AT_ANNOTATION
 from kubesim.client import MERGE_PATCH, ApiStatusError, KubeClient
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster

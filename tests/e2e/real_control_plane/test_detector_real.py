@@ -24,8 +24,11 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.controller.events import DRAIN_COMPLETED
-from graceful_drain.controller.model import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.model import (
+    COMPLETED_AT_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+)
+from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED
 from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
 from tests.e2e.cli import run_cli

@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.events import DRAIN_BYPASSED, DRAIN_COMPLETED, DRAIN_HOLDING
-from graceful_drain.controller.model import DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.controller.decision.decide import Reason
+from graceful_drain.controller.decision.model import DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.controller.reconcile.events import (
+    DRAIN_BYPASSED,
+    DRAIN_COMPLETED,
+    DRAIN_HOLDING,
+)
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
 from realcluster.addons import Descheduler, Karpenter, node_pool, on_pool

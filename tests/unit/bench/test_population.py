@@ -12,9 +12,9 @@ from bench.webhook.servers import InstantPatcher, decision_config, filled_cache,
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.admission import parse_review
-from graceful_drain.controller.decide import EvictionRequest
-from graceful_drain.controller.webhook import EvictionWebhook
+from graceful_drain.controller.decision.decide import EvictionRequest
+from graceful_drain.controller.serving.admission import parse_review
+from graceful_drain.controller.serving.webhook import EvictionWebhook
 
 SMALL = PopulationSpec(
     deployments=40, pods=200, namespaces=4, samples_per_row=3, bare_pod_share=0.02

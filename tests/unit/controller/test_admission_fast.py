@@ -12,13 +12,13 @@ from bench.webhook import population
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.admission import (
+from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.serving.admission import (
     encode_review_response,
     parse_review,
     review_response,
 )
-from graceful_drain.controller.admission_fast import _usual_eviction, parse_review_fast
-from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.serving.admission_fast import _usual_eviction, parse_review_fast
 from tests.unit.controller.test_admission_review import review
 
 # Where a mutation may land: every field either parser reads, their parents, and neighbours.

@@ -11,15 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.admission import (
-    MAX_REVIEW_BYTES,
-    MalformedReview,
-    answer_malformed,
-    encode_review_response,
-    parse_review,
-    review_response,
-)
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     DENYING_REASONS,
     ROW_OF_REASON,
     Decision,
@@ -36,7 +28,15 @@ from graceful_drain.controller.decide import (
     Reason,
     decide,
 )
-from graceful_drain.controller.model import DeploymentInfo, PodInfo
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
+from graceful_drain.controller.serving.admission import (
+    MAX_REVIEW_BYTES,
+    MalformedReview,
+    answer_malformed,
+    encode_review_response,
+    parse_review,
+    review_response,
+)
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 UID = "705ab4f5-6393-11e8-b7cc-42010a800002"

@@ -1,4 +1,4 @@
-"""A held pod deleted instead of evicted (controller/bypass.py): which pod changes are a
+"""A held pod deleted instead of evicted (controller/reconcile/bypass.py): which pod changes are a
 bypass, and what is reported. The behaviour under the real Karpenter's
 terminationGracePeriod is proven in tests/e2e/real_control_plane/test_karpenter_real.py."""
 
@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.bypass import BypassWatcher, was_bypassed
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.reconcile.bypass import BypassWatcher, was_bypassed
+from graceful_drain.controller.reconcile.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
     DrainEvents,
     completed_message,
 )
-from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.events import InvolvedObject
 from graceful_drain.kube.informer import Change
 

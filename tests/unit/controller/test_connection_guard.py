@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 
 
 @dataclass(eq=False)

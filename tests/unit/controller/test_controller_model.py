@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     DeploymentInfo,
     Enablement,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     DENYING_REASONS,
     ROW_OF_REASON,
     Decision,
@@ -42,7 +42,7 @@ from graceful_drain.controller.decide import (
     stamp_patch,
     unexpected_error,
 )
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
     ObjectRef,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     DENYING_REASONS,
     Decision,
     DecisionConfig,
@@ -32,7 +32,7 @@ from graceful_drain.controller.decide import (
     reread_failed,
     unexpected_error,
 )
-from graceful_drain.controller.model import DeploymentInfo, PodInfo
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 
 from .test_decide_table import DEPLOYMENT, ENABLED, NOW, POD, REQUEST, Scenario
 

@@ -1,4 +1,4 @@
-"""What graceful-drain's Events say (controller/events.py)."""
+"""What graceful-drain's Events say (controller/reconcile/events.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import ObjectRef
+from graceful_drain.controller.reconcile.events import (
     completed_message,
     held_message,
     started_message,
     timeout_message,
 )
-from graceful_drain.controller.model import ObjectRef
 
 POD = ObjectRef("shop", "web-5d9-abcde")
 

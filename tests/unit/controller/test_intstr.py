@@ -8,7 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.intstr import resolve_max_surge, scaled_value_from_int_or_percent
+from graceful_drain.controller.decision.intstr import (
+    resolve_max_surge,
+    scaled_value_from_int_or_percent,
+)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""controller/metrics.py: every labelled series exists from start-up, values read at scrape
+"""controller/serving/metrics.py: every labelled series exists from start-up, values read at scrape
 time, and the served certificate's expiry as the TLS components report it."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
-from graceful_drain.controller.metrics import ADMISSION_BUCKETS, NAMESPACE, Metrics
-from graceful_drain.controller.pki import new_ca, new_serving
-from graceful_drain.controller.tls import ReloadingTLS
+from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.serving.metrics import ADMISSION_BUCKETS, NAMESPACE, Metrics
+from graceful_drain.controller.tls.context import ReloadingTLS
+from graceful_drain.controller.tls.pki import new_ca, new_serving
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

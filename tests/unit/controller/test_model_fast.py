@@ -13,8 +13,8 @@ from bench import objects
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.model import PodInfo
-from graceful_drain.controller.model_fast import pod_info_fast
+from graceful_drain.controller.decision.model import PodInfo
+from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.client import decode
 from graceful_drain.kube.informer import Key, _key_of
 

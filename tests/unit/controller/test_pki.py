@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography import x509
 
-from graceful_drain.controller.pki import (
+from graceful_drain.controller.tls.pki import (
     CertificateBundle,
     Fresh,
     NeedsCA,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.model import DeploymentInfo
-from graceful_drain.controller.reconciler import DeploymentChange, Reconciler
-from graceful_drain.controller.rollout import CopyToTemplate, WaitForRollout
+from graceful_drain.controller.decision.model import DeploymentInfo
+from graceful_drain.controller.reconcile.reconciler import DeploymentChange, Reconciler
+from graceful_drain.controller.reconcile.rollout import CopyToTemplate, WaitForRollout
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2024-05-01T11:59:58.000000Z"

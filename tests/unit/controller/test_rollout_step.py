@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.controller.rollout import (
+from graceful_drain.controller.reconcile.rollout import (
     Abandoned,
     Completed,
     CopyToTemplate,

@@ -15,7 +15,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 from prometheus_client.parser import text_string_to_metric_families
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     DecisionConfig,
     DeploymentFound,
     NoDeployment,
@@ -28,7 +28,13 @@ from graceful_drain.controller.decide import (
     Reason,
     resolve_owner,
 )
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import (
+    RESTARTED_AT_ANNOTATION,
+    DeploymentInfo,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.reconcile.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,
     WARNING_EVENT_REASON,
@@ -37,14 +43,8 @@ from graceful_drain.controller.events import (
     held_message,
     started_message,
 )
-from graceful_drain.controller.metrics import Metrics
-from graceful_drain.controller.model import (
-    RESTARTED_AT_ANNOTATION,
-    DeploymentInfo,
-    PodInfo,
-    ReplicaSetInfo,
-)
-from graceful_drain.controller.webhook import EvictionWebhook, Outcome
+from graceful_drain.controller.serving.metrics import Metrics
+from graceful_drain.controller.serving.webhook import EvictionWebhook, Outcome
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 

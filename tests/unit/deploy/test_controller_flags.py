@@ -80,7 +80,7 @@ def _module_or_skip(name: str) -> ModuleType:
 
 
 def test_webhook_configuration_calls_the_handler_path() -> None:
-    webhook_module = _module_or_skip("graceful_drain.controller.webhook")
+    webhook_module = _module_or_skip("graceful_drain.controller.serving.webhook")
     configuration = one(objects(SELF_SIGNED), "ValidatingWebhookConfiguration")
     path = configuration["webhooks"][0]["clientConfig"]["service"]["path"]
     assert path == webhook_module.WEBHOOK_PATH

@@ -6,8 +6,8 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from graceful_drain.controller.decide import DecisionConfig
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.decide import DecisionConfig
+from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,

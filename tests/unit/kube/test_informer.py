@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lightkube.resources.core_v1 import Pod
 
-from graceful_drain.controller.model import PodInfo, ReplicaSetInfo
+from graceful_drain.controller.decision.model import PodInfo, ReplicaSetInfo
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawListPage, RawWatchEvent, WatchGone, decode
 from graceful_drain.kube.informer import Change, Informer, LightkubeListWatch, ListChunk, Store

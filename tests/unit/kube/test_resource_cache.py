@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from graceful_drain.controller.model import PodInfo
+from graceful_drain.controller.decision.model import PodInfo
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import ResourceCache
 from graceful_drain.kube.informer import Informer

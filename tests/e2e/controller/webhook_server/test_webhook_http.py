@@ -25,9 +25,8 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.connections import ConnectionGuard
-from graceful_drain.controller.tls import server_context
-from graceful_drain.controller.webhook_http import (
+from graceful_drain.controller.serving.connections import ConnectionGuard
+from graceful_drain.controller.serving.http import (
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
     WRITE_BUFFER_HIGH,
@@ -35,6 +34,7 @@ from graceful_drain.controller.webhook_http import (
     WebhookServer,
     _Exchange,
 )
+from graceful_drain.controller.tls.context import server_context
 
 from ..conftest import DEADLINE, WebhookCerts
 

@@ -11,7 +11,7 @@ would make the API server apply failurePolicy and tell the client nothing, so ev
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
 
-Events are handed to `events` (controller/events.py's DrainEvents) and forgotten: a
+Events are handed to `events` (reconcile/events.py's DrainEvents) and forgotten: a
 `RolloutRequested` after a successful stamp, an `EvictionHeld` for every answer
 `Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one.
 Rate limits and series are the event side's business, not the webhook's.
@@ -29,14 +29,7 @@ from typing import Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from graceful_drain.controller.admission import (
-    TOO_LARGE,
-    MalformedReview,
-    answer_malformed,
-    encode_review_response,
-)
-from graceful_drain.controller.admission_fast import parse_review_fast
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     Decision,
     DecisionConfig,
     EvictionRequest,
@@ -56,15 +49,27 @@ from graceful_drain.controller.decide import (
     resolve_owner,
     unexpected_error,
 )
-from graceful_drain.controller.events import (
+from graceful_drain.controller.decision.model import (
+    DeploymentInfo,
+    ObjectRef,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.reconcile.events import (
     DeploymentWarning,
     DrainEvent,
     EvictionHeld,
     RolloutRequested,
 )
-from graceful_drain.controller.metrics import Metrics
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo, ReplicaSetInfo
-from graceful_drain.controller.patcher import DeploymentPatcher
+from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
+from graceful_drain.controller.serving.admission import (
+    TOO_LARGE,
+    MalformedReview,
+    answer_malformed,
+    encode_review_response,
+)
+from graceful_drain.controller.serving.admission_fast import parse_review_fast
+from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, as_mapping, get_logger
@@ -108,7 +113,7 @@ NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
-    """What the webhook reads: the informer cache plus its live fallbacks (controller/view.py)."""
+    """What the webhook reads: the informer cache plus its live fallbacks (decision/view.py)."""
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
@@ -128,7 +133,7 @@ class ClusterView(Protocol):
 
 
 class EventSink(Protocol):
-    """Where the webhook hands its events (controller/events.py's DrainEvents): it must only
+    """Where the webhook hands its events (reconcile/events.py's DrainEvents): it must only
     enqueue, never block; whatever it returns or raises does not change the answer."""
 
     def emit(self, event: DrainEvent) -> object: ...

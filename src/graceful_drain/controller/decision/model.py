@@ -19,8 +19,8 @@ from typing import Any, Self
 
 import msgspec
 
-from graceful_drain.controller.draining import drain_signals
-from graceful_drain.controller.intstr import (
+from graceful_drain.controller.decision.draining import drain_signals
+from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
     resolve_max_surge,
     resolve_max_unavailable,
@@ -381,7 +381,7 @@ class DeploymentInfo:
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     """A Node as the cache keeps it: its name and the signals saying it is being drained
-    (controller/draining.py, the one definition)."""
+    (controller/decision/draining.py, the one definition)."""
 
     name: str
     drain_signals: tuple[str, ...] = ()

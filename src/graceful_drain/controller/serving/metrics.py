@@ -47,7 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from graceful_drain import __version__
-from graceful_drain.controller.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
 
 NAMESPACE = "graceful_drain"
 # An admission answer should take milliseconds; the API server gives up after timeoutSeconds 5.
@@ -221,7 +221,7 @@ class Metrics:
         self.bypassed = Counter(
             "bypassed",
             "Pods whose eviction graceful-drain held that were deleted without it before a "
-            "replacement was Ready (controller/bypass.py): outages it could not prevent",
+            "replacement was Ready (controller/reconcile/bypass.py): outages it could not prevent",
             namespace=NAMESPACE,
             registry=r,
         )

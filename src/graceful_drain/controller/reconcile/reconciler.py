@@ -25,10 +25,10 @@ from typing import Protocol
 
 from lightkube.core.exceptions import ApiError
 
-from graceful_drain.controller.events import DrainEvents
-from graceful_drain.controller.model import DeploymentInfo
-from graceful_drain.controller.patcher import DeploymentPatcher
-from graceful_drain.controller.rollout import (
+from graceful_drain.controller.decision.model import DeploymentInfo
+from graceful_drain.controller.reconcile.events import DrainEvents
+from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
+from graceful_drain.controller.reconcile.rollout import (
     Abandoned,
     Completed,
     CopyToTemplate,
@@ -85,7 +85,7 @@ class DeploymentSource(Protocol):
 
 
 class RolloutMetrics(Protocol):
-    """What the reconciler reports (controller/metrics.py's Metrics)."""
+    """What the reconciler reports (controller/serving/metrics.py's Metrics)."""
 
     def record_rollout_completed(self, seconds: float) -> None: ...
 

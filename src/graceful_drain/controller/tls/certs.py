@@ -59,7 +59,8 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 from lightkube.resources.core_v1 import Secret
 from lightkube.types import PatchType
 
-from graceful_drain.controller.pki import (
+from graceful_drain.controller.tls.context import certificate_not_after, server_context
+from graceful_drain.controller.tls.pki import (
     CA_KEY_KEY,
     CA_VALIDITY,
     SERVING_VALIDITY,
@@ -76,7 +77,6 @@ from graceful_drain.controller.pki import (
     served_bundle_from_files,
     service_dns_names,
 )
-from graceful_drain.controller.tls import certificate_not_after, server_context
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import RawApi, error_detail, http_status
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS, Informer, LightkubeListWatch

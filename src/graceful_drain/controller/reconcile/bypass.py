@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from graceful_drain.controller.decide import DeploymentFound, resolve_owner
-from graceful_drain.controller.model import DeploymentInfo, PodInfo, ReplicaSetInfo
+from graceful_drain.controller.decision.decide import DeploymentFound, resolve_owner
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.informer import Change
 from graceful_drain.logs import get_logger
 
@@ -44,7 +44,7 @@ def was_bypassed(old: PodInfo | None, new: PodInfo | None) -> bool:
 
 
 class PodView(Protocol):
-    """What the watcher reads (controller/view.py's ClusterCache)."""
+    """What the watcher reads (controller/decision/view.py's ClusterCache)."""
 
     def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None: ...
 

@@ -3,7 +3,7 @@ anchored in the table under its value.
 
 No I/O happens here. The caller does the lookups, hands in their results, and carries out
 what the `Decision` asks for; the one caller loop is `EvictionWebhook._decide`
-(controller/webhook.py), and `graceful-drain plan` and `status` call `decide_eviction` with
+(controller/serving/webhook.py), and `graceful-drain plan` and `status` call `decide_eviction` with
 lookups over what they listed.
 """
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from graceful_drain.controller.intstr import ROLLING_UPDATE
-from graceful_drain.controller.model import (
+from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
+from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     DEFAULT_ENABLED_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
@@ -30,8 +30,8 @@ from graceful_drain.controller.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.meta import HTTP_CONFLICT, json_pointer_token
+from graceful_drain.kube.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_micro
 
 DEFAULT_ROLLOUT_TIMEOUT = timedelta(minutes=10)
@@ -243,7 +243,7 @@ def ready_elsewhere_among(
     pod: PodInfo, pods: Iterable[PodInfo], being_drained: Callable[[str], bool]
 ) -> int:
     """How many of `pods` (the Deployment's) are Ready, not terminating, not `pod`, and run on
-    a node for which `being_drained(node name)` is false (controller/draining.py; a node the
+    a node for which `being_drained(node name)` is false (draining.py; a node the
     caller does not know counts as being drained: it is no place that stays)."""
     return sum(1 for other in pods if other.ready and not other.terminating
                and other.name != pod.name and other.node_name

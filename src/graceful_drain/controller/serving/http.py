@@ -48,7 +48,7 @@ from typing import cast
 
 import httptools
 
-from graceful_drain.controller.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 from graceful_drain.logs import get_logger
 
 # The body of a POST on a route; None when it was over the size limit and not kept.

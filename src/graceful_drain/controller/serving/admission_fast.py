@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import msgspec
 
-from graceful_drain.controller.admission import (
+from graceful_drain.controller.decision.decide import EvictionRequest
+from graceful_drain.controller.serving.admission import (
     ADMISSION_API_VERSION,
     ADMISSION_KIND,
     MAX_NAME_CHARS,
@@ -27,7 +28,6 @@ from graceful_drain.controller.admission import (
     ParsedReview,
     parse_review,
 )
-from graceful_drain.controller.decide import EvictionRequest
 
 # Below the 4,300 digits Python's json refuses in an integer, with few enough brackets to stay
 # far from its recursion limit: msgspec skips unread fields without those two checks (and

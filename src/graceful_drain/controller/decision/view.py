@@ -1,9 +1,9 @@
 """The controller's view of the cluster: Pods, ReplicaSets and Deployments, as slim objects.
 
-Every object is kept as its slim view (controller/model.py) in the informers of
+Every object is kept as its slim view (controller/decision/model.py) in the informers of
 kube/cache.py. Pods are indexed by their owning ReplicaSet, ReplicaSets by their owning
 Deployment. Nodes (cluster-wide, whatever --namespaces says) are kept only as whether they are
-being drained (controller/draining.py): `ready_elsewhere` counts a Deployment's Ready pods on
+being drained (draining.py): `ready_elsewhere` counts a Deployment's Ready pods on
 the nodes that stay.
 
 Until every cache has synced, a pod's owner the cache cannot resolve is read live
@@ -28,7 +28,7 @@ from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
-from graceful_drain.controller.decide import (
+from graceful_drain.controller.decision.decide import (
     DeploymentFound,
     NoDeployment,
     OwnerLookup,
@@ -41,8 +41,13 @@ from graceful_drain.controller.decide import (
     ready_elsewhere_among,
     resolve_owner,
 )
-from graceful_drain.controller.model import DeploymentInfo, NodeInfo, PodInfo, ReplicaSetInfo
-from graceful_drain.controller.model_fast import pod_info_fast
+from graceful_drain.controller.decision.model import (
+    DeploymentInfo,
+    NodeInfo,
+    PodInfo,
+    ReplicaSetInfo,
+)
+from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import BackoffFactory, ListWatchFactory, ResourceCache
 from graceful_drain.kube.client import RawApi, error_detail, http_status
@@ -226,7 +231,7 @@ class ClusterCache:
         ))  # fmt: skip
 
     def being_drained(self, node_name: str) -> bool:
-        """controller/draining.py's definition, on the cached Node; a node the cache does not
+        """draining.py's definition, on the cached Node; a node the cache does not
         hold (gone, or not listed yet) is no place that stays."""
         node = self.nodes.get("", node_name)
         return node is None or node.being_drained

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from graceful_drain.controller.model import PodInfo
+from graceful_drain.controller.decision.model import PodInfo
 from graceful_drain.kube.informer import Key
 
 

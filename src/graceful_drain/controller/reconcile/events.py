@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Protocol
 
-from graceful_drain.controller.decide import Reason
-from graceful_drain.controller.model import DeploymentInfo, ObjectRef, PodInfo
+from graceful_drain.controller.decision.decide import Reason
+from graceful_drain.controller.decision.model import DeploymentInfo, ObjectRef, PodInfo
 from graceful_drain.kube.client import error_detail
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
@@ -34,7 +34,7 @@ DRAIN_TIMEOUT: Final = "GracefulDrainTimeout"
 DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
 DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
-DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/bypass.py
+DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/reconcile/bypass.py
 # On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
 # drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
 DRAIN_HOLDING: Final = "GracefulDrainHolding"
@@ -249,7 +249,7 @@ class DrainEvents:
         )  # fmt: skip
 
     def bypassed(self, deployment: DeploymentInfo, *, pod: PodInfo) -> None:
-        """A held pod was deleted without its eviction (controller/bypass.py)."""
+        """A held pod was deleted without its eviction (controller/reconcile/bypass.py)."""
         restarted_at = deployment.restarted_at_raw or ""
         self._bypassed[(deployment.namespace, deployment.name, restarted_at)] = pod.name
         self.recorder.record(
