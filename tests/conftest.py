@@ -30,7 +30,13 @@ _REAL_CLUSTER_SKIPPED: list[int] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without Go the real control plane's tests are deselected, reported in one line."""
+    """Without Go the real control plane's tests are deselected, reported in one line.
+
+    On pytest-xdist workers (scripts/test) the real control plane's tests come first: they
+    are the longest and mostly wait, so the CPU-bound rest fills the cores around them
+    instead of one of them running alone at the end. Every worker sorts alike (stable)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("realcluster") is None)
     if os.environ.get(REQUIRE_REAL_CLUSTER) == "1" or go_available():
         return
     real = [item for item in items if item.get_closest_marker("realcluster")]
