@@ -1,5 +1,6 @@
 """Where the image build keeps what is slow to make: $GRACEFUL_DRAIN_CACHE/image (default
-~/.cache/graceful-drain/image), beside realcluster/'s binaries."""
+$XDG_CACHE_HOME/graceful-drain/image, ~/.cache/graceful-drain/image without XDG_CACHE_HOME),
+beside realcluster/'s binaries."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
-    base = os.environ.get("GRACEFUL_DRAIN_CACHE") or str(Path.home() / ".cache" / "graceful-drain")
-    return Path(base) / "image"
+    return graceful_drain_cache() / "image"
+
+
+def graceful_drain_cache() -> Path:
+    """$GRACEFUL_DRAIN_CACHE, else graceful-drain under $XDG_CACHE_HOME (default ~/.cache), as
+    realcluster/build reads them."""
+    if explicit := os.environ.get("GRACEFUL_DRAIN_CACHE"):
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "graceful-drain"
 
 
 def digest(parts: Iterable[str | bytes], length: int = 12) -> str:

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -30,7 +30,13 @@ _REAL_CLUSTER_SKIPPED: list[int] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without Go the real control plane's tests are deselected, reported in one line."""
+    """Without Go the real control plane's tests are deselected, reported in one line.
+
+    On pytest-xdist workers (scripts/test) the real control plane's tests come first: they
+    are the longest and mostly wait, so the CPU-bound rest fills the cores around them
+    instead of one of them running alone at the end. Every worker sorts alike (stable)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("realcluster") is None)
     if os.environ.get(REQUIRE_REAL_CLUSTER) == "1" or go_available():
         return
     real = [item for item in items if item.get_closest_marker("realcluster")]
@@ -38,15 +44,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=real)
         items[:] = [item for item in items if not item.get_closest_marker("realcluster")]
         _REAL_CLUSTER_SKIPPED.append(len(real))
+        send_to_controller(config, LINES, [_not_run_line(len(real))])
+
+
+def _not_run_line(count: int) -> str:
+    return (
+        f"realcluster: go is not on PATH, so {count} tests on the real "
+        "control plane are not run (install Go >= 1.26 to run them)"
+    )
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
-    if not _REAL_CLUSTER_SKIPPED:
-        return None
-    return (
-        f"realcluster: go is not on PATH, so {_REAL_CLUSTER_SKIPPED[0]} tests on the real "
-        "control plane are not run (install Go >= 1.26 to run them)"
-    )
+    return _not_run_line(_REAL_CLUSTER_SKIPPED[0]) if _REAL_CLUSTER_SKIPPED else None
+
+
+# What a pytest-xdist worker would have printed (its terminal is not shown) goes to the
+# controlling process in the worker's output, under a key, and is printed there at the end.
+LINES = "graceful_drain_lines"  # lines, printed once each
+FAULT_ROWS = "graceful_drain_fault_rows"  # the fault suite's rows (tests/e2e/faults/)
+_FROM_WORKERS: dict[str, list[Any]] = {}
+
+
+def send_to_controller(config: pytest.Config, key: str, values: list[Any]) -> bool:
+    """On a pytest-xdist worker, hand `values` to the controlling process (True); else False,
+    and the caller prints them itself."""
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    if output is None:
+        return False
+    output[key] = [*output.get(key, []), *values]
+    return True
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: a worker finished
+def pytest_testnodedown(node: Any, error: object) -> None:
+    for key in (LINES, FAULT_ROWS):
+        _FROM_WORKERS.setdefault(key, []).extend(getattr(node, "workeroutput", {}).get(key, []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if rows := _FROM_WORKERS.get(FAULT_ROWS):
+        from tests.e2e.faults.suite import FaultRow, table  # only once a worker sent rows
+
+        terminalreporter.section("graceful-drain fault suite")
+        terminalreporter.write_line(table([FaultRow(*row) for row in rows]))
+    for line in dict.fromkeys(_FROM_WORKERS.get(LINES, [])):  # each worker deselects the same
+        terminalreporter.write_line(line)
 
 
 # Tests never depend on wall time: Hypothesis's deadline and too-slow health check would make

@@ -17,6 +17,7 @@ import pytest
 
 from kubesim.client import ApiStatusError, KubeClient
 from realcluster.cluster import RealCluster
+from tests.conftest import LINES, send_to_controller
 
 from .interactions import INTERACTIONS, Api, Observation
 from .normalise import compare
@@ -40,6 +41,8 @@ def known_divergences() -> set[tuple[str, str]]:
 def report(request: pytest.FixtureRequest) -> Iterator[None]:
     """`N compared, M diverged` and every divergence, once the module's tests have run."""
     yield
+    if TALLY.compared and send_to_controller(request.config, LINES, TALLY.summary()):
+        return
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is None or capture is None or not TALLY.compared:

@@ -182,8 +182,12 @@ async def test_a_never_ready_replacement_is_held_until_the_timeout_and_a_restart
             and (r.get("objectRef") or {}).get("subresource") == "eviction"
             and (r.get("responseStatus") or {}).get("code") == 429
         ))  # fmt: skip
+        # The successor is routed before the kill: with no replica routed at all, kubectl's
+        # next retry would fail open (as above), and under load a replica's start (about
+        # as long as kubectl's 5 s between retries) made that the drain's end.
+        successor = await installation.start_controller("graceful-drain-1", env=env)
         replica.kill()
-        replica = await installation.start_controller("graceful-drain-1", env=env)
+        replica = successor
         drained = await draining
     finally:
         replica.stop()
