@@ -5,6 +5,9 @@ standard library only: push an OCI image layout to a registry, pull one image ba
     [pushed] = push_layout(Path("dist/image"), repository)   # -> its tag and digest
     pull(repository, pushed.digest, Path("pulled"), "0.1.0")  # -> a layout of one image
 
+    python -m imagebuild.registry push dist/image http://127.0.0.1:5000/graceful-drain
+    # prints each pushed entry: TAG HOST:PORT/NAME@DIGEST
+
 `push_layout` pushes what index.json lists (an image manifest, or an image index and the
 platform manifests it lists, recursively), each manifest after its config and layers and
 each index after its manifests, then every referrer found in the layout (a manifest whose
@@ -16,14 +19,16 @@ against the layout's. No authentication: for a registry on loopback or behind a 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.client
 import json
 import platform
 import re
 import shutil
+import sys
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -320,3 +325,28 @@ def exists(repository: Repository, reference: str) -> bool:
     """Whether the registry has the manifest `reference` (a tag or a digest) names (HEAD)."""
     accept = {"Accept": ",".join(sorted(MANIFEST_TYPES))}
     return _request("HEAD", repository.url("manifests", reference), None, accept)[0] == 200
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagebuild.registry",
+        description="Push an OCI image layout to a registry (no authentication).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    push = commands.add_parser("push", help="push LAYOUT to REPOSITORY; print TAG REFERENCE")
+    push.add_argument("layout", type=Path, help="an OCI image layout folder (dist/image)")
+    push.add_argument("repository", help="http[s]://HOST[:PORT]/NAME")
+    args = parser.parse_args(argv)
+    try:
+        repository = Repository.parse(args.repository)
+        pushed = push_layout(args.layout, repository)
+    except (ValueError, KeyError, OSError, RegistryError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 1
+    for entry in pushed:
+        print(entry.tag or "-", repository.reference(entry.digest))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from imagebuild.registry import (
     RegistryError,
     Repository,
     exists,
+    main,
     parse_reference,
     pull,
     push_layout,
@@ -119,7 +122,7 @@ def index_layout(path: Path, tag: str) -> dict[str, dict[str, object]]:
 
 
 def test_an_image_index_its_platforms_and_its_referrer_are_pushed_and_pulled_per_platform(
-    registry: Registry, tmp_path: Path
+    registry: Registry, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repository = Repository(registry.url, "multi/platform")
     made = index_layout(tmp_path / "layout", "1.0.0")
@@ -144,18 +147,28 @@ def test_an_image_index_its_platforms_and_its_referrer_are_pushed_and_pulled_per
         assert blob.read_bytes() == f"a layer for {architecture}".encode()
     with pytest.raises(RegistryError, match="has no linux/s390x"):
         pull(repository, pushed.digest, tmp_path / "none", "1.0.0", ("linux", "s390x"))
-    # Pushed again, nothing changes and nothing is refused (every blob is already there).
-    assert push_layout(tmp_path / "layout", repository) == [pushed]
+    # Pushed again by the command line, nothing changes (every blob is already there).
+    assert main(["push", str(tmp_path / "layout"), f"{registry.url}/multi/platform"]) == 0
+    assert capsys.readouterr().out == f"1.0.0 {repository.reference(pushed.digest)}\n"
+    assert resolve(repository, "1.0.0") == made["index"]["digest"]
 
 
 def test_a_layout_missing_a_blob_is_refused_by_name(registry: Registry, tmp_path: Path) -> None:
     made = index_layout(tmp_path / "layout", "1.0.0")
-    layer_digest = str(made["arm64"]["digest"])[7:]
-    (tmp_path / "layout" / "blobs" / "sha256" / layer_digest).unlink()
-    with pytest.raises(RegistryError, match=f"blob sha256:{layer_digest} is missing"):
-        push_layout(tmp_path / "layout", Repository(registry.url, "broken"))
-    with pytest.raises(RegistryError, match="not an OCI image layout"):
-        push_layout(tmp_path, Repository(registry.url, "broken"))
+    missing = str(made["arm64"]["digest"])
+    (tmp_path / "layout" / "blobs" / "sha256" / missing.removeprefix("sha256:")).unlink()
+    for layout, message in [
+        (tmp_path / "layout", f"{tmp_path / 'layout'}: blob {missing} is missing"),
+        (tmp_path, f"{tmp_path}: not an OCI image layout (no index.json)"),
+    ]:
+        ran = subprocess.run(
+            [sys.executable, "-m", "imagebuild.registry", "push", str(layout),
+             f"{registry.url}/broken"],
+            capture_output=True, text=True, timeout=60, check=False, cwd=spec.REPO,
+        )  # fmt: skip
+        assert ran.returncode == 1
+        assert ran.stderr == f"python -m imagebuild.registry: error: {message}\n"
+    assert not exists(Repository(registry.url, "broken"), "1.0.0")
 
 
 # --- the chart and the controller image, from the registry to a protected drain -------------
