@@ -197,25 +197,30 @@ async def test_the_chart_installed_from_an_oci_registry_runs_the_pushed_image_an
 ) -> None:  # fmt: skip
     layout = image_or_skip(published_layout)
     repository = Repository(registry.url, IMAGE_NAME)
-    entries, chart = await asyncio.gather(
-        asyncio.to_thread(push_layout, layout, repository),
-        push_chart(real_cluster, registry, tmp_path / "chart"),
-    )
-    [image] = entries
+    [image] = await asyncio.to_thread(push_layout, layout, repository)
     assert resolve(repository, image.tag) == image.digest
     reference = repository.reference(image.digest)  # HOST:PORT/graceful-drain@sha256:...
     service = LoadBalancer().start()
+    installed = False
+
+    async def install_from_the_registry() -> None:
+        nonlocal installed
+        chart = await push_chart(real_cluster, registry, tmp_path / "chart")
+        await helm(real_cluster, "install", RELEASE, chart, "--version", CHART_VERSION,
+                   "--plain-http", "--namespace", RELEASE, "--create-namespace",
+                   "--set", f"image.repository={registry.host}/{IMAGE_NAME}",
+                   "--set", f"image.digest={image.digest}", "--set", "replicaCount=0",
+                   "--set", f"webhook.url=https://127.0.0.1:{service.port}/validate-eviction",
+                   "--set", "tls.selfSigned.extraHosts={127.0.0.1}")  # fmt: skip
+        installed = True
+
     try:
-        # The image is pulled (as the node would) while helm installs from the registry.
+        # The image is pulled back (as a node would pull it) while the chart is pushed and
+        # installed from the registry.
         _, launcher = await asyncio.gather(
-            helm(real_cluster, "install", RELEASE, chart, "--version", CHART_VERSION,
-                 "--plain-http", "--namespace", RELEASE, "--create-namespace",
-                 "--set", f"image.repository={registry.host}/{IMAGE_NAME}",
-                 "--set", f"image.digest={image.digest}", "--set", "replicaCount=0",
-                 "--set", f"webhook.url=https://127.0.0.1:{service.port}/validate-eviction",
-                 "--set", "tls.selfSigned.extraHosts={127.0.0.1}"),
+            install_from_the_registry(),
             asyncio.to_thread(pull_and_unpack, reference, tmp_path / "pulled"),
-        )  # fmt: skip
+        )
         installation = Installation(real_cluster, service, tmp_path, RELEASE, RELEASE)
         deployment = await installation.controller_deployment()
         [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -231,6 +236,7 @@ async def test_the_chart_installed_from_an_oci_registry_runs_the_pushed_image_an
             (RELEASE, f"graceful-drain-{CHART_VERSION}")]  # fmt: skip
     finally:
         service.stop()
-        await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE, "--wait")
-        await kubectl(real_cluster.kubeconfig_path, "delete", "namespace", RELEASE,
-                      "--wait=false")  # fmt: skip
+        if installed:
+            await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE, "--wait")
+            await kubectl(real_cluster.kubeconfig_path, "delete", "namespace", RELEASE,
+                          "--wait=false")  # fmt: skip
