@@ -10,7 +10,6 @@ storage a folder of the caller's.
 from __future__ import annotations
 
 import os
-import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
@@ -60,7 +59,7 @@ class Registry:
         try:
             with urllib.request.urlopen(f"{self.url}/v2/", timeout=2) as response:
                 return int(response.status) == 200
-        except (OSError, urllib.error.HTTPError):
+        except OSError:  # refused, reset, or an HTTPError (an OSError too)
             return False
 
     def start(self) -> Registry:
