@@ -11,7 +11,7 @@ BUILD_SCRIPT = HERE / "build"
 VERSIONS = HERE / "versions.env"
 NAMES = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "helm",
-    "informer-sync", "karpenter", "descheduler",
+    "informer-sync", "karpenter", "descheduler", "registry",
 )  # fmt: skip
 BUILD_TIMEOUT = 45 * 60  # a cold build on 2 cores takes minutes; this only guards a hang
 

@@ -16,15 +16,20 @@ from realcluster.cluster import RealCluster
 from tests.conftest import REQUIRE_REAL_CLUSTER
 
 
-@contextmanager
-def _started(workdir: Path) -> Iterator[RealCluster]:
+def built_or_skip() -> Path:
+    """realcluster/build's bin folder (built or reused); the test skipped with the reason
+    when it cannot be built here, failed instead under REQUIRE_REAL_CLUSTER=1 (CI)."""
     try:
-        bin_dir = ensure_built()
+        return ensure_built()
     except BinariesUnavailable as error:
         if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
             pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: {error}")
         pytest.skip(str(error))
-    with RealCluster(workdir, bin_dir) as cluster:
+
+
+@contextmanager
+def _started(workdir: Path) -> Iterator[RealCluster]:
+    with RealCluster(workdir, built_or_skip()) as cluster:
         yield cluster
 
 

@@ -18,3 +18,10 @@ def test_informer_sync_pins_the_client_go_of_versions_env() -> None:
     go_mod = (REALCLUSTER / "go" / "informer-sync" / "go.mod").read_text(encoding="utf-8")
     pinned = re.findall(r"^\s*k8s\.io/client-go (v\S+)", go_mod, re.MULTILINE)
     assert pinned == [versions()["INFORMER_SYNC_CLIENT_GO_VERSION"]]
+
+
+def test_the_registry_module_pins_the_distribution_of_versions_env() -> None:
+    go_mod = (REALCLUSTER / "go" / "registry" / "go.mod").read_text(encoding="utf-8")
+    assert "tool github.com/distribution/distribution/v3/cmd/registry" in go_mod
+    pinned = re.findall(r"^\s*github\.com/distribution/distribution/v3 (v\S+)", go_mod, re.M)
+    assert pinned == [versions()["REGISTRY_VERSION"]]

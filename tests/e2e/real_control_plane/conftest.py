@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
@@ -16,8 +17,10 @@ from realcluster.cluster import RealCluster
 from tests.conftest import REQUIRE_REAL_CLUSTER, run_kubectl
 
 from .harness import Installation, admin_client, fresh_namespace, kubectl, overlay
-from .image import ImageRoot, unpack
+from .image import ImageRoot
 from .loadbalancer import LoadBalancer
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -57,20 +60,25 @@ async def recorder(
     await client.close()
 
 
-@pytest.fixture(scope="session")
-def controller_image(tmp_path_factory: pytest.TempPathFactory) -> ImageRoot:
-    """The controller image (./scripts/build-image, built or reused), unpacked by umoci.
+def image_or_skip(build: Callable[[], T]) -> T:
+    """`build()` (the controller image, built or reused), once this machine can run the image.
 
-    Skipped with the reason when this machine cannot build or run it (not root, no
-    mmdebstrap or umoci); under REQUIRE_REAL_CLUSTER=1 (CI) that fails instead."""
+    Skipped with the reason when it cannot build or run it (not root, no mmdebstrap or
+    umoci); under REQUIRE_REAL_CLUSTER=1 (CI) that fails instead."""
     try:
         if os.geteuid() != 0:
             raise ImageUnavailable("running the image with chroot needs root")
         if shutil.which("umoci") is None:
             raise ImageUnavailable("umoci is not installed (./scripts/build-image installs it)")
-        image = ensure_built()
+        return build()
     except ImageUnavailable as error:
         if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
             pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: the controller image: {error}")
         pytest.skip(f"the controller image is not tested here: {error}")
-    return ImageRoot(image, unpack(image, tmp_path_factory.mktemp("image") / "bundle"))
+
+
+@pytest.fixture(scope="session")
+def controller_image(tmp_path_factory: pytest.TempPathFactory) -> ImageRoot:
+    """The controller image (./scripts/build-image, built or reused), unpacked by umoci."""
+    image = image_or_skip(ensure_built)
+    return ImageRoot.unpacked(image.layout, image.tag, tmp_path_factory.mktemp("image") / "bundle")

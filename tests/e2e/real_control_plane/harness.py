@@ -100,6 +100,19 @@ async def kubectl_json(kubeconfig: Path, *args: str) -> Obj:
     return result
 
 
+async def helm(cluster: RealCluster, *args: str) -> str:
+    """The helm binary built with the control plane (realcluster/build), as a user runs it;
+    what it prints."""
+    process = await asyncio.create_subprocess_exec(
+        str(cluster.bin_dir / "helm"), *args, "--kubeconfig", str(cluster.kubeconfig_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(BOUND):
+        out, err = await process.communicate()
+    assert process.returncode == 0, f"helm {' '.join(args)}: {out.decode()}{err.decode()}"
+    return out.decode()
+
+
 def admin_client(cluster: RealCluster, user_agent: str = "graceful-drain-e2e") -> KubeClient:
     return KubeClient(cluster.server, cluster.admin_token, cluster.ca_pem, user_agent=user_agent)
 

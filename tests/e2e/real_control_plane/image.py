@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagebuild.build import BuiltImage
 from imagebuild.oci import read_index
 
 KUBECONFIG_INSIDE = "/run/secrets/kubeconfig"
@@ -39,10 +38,11 @@ exec chroot --userspec="$user" "$root" "$@"
 """
 
 
-def unpack(image: BuiltImage, bundle: Path) -> Path:
-    """`umoci unpack` of the image's layout into `bundle` (which must not exist)."""
+def unpack(layout: Path, tag: str, bundle: Path) -> Path:
+    """`umoci unpack` of the image `tag` of the OCI layout `layout` into `bundle` (which must
+    not exist)."""
     result = subprocess.run(
-        ["umoci", "unpack", "--image", image.reference, str(bundle)],
+        ["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, f"umoci unpack failed:\n{result.stderr}"
@@ -51,10 +51,16 @@ def unpack(image: BuiltImage, bundle: Path) -> Path:
 
 @dataclass(frozen=True)
 class ImageRoot:
-    """A runtime bundle of `image`; a `harness.Launcher` running `graceful-drain` in it."""
+    """A runtime bundle of the image `tag` of the OCI layout `layout` (./scripts/build-image's,
+    or one pulled from a registry); a `harness.Launcher` running `graceful-drain` in it."""
 
-    image: BuiltImage
+    layout: Path
+    tag: str
     bundle: Path
+
+    @classmethod
+    def unpacked(cls, layout: Path, tag: str, bundle: Path) -> ImageRoot:
+        return cls(layout, tag, unpack(layout, tag, bundle))
 
     def runtime_config(self) -> dict[str, Any]:
         config: dict[str, Any] = json.loads((self.bundle / "config.json").read_text())
@@ -62,7 +68,7 @@ class ImageRoot:
 
     def image_config(self) -> dict[str, Any]:
         """The OCI image config's `config` section, read from the layout."""
-        _manifest, config = read_index(self.image.layout)
+        _manifest, config = read_index(self.layout)
         section: dict[str, Any] = config["config"]
         return section
 

@@ -29,13 +29,13 @@ from tests.unit.chart.monitoring import missing_metrics
 from tests.unit.chart.rendered import CHART, CI_VALUES
 
 from .harness import (
-    BOUND,
     HELD,
     REPO,
     Installation,
     Obj,
     create_ready_web,
     drain,
+    helm,
     kubectl,
     kubectl_json,
     pods,
@@ -73,19 +73,6 @@ def documented_cleanup() -> list[list[str]]:
     commands = re.findall(r"^(kubectl -n graceful-drain delete .+)$", section, re.MULTILINE)
     assert commands, "docs/operations.md's Uninstall section lists no cleanup command"
     return [c.replace("graceful-drain", RELEASE).split()[1:] for c in commands]
-
-
-async def helm(cluster: RealCluster, *args: str) -> str:
-    """The helm binary built with the control plane (realcluster/build), as a user runs it;
-    what it prints."""
-    process = await asyncio.create_subprocess_exec(
-        str(cluster.bin_dir / "helm"), *args, "--kubeconfig", str(cluster.kubeconfig_path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    async with asyncio.timeout(BOUND):
-        out, err = await process.communicate()
-    assert process.returncode == 0, f"helm {' '.join(args)}: {out.decode()}{err.decode()}"
-    return out.decode()
 
 
 async def webhook_ca_bundle(cluster: RealCluster) -> str:

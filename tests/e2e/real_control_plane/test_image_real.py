@@ -83,7 +83,7 @@ def test_the_image_holds_the_locked_packages_and_no_kubesim(controller_image: Im
     assert inventory["python"] == spec.PYTHON_MINOR
     installed = {canonicalize_name(name): version for name, version in inventory["distributions"]}
     locked = {pin.name: pin.version for pin in read_lock(spec.LOCK)}
-    assert installed == {**locked, "graceful-drain": controller_image.image.tag}
+    assert installed == {**locked, "graceful-drain": controller_image.tag}
     assert inventory["kubesim"] is False
 
 

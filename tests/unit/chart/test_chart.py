@@ -9,6 +9,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from graceful_drain.config import ENV_PREFIX
 from tests.unit.chart.rendered import (
@@ -178,6 +179,25 @@ def test_values_that_cannot_work_are_refused_with_a_message(values: Obj, message
     with pytest.raises(TemplateError) as refused:
         template(values)
     assert message in str(refused.value)
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+APP_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+
+
+@pytest.mark.parametrize(
+    ("image", "reference"),
+    [
+        ({}, f"ghcr.io/stonal/graceful-drain:{APP_VERSION}"),
+        ({"tag": "1.2.3"}, "ghcr.io/stonal/graceful-drain:1.2.3"),
+        ({"digest": DIGEST}, f"ghcr.io/stonal/graceful-drain@{DIGEST}"),
+        ({"tag": "1.2.3", "digest": DIGEST}, f"ghcr.io/stonal/graceful-drain@{DIGEST}"),
+        ({"repository": "127.0.0.1:5000/gd", "digest": DIGEST}, f"127.0.0.1:5000/gd@{DIGEST}"),
+        ({"repository": "127.0.0.1:5000/gd", "digest": ""}, f"127.0.0.1:5000/gd:{APP_VERSION}"),
+    ],
+)  # fmt: skip
+def test_the_image_is_named_by_digest_when_one_is_given(image: Obj, reference: str) -> None:
+    assert container(template({"image": image}))["image"] == reference
 
 
 def test_optional_objects_can_be_turned_off_and_pod_settings_reach_the_pod() -> None:

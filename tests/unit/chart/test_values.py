@@ -114,6 +114,9 @@ def test_every_object_level_of_the_schema_refuses_unknown_keys() -> None:
         ({"topologySpreadConstraints": [{"topologyKey": "zone"}]}, "/topologySpreadConstraints/0"),
         ({"commonLabels": {"team": 1}}, "/commonLabels/team"),
         ({"serviceAccount": {"create": False}}, "serviceAccount.create=false needs"),
+        ({"image": {"digest": "sha256:abc"}}, "/image/digest"),
+        ({"image": {"digest": "0.1.0"}}, "/image/digest"),
+        ({"image": {"digest": "sha512:" + "a" * 128}}, "/image/digest"),
     ],
 )  # fmt: skip
 def test_unknown_or_wrong_values_are_refused(values: Obj, message: str) -> None:
