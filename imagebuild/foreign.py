@@ -221,7 +221,9 @@ def _members(deb: Path) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
         raise ImageUnavailable(f"dpkg-deb --fsys-tarfile {deb} exited {p.returncode}")
 
 
-def _unpack(root: Root, deb: Path, package: str, diversions: dict[str, tuple[str, str]]) -> list[str]:
+def _unpack(
+    root: Root, deb: Path, package: str, diversions: dict[str, tuple[str, str]]
+) -> list[str]:
     """Unpack the data of `deb` into `root` as dpkg would (filters, diversions); the paths it
     ships, for its .list file."""
     listed = ["/."]
@@ -277,9 +279,9 @@ def graft(root_path: Path, debs: Path, native: str, architecture: str) -> None:
     stanzas = _native_packages(root_path)
     by_name = {}
     for deb in sorted(debs.glob("*.deb")):
-        fields = subprocess.run(["dpkg-deb", "--field", str(deb), "Package"],
+        named = subprocess.run(["dpkg-deb", "--field", str(deb), "Package"],
                                 capture_output=True, text=True, check=True)  # fmt: skip
-        by_name[fields.stdout.strip()] = deb
+        by_name[named.stdout.strip()] = deb
     specific = [s for s in stanzas if s.get("Architecture") != "all"]
     missing = sorted(s.get("Package") for s in specific if s.get("Package") not in by_name)
     if missing:
@@ -388,8 +390,10 @@ def ensure_foreign_rootfs(
     native_tarball: Path, native: str, architecture: str, source_date_epoch: int
 ) -> Path:
     """The cached root filesystem tarball of `architecture`, grafted from the native one."""
-    tarball = cache_root() / f"rootfs-{DEBIAN_SUITE}-{architecture}-from-{native}-" \
+    tarball = (
+        cache_root() / f"rootfs-{DEBIAN_SUITE}-{architecture}-from-{native}-"
         f"{foreign_key(native, architecture)}.tar"
+    )
     if tarball.is_file():
         return tarball
     with tempfile.TemporaryDirectory(prefix="graft-", dir=cache_root()) as tmp:

@@ -69,7 +69,11 @@ PROJECT_URL = "https://github.com/stonal/graceful-drain"
 
 def platform(architecture: str) -> oci.Json:
     variant = _VARIANTS.get(architecture)
-    return {"architecture": architecture, "os": "linux", **({"variant": variant} if variant else {})}
+    return {
+        "architecture": architecture,
+        "os": "linux",
+        **({"variant": variant} if variant else {}),
+    }
 
 
 def release_key(native: str, foreign: str, epoch: int) -> str:
@@ -135,8 +139,11 @@ def replace_platform_distributions(venv: Path, wheels: Path) -> list[str]:
                 target.chmod(mode or 0o644)
                 if target.suffix == ".py":
                     compiled.append(target)
-        [new_info] = [p for p in site.glob("*.dist-info")
-                      if normalise(p.name.removesuffix(".dist-info").rsplit("-", 1)[0]) == normalise(name)]  # fmt: skip
+        [new_info] = [
+            p
+            for p in site.glob("*.dist-info")
+            if normalise(p.name.removesuffix(".dist-info").rsplit("-", 1)[0]) == normalise(name)
+        ]
         record = (new_info / "RECORD").read_text()
         for extra, data in installer_files.items():
             (new_info / extra).write_bytes(data)
@@ -283,17 +290,30 @@ spec:
 # -- the whole release --
 
 
-def release(out: Path, helm: str) -> Path:
-    version, epoch = project_version(), source_date_epoch()
+def _architectures() -> tuple[str, str]:
     native = host_architecture()
     if native not in ARCHITECTURES:
         raise ImageUnavailable(f"releases are built on amd64 or arm64, not {native}")
     [foreign] = [a for a in ARCHITECTURES if a != native]
+    return native, foreign
+
+
+def is_current(out: Path = OUT) -> bool:
+    """Whether `out` holds the release of this checkout (release.key matches)."""
+    key_file = out / "release.key"
+    native, foreign = _architectures()
+    key = release_key(native, foreign, source_date_epoch())
+    return key_file.is_file() and key_file.read_text().strip() == key
+
+
+def release(out: Path, helm: str) -> Path:
+    version, epoch = project_version(), source_date_epoch()
+    native, foreign = _architectures()
     changelog_notes(version)
+    if is_current(out):
+        return out
     key = release_key(native, foreign, epoch)
     key_file = out / "release.key"
-    if key_file.is_file() and key_file.read_text().strip() == key:
-        return out
     native_image = ensure_built()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -373,10 +393,15 @@ def release(out: Path, helm: str) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="scripts/release", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="scripts/release",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="the folder (default dist/release)")
-    parser.add_argument("--helm", default=shutil.which("helm") or "helm", help="helm to package with")
+    parser.add_argument(
+        "--helm", default=shutil.which("helm") or "helm", help="helm to package with"
+    )
     args = parser.parse_args()
     start = time.monotonic()
     try:
