@@ -184,6 +184,7 @@ def ensure_debs(root: Path, native_key: str, architecture: str) -> Path:
                 f'Dir::Etc::SourceList "{apt}/sources.list"; Dir::Etc::SourceParts "{apt}/parts";',
                 f'Dir::Etc::Parts "{apt}/parts"; Dir::Etc::PreferencesParts "{apt}/prefs";',
                 'Acquire::Languages "none";',
+                'APT::Sandbox::User "root";',  # the cache is root's: no _apt user to drop to
             ]) + "\n"
         )  # fmt: skip
         env = {**os.environ, "APT_CONFIG": str(apt / "apt.conf"), "LC_ALL": "C"}
