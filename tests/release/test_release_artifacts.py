@@ -19,9 +19,12 @@ import sys
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 import yaml
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
 from packaging.utils import canonicalize_name
 
 from imagebuild import oci, spec
@@ -152,9 +155,12 @@ def test_each_sbom_lists_every_locked_distribution_and_every_debian_package_of_i
     release_dir: Path, platform_images: dict[str, PlatformImage], architecture: str
 ) -> None:
     image = platform_images[architecture]
-    sbom = json.loads(
-        (release_dir / f"graceful-drain-{VERSION}.sbom.linux-{architecture}.cdx.json").read_text()
-    )
+    text = (
+        release_dir / f"graceful-drain-{VERSION}.sbom.linux-{architecture}.cdx.json"
+    ).read_text()
+    # Valid CycloneDX 1.6 by the schema cyclonedx-python-lib ships (strict: no unknown keys).
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    sbom = json.loads(text)
     assert sbom["bomFormat"] == "CycloneDX"
     assert image.manifest.digest.replace(":", "%3A") in sbom["metadata"]["component"]["purl"]
     purls = [c["purl"] for c in sbom["components"]]
@@ -171,8 +177,6 @@ def test_each_sbom_lists_every_locked_distribution_and_every_debian_package_of_i
         for m in (re.match(r"pkg:deb/debian/([^@]+)@([^?]+)\?arch=([^&]+)", p) for p in purls)
         if m
     }
-    from urllib.parse import unquote
-
     installed = {
         (s.get("Package"), s.get("Version"), s.get("Architecture"))
         for s in parse_control(image.dpkg_status)
