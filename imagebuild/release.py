@@ -103,8 +103,6 @@ def _site_packages(venv: Path) -> Path:
 def replace_platform_distributions(venv: Path, wheels: Path) -> list[str]:
     """Swap every non-pure distribution of the native virtualenv `venv` for the same version's
     wheel in `wheels` (the foreign architecture's); the names replaced."""
-    import py_compile
-
     site = _site_packages(venv)
     replaced = []
     for info in sorted(site.glob("*.dist-info")):
@@ -149,13 +147,30 @@ def replace_platform_distributions(venv: Path, wheels: Path) -> list[str]:
             (new_info / extra).write_bytes(data)
             record += f"{new_info.name}/{extra},sha256=,{len(data)}\n"
         (new_info / "RECORD").write_text(record)
-        for source in compiled:  # as install-venv compiles: hash-based, never re-checked
-            py_compile.compile(
-                str(source), doraise=True,
-                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
-            )  # fmt: skip
+        compile_in_image(Path(str(venv).removesuffix(VENV)), compiled)
         replaced.append(name)
     return replaced
+
+
+_COMPILE = """\
+import py_compile, sys
+root = sys.argv[1]
+for source in sys.argv[2:]:
+    py_compile.compile(source, dfile=source[len(root):], doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+"""
+
+
+def compile_in_image(stage_root: Path, files: list[Path]) -> None:
+    """Bytecode for `files` (below `stage_root`, the image's /) as install-venv compiles it:
+    hash-based and never re-checked, PYTHONHASHSEED=0 (set constants are marshalled in hash
+    order), and the file names the image's paths (tracebacks, reproducibility)."""
+    if not files:
+        return
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    command = [sys.executable, "-c", _COMPILE, str(stage_root), *map(str, files)]
+    if subprocess.run(command, env=env, check=False).returncode != 0:
+        raise ImageUnavailable("compiling the foreign wheels' bytecode failed")
 
 
 def check_elf(root: Path, architecture: str) -> None:
