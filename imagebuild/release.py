@@ -329,9 +329,12 @@ def release(out: Path, helm: str) -> Path:
         return out
     key = release_key(native, foreign, epoch)
     key_file = out / "release.key"
+    if out.exists() and any(out.iterdir()) and not key_file.is_file():
+        raise ImageUnavailable(f"{out} is not empty and holds no earlier release: not replacing it")
     native_image = ensure_built()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    key_file.write_text("")  # ours, though unfinished until the key is written at the end
     native_rootfs = ensure_rootfs(native, epoch)
     foreign_rootfs = ensure_foreign_rootfs(native_rootfs, native, foreign, epoch)
     wheels = {native: ensure_wheels(native), foreign: ensure_wheels(foreign)}
