@@ -37,6 +37,9 @@ from imagebuild.spec import (
 from imagebuild.venv import build_wheel, ensure_wheels, install_venv
 
 DIST = REPO / "dist"
+# The modules that make the image (not release.py, foreign.py and sbom.py, which make the
+# release from it).
+_BUILDER = ("build.py", "cache.py", "oci.py", "rootfs.py", "spec.py", "venv.py", "__main__.py")
 _FALLBACK_EPOCH = 315532800  # 1980-01-01, the earliest time a wheel's zip can hold
 
 
@@ -70,7 +73,7 @@ def source_date_epoch() -> int:
 def image_key(architecture: str, epoch: int) -> str:
     """Everything the image is made of: the root filesystem's key, the lock, the install
     script, the wheel's sources, this builder's code and the timestamp."""
-    builder = sorted(Path(__file__).parent.glob("*.py"))
+    builder = [Path(__file__).parent / name for name in _BUILDER]
     return digest([
         rootfs_key(architecture), LOCK.read_bytes(), INSTALL_VENV.read_bytes(),
         tree_digest(REPO, WHEEL_SOURCES), *(path.read_bytes() for path in builder), str(epoch),

@@ -22,6 +22,7 @@ Json = dict[str, Any]
 
 LAYOUT_VERSION = "1.0.0"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 REF_NAME = "org.opencontainers.image.ref.name"
@@ -113,8 +114,8 @@ class Layout:
         info.pax_headers = {k: v for k, v in info.pax_headers.items() if k not in _VOLATILE_PAX}
         return info
 
-    def finish(self, config: Json, layers: list[Layer], annotations: dict[str, str]) -> Descriptor:
-        """Write the config, the manifest, index.json and oci-layout; the manifest's descriptor."""
+    def add_image(self, config: Json, layers: list[Layer]) -> Descriptor:
+        """Write the config and the manifest of an image; the manifest's descriptor."""
         config = {
             **config,
             "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
@@ -122,7 +123,7 @@ class Layout:
                 {"created": config["created"], "created_by": layer.comment} for layer in layers
             ],
         }
-        manifest = self.add_json(
+        return self.add_json(
             MANIFEST_TYPE,
             {
                 "schemaVersion": 2,
@@ -131,14 +132,23 @@ class Layout:
                 "layers": [layer.descriptor.json() for layer in layers],
             },
         )
-        index = {
-            "schemaVersion": 2,
-            "manifests": [{**manifest.json(), "annotations": annotations}],
-        }
+
+    def add_blob(self, source: Path) -> None:
+        """Copy a blob (named by its digest) from another layout's blobs/sha256/."""
+        shutil.copyfile(source, self.path / "blobs" / "sha256" / source.name)
+
+    def write_index(self, entries: list[Json]) -> None:
+        """index.json (listing `entries`) and oci-layout."""
+        index = {"schemaVersion": 2, "manifests": entries}
         (self.path / "index.json").write_text(json.dumps(index, sort_keys=True, indent=2) + "\n")
         (self.path / "oci-layout").write_text(
             json.dumps({"imageLayoutVersion": LAYOUT_VERSION}) + "\n"
         )
+
+    def finish(self, config: Json, layers: list[Layer], annotations: dict[str, str]) -> Descriptor:
+        """Write the config, the manifest, index.json and oci-layout; the manifest's descriptor."""
+        manifest = self.add_image(config, layers)
+        self.write_index([{**manifest.json(), "annotations": annotations}])
         return manifest
 
 

@@ -1,0 +1,245 @@
+"""What ./scripts/release leaves in dist/release/ (docs/install.md, "Release artifacts"),
+read as an operator's tools would: the OCI image index and its two platform images layer by
+layer, the SBOMs against the lock and each image's own dpkg database, SHA256SUMS, the krew
+manifest against its archive, the chart's version, and the plugin file run by python3.
+
+The release is built once (./scripts/test runs ./scripts/release before pytest); this module
+builds it only when dist/release/ is missing or stale, as root."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+import yaml
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from packaging.utils import canonicalize_name
+
+from imagebuild import oci, spec
+from imagebuild.build import project_version
+from imagebuild.foreign import ELF_MACHINES, parse_control
+from imagebuild.release import ARCHITECTURES, CHANGELOG, OUT, PLUGIN, is_current, release
+from imagebuild.rootfs import ImageUnavailable
+from tests.conftest import REQUIRE_REAL_CLUSTER
+from tests.unit.deploy.image_lock import read_lock
+
+pytestmark = [pytest.mark.image]
+
+VERSION = project_version()
+SITE_PACKAGES = re.compile(
+    rf"^{spec.VENV.lstrip('/')}/lib/python{spec.PYTHON_MINOR}/site-packages/"
+    r"([^/]+)-([^/-]+)\.dist-info/METADATA$"
+)
+
+
+@pytest.fixture(scope="module")
+def release_dir() -> Path:
+    """dist/release/, built first only when it is not this checkout's."""
+    try:
+        if not is_current(OUT):
+            if os.geteuid() != 0:
+                raise ImageUnavailable("the release is built as root (mmdebstrap, chroot)")
+            from realcluster.binaries import BinariesUnavailable, ensure_built
+
+            try:
+                helm = ensure_built() / "helm"
+            except BinariesUnavailable as error:
+                raise ImageUnavailable(f"helm: {error}") from error
+            release(OUT, str(helm))
+    except ImageUnavailable as error:
+        if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
+            pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: the release: {error}")
+        pytest.skip(f"the release is not tested here: {error}")
+    return OUT
+
+
+def _blob(layout: Path, descriptor: oci.Json) -> bytes:
+    digest: str = descriptor["digest"]
+    data = (layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
+    assert len(data) == descriptor["size"]
+    assert f"sha256:{hashlib.sha256(data).hexdigest()}" == digest
+    return data
+
+
+@dataclass
+class PlatformImage:
+    architecture: str
+    manifest: oci.Descriptor
+    config: oci.Json
+    elf_machines: dict[str, int] = field(default_factory=dict)  # path -> e_machine
+    dpkg_status: str = ""
+    distributions: set[tuple[str, str]] = field(default_factory=set)  # (name, version)
+
+
+@pytest.fixture(scope="module")
+def platform_images(release_dir: Path) -> dict[str, PlatformImage]:
+    """Each platform image of the index, its layers read once (ELF headers, dpkg status,
+    installed distributions); every blob checked against its digest and size."""
+    layout = release_dir / "image"
+    [entry] = json.loads((layout / "index.json").read_text())["manifests"]
+    assert entry["mediaType"] == oci.INDEX_TYPE
+    assert entry["annotations"][oci.REF_NAME] == VERSION
+    index = json.loads(_blob(layout, entry))
+    assert index["mediaType"] == oci.INDEX_TYPE
+    images: dict[str, PlatformImage] = {}
+    for descriptor in index["manifests"]:
+        assert descriptor["mediaType"] == oci.MANIFEST_TYPE
+        platform = descriptor["platform"]
+        manifest = json.loads(_blob(layout, descriptor))
+        config = json.loads(_blob(layout, manifest["config"]))
+        assert (config["os"], config["architecture"]) == (platform["os"], platform["architecture"])
+        image = PlatformImage(
+            platform["architecture"],
+            oci.Descriptor(descriptor["mediaType"], descriptor["digest"], descriptor["size"]),
+            config,
+        )
+        diff_ids = []
+        for layer in manifest["layers"]:
+            data = _blob(layout, layer)
+            raw = gzip.decompress(data)
+            diff_ids.append(f"sha256:{hashlib.sha256(raw).hexdigest()}")
+            with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+                for info in tar:
+                    if not info.isreg():
+                        continue
+                    file = tar.extractfile(info)
+                    assert file is not None
+                    header = file.read(20)
+                    if header[:4] == b"\x7fELF":
+                        image.elf_machines[info.name] = int.from_bytes(header[18:20], "little")
+                    if info.name == "var/lib/dpkg/status":
+                        image.dpkg_status = (header + file.read()).decode()
+                    if match := SITE_PACKAGES.match(info.name):
+                        image.distributions.add((canonicalize_name(match[1]), match[2]))
+        assert config["rootfs"]["diff_ids"] == diff_ids
+        images[image.architecture] = image
+    return images
+
+
+def test_the_image_index_has_an_amd64_and_an_arm64_manifest(
+    platform_images: dict[str, PlatformImage],
+) -> None:
+    assert sorted(platform_images) == sorted(ARCHITECTURES)
+    for image in platform_images.values():
+        assert image.config["config"]["Entrypoint"] == list(spec.ENTRYPOINT)
+        assert image.config["config"]["Labels"]["org.opencontainers.image.version"] == VERSION
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_every_elf_file_in_a_platform_images_layers_is_of_its_architecture(
+    platform_images: dict[str, PlatformImage], architecture: str
+) -> None:
+    machines = platform_images[architecture].elf_machines
+    # Debian's python3 and libc, and the platform wheels' extension modules, at least.
+    assert len(machines) > 100
+    assert any(path.startswith("usr/bin/python3") for path in machines)
+    assert any(".cpython-311-" in path and "site-packages" in path for path in machines)
+    wrong = {path for path, machine in machines.items() if machine != ELF_MACHINES[architecture]}
+    assert wrong == set()
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_each_sbom_lists_every_locked_distribution_and_every_debian_package_of_its_image(
+    release_dir: Path, platform_images: dict[str, PlatformImage], architecture: str
+) -> None:
+    image = platform_images[architecture]
+    text = (
+        release_dir / f"graceful-drain-{VERSION}.sbom.linux-{architecture}.cdx.json"
+    ).read_text()
+    # Valid CycloneDX 1.6 by the schema cyclonedx-python-lib ships (strict: no unknown keys).
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    sbom = json.loads(text)
+    assert sbom["bomFormat"] == "CycloneDX"
+    assert image.manifest.digest.replace(":", "%3A") in sbom["metadata"]["component"]["purl"]
+    purls = [c["purl"] for c in sbom["components"]]
+    pypi = {
+        (canonicalize_name(m[1]), m[2])
+        for m in (re.match(r"pkg:pypi/([^@]+)@(.+)", p) for p in purls) if m
+    }  # fmt: skip
+    locked = {(pin.name, pin.version) for pin in read_lock(spec.LOCK)}
+    assert pypi == locked | {("graceful-drain", VERSION)}
+    # ... and that is what the image holds.
+    assert image.distributions == pypi
+    deb = {
+        (m[1], m[2], m[3])
+        for m in (re.match(r"pkg:deb/debian/([^@]+)@([^?]+)\?arch=([^&]+)", p) for p in purls)
+        if m
+    }
+    installed = {
+        (s.get("Package"), s.get("Version"), s.get("Architecture"))
+        for s in parse_control(image.dpkg_status)
+    }
+    assert len(installed) > 50
+    assert {(name, unquote(version), arch) for name, version, arch in deb} == installed
+    assert {arch for _, _, arch in installed} == {architecture, "all"}
+
+
+def test_sha256sums_covers_and_verifies_every_file_of_the_release(release_dir: Path) -> None:
+    sums = {
+        line.split("  ", 1)[1]: line.split("  ", 1)[0]
+        for line in (release_dir / "SHA256SUMS").read_text().splitlines()
+    }
+    files = {p.name for p in release_dir.iterdir() if p.is_file()} - {"SHA256SUMS", "release.key"}
+    assert set(sums) == files
+    for name, digest in sums.items():
+        assert hashlib.sha256((release_dir / name).read_bytes()).hexdigest() == digest, name
+    assert f"graceful-drain-{VERSION}-image.oci.tar" in files
+    assert (release_dir / "CHANGELOG.md").read_bytes() == CHANGELOG.read_bytes()
+    assert f"## [{VERSION}]" in CHANGELOG.read_text()
+
+
+def test_the_krew_manifest_carries_the_archives_sha256_and_the_archive_holds_the_plugin(
+    release_dir: Path,
+) -> None:
+    manifest = yaml.safe_load((release_dir / "graceful-drain.krew.yaml").read_text())
+    assert manifest["kind"] == "Plugin"
+    assert manifest["spec"]["version"] == f"v{VERSION}"
+    platforms = manifest["spec"]["platforms"]
+    assert {(p["selector"]["matchLabels"]["os"], p["selector"]["matchLabels"]["arch"])
+            for p in platforms} == {("linux", a) for a in ARCHITECTURES}  # fmt: skip
+    archive = release_dir / f"{PLUGIN}-{VERSION}.tar.gz"
+    for entry in platforms:
+        assert entry["uri"].endswith(f"/v{VERSION}/{archive.name}")
+        assert entry["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+        assert entry["bin"] == PLUGIN
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile(PLUGIN)
+        assert member is not None
+        assert member.read() == (release_dir / PLUGIN).read_bytes()
+
+
+def test_the_packaged_charts_version_is_the_apps(release_dir: Path) -> None:
+    with tarfile.open(release_dir / f"graceful-drain-{VERSION}.tgz") as tar:
+        chart_file = tar.extractfile("graceful-drain/Chart.yaml")
+        assert chart_file is not None
+        chart = yaml.safe_load(chart_file.read())
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+
+
+def test_the_plugin_file_runs_with_python3(release_dir: Path, tmp_path: Path) -> None:
+    """From a fresh PEX_ROOT: the file alone is enough (its dependencies are inside)."""
+    env = {**os.environ, "PEX_ROOT": str(tmp_path / "pex")}
+    plugin = str(release_dir / PLUGIN)
+    helped = subprocess.run(
+        [sys.executable, plugin, "--help"], env=env, capture_output=True, text=True, check=False
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: kubectl graceful-drain")
+    for command in ("plan", "status", "version"):
+        assert command in helped.stdout
+    version = subprocess.run(
+        [sys.executable, plugin, "version"], env=env, capture_output=True, text=True, check=False
+    )
+    assert (version.returncode, version.stdout) == (0, f"kubectl graceful-drain {VERSION}\n")
