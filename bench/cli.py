@@ -69,7 +69,8 @@ SMOKE = Profile(
         counts=(1,),
         timings=DrainTimings(0.02),
         # The real control plane at N = 1 (~20 s); skipped unless its binaries are built.
-        real=drain.RealProfile(clients=("kubectl",), counts=(1,), build=False),
+        # No real Karpenter: its start and one disruption would double the smoke's time.
+        real=drain.RealProfile(clients=("kubectl",), counts=(1,), build=False, karpenter_counts=()),
     ),
 )
 
@@ -104,11 +105,22 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out the drain part's real control plane (its series take ~4 minutes)",
     )
+    parser.add_argument(
+        "--karpenter-only",
+        action="store_true",
+        help="of the drain part, only the real-Karpenter table (real control plane and "
+        "Karpenter; ~5 minutes)",
+    )
     return parser
 
 
 def _chosen_profile(args: argparse.Namespace) -> Profile:
     profile = SMOKE if args.smoke else FULL
+    if args.karpenter_only:
+        if args.kubesim_only:
+            raise SystemExit("python -m bench: --karpenter-only runs on the real control "
+                             "plane; it cannot go with --kubesim-only")  # fmt: skip
+        profile = dataclasses.replace(profile, drain=profile.drain.only_karpenter())
     if not args.kubesim_only:
         return profile
     drain_only_kubesim = profile.drain.without_real("left out (--kubesim-only)")

@@ -1,6 +1,7 @@
 """The real control plane in its own process for the whole run: a `RealCluster` in a temporary
-folder, the graceful-drain controller in a process of its own against it, and every
-(client, N) series on it in turn (see real.py). Everything stops when the process ends."""
+folder, the graceful-drain controller in a process of its own against it, every (client, N)
+series on it in turn (see real.py), then real Karpenter started on it for the Karpenter
+series (karpenter.py). Everything stops when the process ends."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from pathlib import Path
 
 from bench.drain.controller import ControllerOptions, ControllerReady, controller_main
 from bench.drain.harness import RunResult
+from bench.drain.karpenter import run_karpenter_series
+from bench.drain.karpenter_table import KarpenterRun
 from bench.drain.real import run_real_series
 from bench.drain.series_proc import CONTROLLER_START_TIMEOUT
 from bench.drain.timings import DrainTimings
 from bench.procs import Child, run_child
 from graceful_drain.logs import configure_logging
-from realcluster.cluster import RealCluster
+from realcluster.addons import Karpenter
+from realcluster.cluster import ClusterError, RealCluster
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,15 @@ class RealOptions:
     counts: tuple[int, ...]
     timings: DrainTimings
     uvloop: bool = True
+    karpenter_counts: tuple[int, ...] = ()  # N of the real-Karpenter series; () for none
 
 
 @dataclass(frozen=True)
 class RealResults:
     results: list[RunResult]
     start_seconds: float  # the cluster's start and the controller's sync
+    karpenter: tuple[KarpenterRun, ...] = ()
+    karpenter_skipped: str | None = None  # why the Karpenter series did not run
 
 
 async def _run(connection: Connection, options: RealOptions) -> None:
@@ -56,10 +63,35 @@ async def _run(connection: Connection, options: RealOptions) -> None:
                 results = await run_real_series(
                     cluster, options.clients, options.counts, options.timings, ready
                 )
+                karpenter, skipped = await _karpenter_series(
+                    cluster, options, ready, controller.process.pid
+                )
                 await asyncio.to_thread(controller.ask, "stop", 30.0)
             finally:
                 await asyncio.to_thread(controller.finish)
-    connection.send(RealResults(results, start_seconds))
+    connection.send(RealResults(results, start_seconds, tuple(karpenter), skipped))
+
+
+async def _karpenter_series(
+    cluster: RealCluster, options: RealOptions, ready: ControllerReady, controller_pid: int | None
+) -> tuple[list[KarpenterRun], str | None]:
+    """Real Karpenter started on the cluster and the Karpenter series run; or why not."""
+    if not options.karpenter_counts:
+        return [], "no N asked for"
+    bin_dir = Path(options.bin_dir)
+    if not (bin_dir / "karpenter").exists():
+        return [], f"Karpenter is not built in {bin_dir} (realcluster/build)"
+    assert controller_pid is not None
+    try:
+        karpenter = await asyncio.to_thread(Karpenter(cluster, bin_dir).start)
+    except ClusterError as error:
+        return [], f"Karpenter did not start: {str(error).splitlines()[0]}"
+    try:
+        runs = await run_karpenter_series(cluster, karpenter, options.karpenter_counts, ready,
+                                          controller_pid)  # fmt: skip
+    finally:
+        await asyncio.to_thread(karpenter.stop)
+    return runs, None
 
 
 def real_main(connection: Connection, options: RealOptions) -> None:
