@@ -5,6 +5,7 @@
     PYTHONPATH=src python -m bench --only webhook,memory
     PYTHONPATH=src python -m bench --smoke             # tiny sizes, seconds; writes nothing
     PYTHONPATH=src python -m bench --only memory,drain --baseline main~3   # old beside new
+    PYTHONPATH=src python -m bench --only drain --karpenter-only   # real Karpenter's table
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores

@@ -22,7 +22,13 @@ from typing import Any
 from bench.drain import workload
 from bench.drain.controller import ControllerReady, register_by_url, unregister
 from bench.drain.harness import SETTLE_SECONDS, all_ready, first_reaching
-from bench.drain.karpenter_table import REAL, SIMULATED, KarpenterRun, summarize_audit
+from bench.drain.karpenter_table import (
+    REAL,
+    SIMULATED,
+    KarpenterRun,
+    allowed_between,
+    summarize_audit,
+)
 from bench.drain.real import RealSeries, cluster_client
 from bench.drain.timings import DrainTimings
 from bench.procs import UsageSampler
@@ -142,7 +148,16 @@ class KarpenterSeries(RealSeries):
 
     async def simulated(self, nodes: set[str]) -> float:
         """kubesim's Karpenter-style client drains every node at once; when the last
-        returned."""
+        returned.
+
+        The nodes are cordoned first: real Karpenter's disruption controller removes
+        `karpenter.sh/disrupted` from every node of its own that it is not disrupting
+        (sigs.k8s.io/karpenter pkg/controllers/disruption/controller.go), so the simulated
+        client's taint alone would not keep the surge pods off the node (they would land on
+        it and be evicted, not Ready, over and over)."""
+        for node in nodes:
+            await self.api.patch(resource_path("v1", "nodes", name=node),
+                                 {"spec": {"unschedulable": True}})  # fmt: skip
         api = cluster_client(self.cluster, DRAIN_IDENTITIES["karpenter"][2])
         try:
             cls: Any = CLIENTS["karpenter"]
@@ -173,6 +188,7 @@ class KarpenterSeries(RealSeries):
         nodes = await self.nodes_holding_pods()
         error = None
         done: float | None = None
+        metrics_before = await self.metrics()
         async with UsageSampler(self.controller_pid) as usage:
             wall_start = time.time()
             started = recorder.mark("disruption-started", client=client).at
@@ -186,6 +202,7 @@ class KarpenterSeries(RealSeries):
                 error = str(failure) or "not done within the bound"
             ended = recorder.mark("disruption-settled", client=client).at
             wall_end = time.time()
+        metrics_after = await self.metrics()
         records = await asyncio.to_thread(self.cluster.audit_records)
         timelines = [recorder.timeline(name, self.namespace) for name in self.names]
         return KarpenterRun(
@@ -198,6 +215,7 @@ class KarpenterSeries(RealSeries):
             audit=summarize_audit(records, self.namespace, wall_start, wall_end),
             usage=usage.usage,
             error=error,
+            allowed=allowed_between(metrics_before, metrics_after),
         )
 
 

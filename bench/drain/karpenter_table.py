@@ -11,11 +11,13 @@ Karpenter retry: the step of its eviction back-off (`evictionQueueBaseDelay` dou
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.drain.real import DECISIONS_METRIC
 from bench.drain.timings import KARPENTER_BASE, KARPENTER_MAX, retry_interval_at
 from bench.procs import Usage
 from bench.report import Column, Table, fixed
@@ -118,6 +120,28 @@ def summarize_audit(
                         tuple(latencies))  # fmt: skip
 
 
+_DECISION = re.compile(r'^' + re.escape(DECISIONS_METRIC)
+                       + r'\{allowed="(true|false)",reason="([^"]+)"\} (\S+)$')  # fmt: skip
+
+
+def allowed_by_reason(metrics: str) -> dict[str, float]:
+    """The controller's allowed admission decisions so far, by reason, from its Prometheus
+    text (`graceful_drain_decisions_total{allowed="true",reason=...}`)."""
+    counts: dict[str, float] = {}
+    for line in metrics.splitlines():
+        match = _DECISION.match(line)
+        if match and match[1] == "true":
+            counts[match[2]] = counts.get(match[2], 0.0) + float(match[3])
+    return counts
+
+
+def allowed_between(before: str, after: str) -> tuple[tuple[str, int], ...]:
+    """The allowed decisions made between two scrapes, by reason (those that grew)."""
+    first, second = allowed_by_reason(before), allowed_by_reason(after)
+    grown = {reason: int(count - first.get(reason, 0.0)) for reason, count in second.items()}
+    return tuple(sorted((reason, n) for reason, n in grown.items() if n > 0))
+
+
 @dataclass(frozen=True)
 class KarpenterRun:
     """One disruption of the nodes holding N protected Deployments, by one client."""
@@ -131,6 +155,7 @@ class KarpenterRun:
     audit: AuditSummary
     usage: Usage | None  # the graceful-drain controller's process over the window
     error: str | None = None
+    allowed: tuple[tuple[str, int], ...] = ()  # graceful-drain's allowed decisions, by reason
 
     @property
     def replacement_ready(self) -> float | None:
@@ -167,6 +192,7 @@ COLUMNS = [
     Column("vs_sim", "÷ kubesim's client", fixed(2)),
     Column("zero", "zero-Ready s (max)", fixed(2)),
     Column("evictions", "evictions by answer"),
+    Column("allowed", "allowed by graceful-drain"),
     Column("writes", "API writes / pod", fixed(1)),
     Column("karpenter_writes", "of which Karpenter's / pod", fixed(1)),
     Column("cpu", "controller CPU s", fixed(2)),
@@ -191,6 +217,7 @@ def _row(run: KarpenterRun, simulated: KarpenterRun | None) -> dict[str, object]
         "vs_sim": _ratio(run.done, None if reference is None else reference.done),
         "zero": max(run.zero_ready, default=0.0),
         "evictions": audit.answers_text,
+        "allowed": ", ".join(f"{reason}: {n}" for reason, n in run.allowed) or "none",
         "writes": audit.writes / run.count,
         "karpenter_writes": audit.karpenter_writes / run.count,
         "cpu": None if run.usage is None else run.usage.cpu_seconds,

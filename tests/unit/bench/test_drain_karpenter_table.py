@@ -14,6 +14,8 @@ from bench.drain.karpenter_table import (
     SIMULATED,
     AuditSummary,
     KarpenterRun,
+    allowed_between,
+    allowed_by_reason,
     audit_time,
     build_karpenter_table,
     summarize_audit,
@@ -22,6 +24,9 @@ from bench.drain.timings import KARPENTER_BASE, KARPENTER_MAX
 from bench.procs import Usage, UsageSampler, cpu_seconds, rss_bytes
 from hypothesis import given
 from hypothesis import strategies as st
+
+from graceful_drain.controller.decide import Reason, _allow, _deny
+from graceful_drain.controller.metrics import Metrics
 
 NS = "karpenter-10"
 START = audit_time("2026-12-06T06:00:00.000000Z")
@@ -181,3 +186,25 @@ def test_the_sampler_reads_another_process_cpu_and_peak_rss_from_proc() -> None:
     assert usage is not None
     assert usage.cpu_seconds >= 0.05
     assert usage.rss_max_bytes >= rss_bytes() // 2
+
+
+def exposition(*allowed: Reason, held: int = 0) -> str:
+    """The controller's own /metrics text after `allowed` decisions and `held` 429s."""
+    metrics = Metrics()
+    for reason in allowed:
+        metrics.record_decision(_allow(reason, "allowed"), 0.001)
+    for _ in range(held):
+        metrics.record_decision(_deny(Reason.ROLLOUT_IN_PROGRESS, "held"), 0.001)
+    return metrics.exposition().decode()
+
+
+def test_the_allowed_decisions_of_a_window_are_read_by_reason_from_the_controllers_metrics() -> (
+    None
+):
+    before = exposition(Reason.DRY_RUN, Reason.SURGE_READY, held=3)
+    after = exposition(Reason.DRY_RUN, Reason.SURGE_READY, Reason.SURGE_READY,
+                       Reason.SURGE_READY, Reason.POD_TERMINATING, held=9)  # fmt: skip
+    assert allowed_by_reason(after)["surge-ready"] == 3
+    assert "rollout-in-progress" not in allowed_by_reason(after)  # a 429 is not allowed
+    assert allowed_between(before, after) == (("pod-terminating", 1), ("surge-ready", 2))
+    assert allowed_between(after, after) == ()
