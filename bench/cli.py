@@ -9,7 +9,7 @@
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores
-(4 of them for part 3's real control plane).
+(4 of them for part 3's real control plane, and about 3 more for its real-Karpenter table).
 """
 
 from __future__ import annotations
