@@ -5,10 +5,11 @@
     PYTHONPATH=src python -m bench --only webhook,memory
     PYTHONPATH=src python -m bench --smoke             # tiny sizes, seconds; writes nothing
     PYTHONPATH=src python -m bench --only memory,drain --baseline main~3   # old beside new
+    PYTHONPATH=src python -m bench --only drain --karpenter-only   # real Karpenter's table
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores
-(4 of them for part 3's real control plane).
+(4 of them for part 3's real control plane, and about 3 more for its real-Karpenter table).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ SMOKE = Profile(
         counts=(1,),
         timings=DrainTimings(0.02),
         # The real control plane at N = 1 (~20 s); skipped unless its binaries are built.
-        real=drain.RealProfile(clients=("kubectl",), counts=(1,), build=False),
+        # No real Karpenter: its start and one disruption would double the smoke's time.
+        real=drain.RealProfile(clients=("kubectl",), counts=(1,), build=False, karpenter_counts=()),
     ),
 )
 
@@ -104,11 +106,22 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out the drain part's real control plane (its series take ~4 minutes)",
     )
+    parser.add_argument(
+        "--karpenter-only",
+        action="store_true",
+        help="of the drain part, only the real-Karpenter table (real control plane and "
+        "Karpenter; ~5 minutes)",
+    )
     return parser
 
 
 def _chosen_profile(args: argparse.Namespace) -> Profile:
     profile = SMOKE if args.smoke else FULL
+    if args.karpenter_only:
+        if args.kubesim_only:
+            raise SystemExit("python -m bench: --karpenter-only runs on the real control "
+                             "plane; it cannot go with --kubesim-only")  # fmt: skip
+        profile = dataclasses.replace(profile, drain=profile.drain.only_karpenter())
     if not args.kubesim_only:
         return profile
     drain_only_kubesim = profile.drain.without_real("left out (--kubesim-only)")

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
 from typing import Any
@@ -99,10 +100,58 @@ async def receive_async(connection: Connection) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, connection.recv)
 
 
-def rss_bytes() -> int:
-    """Resident set size of this process, from /proc (Linux)."""
-    with open(f"/proc/{os.getpid()}/status", encoding="ascii") as status:
+def rss_bytes(pid: int | None = None) -> int:
+    """Resident set size of process `pid` (this one by default), from /proc (Linux)."""
+    path = f"/proc/{os.getpid() if pid is None else pid}/status"
+    with open(path, encoding="ascii") as status:
         for line in status:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS not found in /proc/self/status")
+    raise RuntimeError(f"VmRSS not found in {path}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used so far, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # the command name (field 2) may hold spaces: the fields after its ')' are fixed
+        fields = stat.read().rpartition(")")[2].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_seconds: float
+    rss_max_bytes: int
+
+
+class UsageSampler:
+    """Another process's CPU seconds and peak RSS over a window (`async with`), its RSS read
+    every `interval` seconds and at both ends."""
+
+    def __init__(self, pid: int, interval: float = 0.25) -> None:
+        self.pid = pid
+        self.interval = interval
+        self._cpu_start = 0.0
+        self._rss_max = 0
+        self._task: asyncio.Task[None] | None = None
+        self.usage: Usage | None = None
+
+    async def _sample(self) -> None:
+        while True:
+            self._rss_max = max(self._rss_max, rss_bytes(self.pid))
+            await asyncio.sleep(self.interval)  # a sampling period, not a synchronisation
+
+    async def __aenter__(self) -> UsageSampler:
+        self._cpu_start = cpu_seconds(self.pid)
+        self._rss_max = rss_bytes(self.pid)
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self.usage = Usage(cpu_seconds(self.pid) - self._cpu_start,
+                           max(self._rss_max, rss_bytes(self.pid)))  # fmt: skip

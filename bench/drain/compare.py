@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.drain.harness import Mode, RunResult, find_result
+from bench.drain.karpenter_table import KarpenterRun
 from bench.drain.timings import REACTION_ALLOWANCE, DrainTimings
 from bench.report import Cell, Column, Table, fixed
 
@@ -22,6 +23,13 @@ class RealRun:
     skipped: str | None = None  # no Go, no binaries, or the reason it failed
     start_seconds: float | None = None  # the cluster's start and the controller's sync
     seconds: float | None = None  # the whole part, start and stop included
+    karpenter: tuple[KarpenterRun, ...] = ()  # the real-Karpenter series (karpenter.py)
+    karpenter_skipped: str | None = None  # why they did not run (None: they did)
+
+    @property
+    def karpenter_not_run(self) -> str | None:
+        """Why the Karpenter table is empty: the whole part's reason, or its own."""
+        return self.skipped if self.skipped is not None else self.karpenter_skipped
 
 
 COLUMNS = [

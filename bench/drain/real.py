@@ -143,10 +143,14 @@ class RealSeries:
                 f"{', '.join(sorted(elsewhere)[:5])}"
             )
 
-    async def decisions(self) -> float:
+    async def metrics(self) -> str:
+        """The controller's Prometheus text."""
         url = f"http://127.0.0.1:{self.controller.metrics_port}/metrics"
         async with aiohttp.ClientSession() as session, session.get(url) as response:
-            return decisions_total(await response.text())
+            return await response.text()
+
+    async def decisions(self) -> float:
+        return decisions_total(await self.metrics())
 
     async def webhook_switched(self, *, on: bool) -> None:
         """Until the API server calls graceful-drain's webhook (`on`) or no longer does: a

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 
 from bench.drain.compare import RealRun, build_comparison
 from bench.drain.harness import Mode, RunResult, find_result
+from bench.drain.karpenter import DISRUPTION_BOUND
+from bench.drain.karpenter import TIMINGS as KARPENTER_TIMINGS
+from bench.drain.karpenter_table import build_karpenter_table
 from bench.drain.real_proc import RealOptions, RealResults, real_main
 from bench.drain.series_proc import SeriesOptions, series_main
 from bench.drain.timings import CLIENT_NAMES, REACTION_ALLOWANCE, DrainTimings
@@ -35,6 +38,8 @@ class RealProfile:
     counts: tuple[int, ...] = (1, 10, 50)
     build: bool = True  # build the binaries when missing (minutes); False: skip the part
     skip: str | None = None  # why the real control plane is not run at all (--kubesim-only)
+    # N of the real-Karpenter series (bench/drain/karpenter.py), after the others
+    karpenter_counts: tuple[int, ...] = (10, 50)
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,17 @@ class DrainProfile:
     timings: DrainTimings = field(default_factory=DrainTimings)
     uvloop: bool = True
     real: RealProfile = field(default_factory=RealProfile)
+    karpenter_only: bool = False  # only the real-Karpenter table (--karpenter-only)
 
     def without_real(self, why: str) -> DrainProfile:
         """The same profile, its real control plane's series left out for `why`."""
         return dataclasses.replace(self, real=dataclasses.replace(self.real, skip=why))
+
+    def only_karpenter(self) -> DrainProfile:
+        """The same profile with only the real-Karpenter series (no kubesim series, no
+        other real series): its table alone."""
+        real = dataclasses.replace(self.real, clients=())
+        return dataclasses.replace(self, clients=(), real=real, karpenter_only=True)
 
 
 def run(profile: DrainProfile) -> list[Table]:
@@ -61,8 +73,13 @@ def run(profile: DrainProfile) -> list[Table]:
             finally:
                 child.finish(30.0)
     real = run_real(profile)
+    karpenter = build_karpenter_table(real.karpenter, profile.real.karpenter_counts,
+                                      KARPENTER_TIMINGS.readiness_delay,
+                                      real.karpenter_not_run)  # fmt: skip
+    if profile.karpenter_only:
+        return [karpenter]
     comparison = build_comparison(results, real, profile.clients, profile.counts, profile.timings)
-    return [*build_tables(results, profile), comparison]
+    return [*build_tables(results, profile), comparison, karpenter]
 
 
 def _bin_dir(build: bool) -> str:
@@ -83,13 +100,17 @@ def run_real(profile: DrainProfile) -> RealRun:
         return RealRun(skipped=real.skip)
     try:
         options = RealOptions(_bin_dir(real.build), real.clients, real.counts, profile.timings,
-                              profile.uvloop)  # fmt: skip
+                              profile.uvloop, real.karpenter_counts)  # fmt: skip
     except BinariesUnavailable as error:
         return RealRun(skipped=str(error).splitlines()[0])
-    timeout = REAL_START_TIMEOUT + sum(
-        REAL_SERIES_TIMEOUT + count * SERIES_TIMEOUT_PER_POD
-        for count in real.counts
-        for _ in real.clients
+    timeout = (
+        REAL_START_TIMEOUT
+        + sum(
+            REAL_SERIES_TIMEOUT + count * SERIES_TIMEOUT_PER_POD
+            for count in real.counts
+            for _ in real.clients
+        )
+        + sum(REAL_SERIES_TIMEOUT + 2 * DISRUPTION_BOUND for _ in real.karpenter_counts)
     )
     child = Child("drain-real", real_main, options, daemon=False)
     try:
@@ -99,7 +120,8 @@ def run_real(profile: DrainProfile) -> RealRun:
     finally:
         child.finish(60.0)
     return RealRun(tuple(received.results), None, received.start_seconds,
-                   time.monotonic() - started)  # fmt: skip
+                   time.monotonic() - started, received.karpenter,
+                   received.karpenter_skipped)  # fmt: skip
 
 
 CONTROLLER_COLUMNS = [

@@ -89,3 +89,7 @@ def test_drain_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert real["rows"][1]["drain"] is not None  # graceful-drain let the real drain finish
         assert real["rows"][1]["none_down"] == "1/1"
     assert real["notes"][-1].startswith(("At N=1", "Whose the lag at N=1"))
+    # real Karpenter is left out of the smoke (its start and a disruption take a minute)
+    karpenter = tables["drain_karpenter"]
+    assert karpenter["rows"] == []
+    assert karpenter["notes"][0].startswith("Real Karpenter: not run")
