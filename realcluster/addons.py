@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import START_TIMEOUT, ClusterError, RealCluster, free_port, wait_until
+from realcluster.kubeconfig import write_kubeconfig
 from realcluster.processes import Child
 
 Obj = dict[str, Any]

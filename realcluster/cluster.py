@@ -30,9 +30,9 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from kubesim.kubeconfig import write_kubeconfig
-from kubesim.pki import CertificateAuthority
 from realcluster.binaries import HERE
+from realcluster.kubeconfig import write_kubeconfig
+from realcluster.pki import ClusterCA
 from realcluster.processes import Child
 
 Obj = dict[str, Any]
@@ -110,7 +110,7 @@ class RealCluster:
         self.kwok_port = free_port()
         self.server = f"https://127.0.0.1:{self.apiserver_port}"
         self.admin_token = secrets.token_hex(16)
-        self.ca = CertificateAuthority("realcluster-ca")
+        self.ca = ClusterCA("realcluster-ca")
         self._ssl = ssl.create_default_context(cadata=self.ca.cert_pem.decode())
 
     # --- files ------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class RealCluster:
         pki = self.workdir / "pki"
         pki.mkdir(parents=True, exist_ok=True)
         (pki / "ca.crt").write_bytes(self.ca.cert_pem)
-        serving = self.ca.issue_server(
+        serving = self.ca.issue_serving(
             ["127.0.0.1", "localhost", "kubernetes", "kubernetes.default.svc", "10.0.0.1"],
             common_name="kube-apiserver",
         )

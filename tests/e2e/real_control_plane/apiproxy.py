@@ -28,7 +28,7 @@ from tempfile import TemporaryDirectory
 import aiohttp
 from aiohttp import web
 
-from kubesim.pki import CertificateAuthority
+from realcluster.pki import ClusterCA
 
 # Hop-by-hop headers, and the ones aiohttp sets itself for the relayed body.
 _NOT_RELAYED = {"host", "connection", "keep-alive", "transfer-encoding", "content-length",
@@ -75,8 +75,8 @@ class ApiProxy:
     _session: aiohttp.ClientSession | None = None
 
     async def start(self) -> ApiProxy:
-        authority = CertificateAuthority("api-proxy-ca")
-        pair = authority.issue_server(["127.0.0.1"])
+        authority = ClusterCA("api-proxy-ca")
+        pair = authority.issue_serving(["127.0.0.1"])
         self.ca_pem = authority.cert_pem
         serving = _serving_context(pair.cert_pem, pair.key_pem)
         upstream = ssl.create_default_context(cadata=self.upstream_ca_pem.decode())

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubesim.client import KubeClient
-from kubesim.kubeconfig import write_kubeconfig
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
 from realcluster.cluster import RealCluster, free_port, wait_until
+from realcluster.kubeconfig import write_kubeconfig
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
 from tests.e2e.controller import drain_workloads

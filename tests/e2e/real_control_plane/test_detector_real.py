@@ -29,8 +29,8 @@ from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
 )
 from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED
-from kubesim.kubeconfig import write_kubeconfig
 from realcluster.cluster import RealCluster
+from realcluster.kubeconfig import write_kubeconfig
 from tests.e2e.cli import run_cli
 from tests.e2e.watching import MICROSECOND_STAMP, annotations_of, is_ready
 

@@ -19,7 +19,7 @@ from graceful_drain.controller.serving.admission import (
     review_response,
 )
 from graceful_drain.controller.serving.admission_fast import _usual_eviction, parse_review_fast
-from tests.unit.controller.test_admission_review import review
+from tests.unit.controller.objects import review
 
 # Where a mutation may land: every field either parser reads, their parents, and neighbours.
 PATHS: tuple[tuple[str, ...], ...] = (

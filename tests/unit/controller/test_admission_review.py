@@ -38,37 +38,7 @@ from graceful_drain.controller.serving.admission import (
     review_response,
 )
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
-
-
-def review(**request_changes: Any) -> dict[str, Any]:
-    """An AdmissionReview as kube-apiserver sends it for `kubectl drain` evicting a pod."""
-    request: dict[str, Any] = {
-        "uid": UID,
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": "web-5d9-abcde",
-        "namespace": "default",
-        "operation": "CREATE",
-        "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
-        "object": {
-            "kind": "Eviction",
-            "apiVersion": "policy/v1",
-            "metadata": {"name": "web-5d9-abcde", "namespace": "default"},
-            "deleteOptions": {"preconditions": {"uid": "pod-uid"}},
-        },
-        "oldObject": None,
-        "dryRun": False,
-        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-    }
-    request.update(request_changes)
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
+from .objects import NOW, UID, review
 
 PARSED = EvictionRequest(
     uid=UID,

@@ -22,19 +22,11 @@ from graceful_drain.controller.reconcile.events import (
 from graceful_drain.kube.events import InvolvedObject
 from graceful_drain.kube.informer import Change
 
+from .objects import POD, deployment
+
 STAMP = "2024-05-01T12:00:00Z"
-POD = PodInfo(
-    namespace="default", name="web-5d9-abcde", uid="pod-uid", node_name="node-a",
-    terminating=False, phase="Running", ready=True, owner_kind="ReplicaSet",
-    owner_replicaset="web-5d9",
-)  # fmt: skip
-DEPLOYMENT = DeploymentInfo(
-    namespace="default", name="web", uid="dep-uid", resource_version="42", generation=3,
-    deleting=False, has_annotations=True, replicas=1, strategy_type="RollingUpdate",
-    max_surge=1, paused=False, observed_generation=3, status_replicas=2, updated_replicas=1,
-    ready_replicas=1, available_replicas=1, restarted_at=None, restarted_at_raw=STAMP,
-    template_restarted_at=STAMP,
-)  # fmt: skip
+# Stamped, the restart copied into the template, a second pod made: a drain of POD.
+DEPLOYMENT = deployment(status_replicas=2, restarted_at_raw=STAMP, template_restarted_at=STAMP)
 TERMINATING = replace(POD, terminating=True)
 NOT_READY = replace(POD, ready=False)
 

@@ -21,55 +21,7 @@ from graceful_drain.controller.decision.model import (
     ReplicaSetInfo,
 )
 
-ENABLED = "graceful-drain.stonal.com/enabled"
-
-
-def raw_pod() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "web-5d9-abcde",
-            "namespace": "default",
-            "uid": "pod-uid",
-            "resourceVersion": "100",
-            "labels": {"app": "web", "pod-template-hash": "5d9"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-5d9",
-                    "uid": "rs-uid",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {"nodeName": "node-a", "containers": [{"name": "web", "image": "nginx"}]},
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Initialized", "status": "True"},
-                {"type": "Ready", "status": "True"},
-                {"type": "ContainersReady", "status": "True"},
-            ],
-        },
-    }
-
-
-def raw_replicaset() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {
-            "name": "web-5d9",
-            "namespace": "default",
-            "uid": "rs-uid",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": True}
-            ],
-        },
-    }
+from .objects import ENABLED, POD, REPLICASET, raw_pod, raw_replicaset
 
 
 def raw_deployment() -> dict[str, Any]:
@@ -112,6 +64,12 @@ def raw_deployment() -> dict[str, Any]:
 
 
 # --- pods -------------------------------------------------------------------------------------
+
+
+def test_objects_agree_with_the_decoder() -> None:
+    """objects.py's slim POD and REPLICASET are what the decoder makes of its raw ones."""
+    assert PodInfo.from_object(raw_pod()) == POD
+    assert ReplicaSetInfo.from_object(raw_replicaset()) == REPLICASET
 
 
 def test_pod_from_object() -> None:

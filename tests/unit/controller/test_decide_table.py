@@ -50,53 +50,8 @@ from graceful_drain.controller.decision.model import (
     ReplicaSetInfo,
 )
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-ENABLED = "graceful-drain.stonal.com/enabled"
+from .objects import DEPLOYMENT, ENABLED, NOW, POD, REQUEST
 
-REQUEST = EvictionRequest(
-    uid="req-1",
-    operation="CREATE",
-    group="",
-    version="v1",
-    resource="pods",
-    sub_resource="eviction",
-    namespace="default",
-    name="web-5d9-abcde",
-    dry_run=False,
-    username="system:serviceaccount:kube-system:cluster-autoscaler",
-)
-POD = PodInfo(
-    namespace="default",
-    name="web-5d9-abcde",
-    uid="pod-uid",
-    node_name="node-a",
-    terminating=False,
-    phase="Running",
-    ready=True,
-    owner_kind="ReplicaSet",
-    owner_replicaset="web-5d9",
-)
-DEPLOYMENT = DeploymentInfo(
-    namespace="default",
-    name="web",
-    uid="dep-uid",
-    resource_version="42",
-    generation=3,
-    deleting=False,
-    has_annotations=True,
-    replicas=1,
-    strategy_type="RollingUpdate",
-    max_surge=1,
-    paused=False,
-    observed_generation=3,
-    status_replicas=1,
-    updated_replicas=1,
-    ready_replicas=1,
-    available_replicas=1,
-    restarted_at=None,
-    restarted_at_raw=None,
-    template_restarted_at=None,
-)
 FOUND: PodLookup = PodFound(POD)
 OWNED: OwnerLookup = DeploymentFound(DEPLOYMENT)
 DEFAULT_CONFIG = DecisionConfig(protect=Protect.SINGLE_REPLICA)

@@ -34,7 +34,8 @@ from graceful_drain.controller.decision.decide import (
 )
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 
-from .test_decide_table import DEPLOYMENT, ENABLED, NOW, POD, REQUEST, Scenario
+from .objects import DEPLOYMENT, ENABLED, NOW, POD, REQUEST
+from .test_decide_table import Scenario
 
 
 def pod(name: str, node: str, *, ready: bool = True, terminating: bool = False) -> PodInfo:

@@ -12,19 +12,13 @@ from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.controller.reconcile.reconciler import DeploymentChange, Reconciler
 from graceful_drain.controller.reconcile.rollout import CopyToTemplate, WaitForRollout
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+from .objects import NOW, raw_deployment
+
 STAMP = "2024-05-01T11:59:58.000000Z"
 
 
 def stamped(**changes: Any) -> DeploymentInfo:
-    raw = {
-        "metadata": {"name": "web", "namespace": "default", "uid": "u", "resourceVersion": "7",
-                     "generation": 3, "annotations": {
-                         "graceful-drain.stonal.com/restarted-at": STAMP}},
-        "spec": {"replicas": 1, "template": {"metadata": {"annotations": {}}}},
-        "status": {"observedGeneration": 3, "replicas": 1, "updatedReplicas": 1,
-                   "readyReplicas": 1, "availableReplicas": 1},
-    }  # fmt: skip
+    raw = raw_deployment(restarted_at=STAMP, generation=3, observed=3)
     return replace(DeploymentInfo.from_object(raw), **changes)
 
 

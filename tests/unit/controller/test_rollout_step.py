@@ -38,7 +38,9 @@ from graceful_drain.controller.reconcile.rollout import (
 from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.apiserver.patching.apply import Json, PatchInvalid, apply_json_patch
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+from . import objects
+from .objects import NOW
+
 TIMEOUT = timedelta(minutes=10)
 STAMP = "2024-05-01T11:58:00Z"  # two minutes before NOW
 STAMPED_AT = datetime(2024, 5, 1, 11, 58, 0, tzinfo=UTC)
@@ -48,62 +50,9 @@ OLDER = "2024-04-30T08:00:00Z"
 Obj = dict[str, Any]
 
 
-def raw_deployment(
-    *,
-    restarted_at: str | None = STAMP,
-    template: str | None = None,
-    generation: int = 2,
-    observed: int = 2,
-    replicas: int = 1,
-    status_replicas: int = 1,
-    updated: int = 1,
-    ready: int = 1,
-    available: int = 1,
-    deleting: bool = False,
-    template_annotations: bool = True,
-    paused: bool = False,
-    completed_at: str | None = None,
-    grace: int | None = None,
-) -> Obj:
-    annotations = {} if restarted_at is None else {RESTARTED_AT_ANNOTATION: restarted_at}
-    if completed_at is not None:
-        annotations[COMPLETED_AT_ANNOTATION] = completed_at
-    pod_spec: Obj = {"containers": [{"name": "c"}]}
-    if grace is not None:
-        pod_spec["terminationGracePeriodSeconds"] = grace
-    template_meta: Obj = {"labels": {"app": "web"}}
-    if template_annotations:
-        template_meta["annotations"] = {"team": "platform"}
-        if template is not None:
-            template_meta["annotations"][TEMPLATE_RESTARTED_AT_ANNOTATION] = template
-    metadata: Obj = {
-        "name": "web",
-        "namespace": "default",
-        "uid": "dep-uid",
-        "resourceVersion": "42",
-        "generation": generation,
-        "annotations": annotations,
-    }
-    if deleting:
-        metadata["deletionTimestamp"] = "2024-05-01T11:59:00Z"
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": metadata,
-        "spec": {
-            "replicas": replicas,
-            "paused": paused,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": template_meta, "spec": pod_spec},
-        },
-        "status": {
-            "observedGeneration": observed,
-            "replicas": status_replicas,
-            "updatedReplicas": updated,
-            "readyReplicas": ready,
-            "availableReplicas": available,
-        },
-    }
+def raw_deployment(**changes: Any) -> Obj:
+    """objects.raw_deployment, stamped at STAMP unless said otherwise."""
+    return objects.raw_deployment(**{"restarted_at": STAMP, **changes})
 
 
 def apply(raw: Obj, patch: JsonPatch) -> Obj:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, cast
 
 import pytest
@@ -48,28 +48,7 @@ from graceful_drain.controller.serving.webhook import EvictionWebhook, Outcome
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-UID = "705ab4f5-6393-11e8-b7cc-42010a800002"
-
-POD = PodInfo(
-    namespace="default", name="web-5d9-abcde", uid="pod-uid", node_name="node-a",
-    terminating=False, phase="Running", ready=True, owner_kind="ReplicaSet",
-    owner_replicaset="web-5d9",
-)  # fmt: skip
-REPLICASET = ReplicaSetInfo("default", "web-5d9", "rs-uid", "web")
-
-
-def deployment(**changes: Any) -> DeploymentInfo:
-    raw: dict[str, Any] = {
-        "metadata": {
-            "name": "web", "namespace": "default", "uid": "dep-uid", "resourceVersion": "42",
-            "generation": 1, "annotations": {},
-        },
-        "spec": {"replicas": 1},
-        "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-                   "updatedReplicas": 1, "observedGeneration": 1},
-    }  # fmt: skip
-    return replace(DeploymentInfo.from_object(raw), **changes)
+from .objects import NOW, POD, REPLICASET, UID, deployment, review_body
 
 
 def conflict() -> ApiError:
@@ -142,25 +121,6 @@ class ScriptedPatcher:
             raise self.failures.pop(0)
 
 
-def review(**request_changes: Any) -> bytes:
-    request: dict[str, Any] = {
-        "uid": UID,
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "name": POD.name,
-        "namespace": POD.namespace,
-        "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:kube-system:cluster-autoscaler"},
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction",
-                   "metadata": {"name": POD.name, "namespace": POD.namespace}},
-        "dryRun": False,
-    }  # fmt: skip
-    request.update(request_changes)
-    document = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    return json.dumps(document).encode()
-
-
 @dataclass(frozen=True)
 class Recorded:
     regarding: InvolvedObject
@@ -205,7 +165,7 @@ def rig() -> Rig:
 
 
 async def answer(rig: Rig, body: bytes | None = None) -> dict[str, Any]:
-    payload, outcome = await rig.webhook.review(review() if body is None else body)
+    payload, outcome = await rig.webhook.review(review_body() if body is None else body)
     rig.webhook._observe(outcome, 0.001)
     document = json.loads(payload)
     assert document["apiVersion"] == "admission.k8s.io/v1"
@@ -337,7 +297,7 @@ async def test_pod_lookup_rows(rig: Rig, lookup: PodLookup, allowed: bool, reaso
 
 
 async def test_dry_run_makes_no_lookup_and_no_patch(rig: Rig) -> None:
-    response = await answer(rig, review(dryRun=True))
+    response = await answer(rig, review_body(dryRun=True))
     assert response["allowed"] is True
     assert rig.cluster.lookups == 0
     assert rig.patcher.patches == []
@@ -425,7 +385,7 @@ async def test_409_then_a_failed_reread_holds_and_is_counted(rig: Rig) -> None:
 async def test_a_non_eviction_kind_or_invalid_name_is_allowed_without_lookup(
     rig: Rig, changes: dict[str, Any]
 ) -> None:
-    response = await answer(rig, review(**changes))
+    response = await answer(rig, review_body(**changes))
     assert response["allowed"] is True
     assert rig.cluster.lookups == 0
     assert rig.patcher.patches == []
@@ -486,11 +446,11 @@ async def test_answers_are_observed_in_the_next_loop_turn_together_and_in_order(
         observe(outcome, seconds)
 
     rig.webhook._observe = recording  # type: ignore[method-assign]
-    first = await rig.webhook.answer(review())
+    first = await rig.webhook.answer(review_body())
     stamped = deployment(restarted_at=NOW - timedelta(seconds=30), restarted_at_raw="x")
     rig.cluster.deployments = {"web": stamped}
-    second = await rig.webhook.answer(review())
-    third = await rig.webhook.answer(review(dryRun=True))
+    second = await rig.webhook.answer(review_body())
+    third = await rig.webhook.answer(review_body(dryRun=True))
     assert [json.loads(body)["response"]["allowed"] for body in (first, second, third)] == [
         False, False, True,
     ]  # fmt: skip

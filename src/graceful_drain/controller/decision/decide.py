@@ -145,7 +145,8 @@ class DecisionConfig:
 class EvictionRequest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What the webhook reads from an AdmissionReview (see admission.parse_review). A frozen
     msgspec struct rather than a frozen dataclass: one is built per admission, and a frozen
-    dataclass sets each of its 14 fields through object.__setattr__ (~25x the cost)."""
+    dataclass sets each of its 14 fields through object.__setattr__ (what that costs:
+    bench/README.md, "Webhook, issue 14 target 1")."""
 
     uid: str
     operation: str

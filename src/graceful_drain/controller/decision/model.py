@@ -45,8 +45,8 @@ class MalformedObject(ValueError):
 
 
 class ObjectRef(msgspec.Struct, frozen=True, gc=False):
-    """namespace/name. A frozen msgspec struct: the webhook builds one per decision, ~8x
-    cheaper than a frozen dataclass."""
+    """namespace/name. A frozen msgspec struct: the webhook builds one per decision, and a
+    frozen dataclass builds much slower (bench/README.md, "Webhook, issue 14 target 1")."""
 
     namespace: str
     name: str

@@ -1,8 +1,8 @@
 """A fast path in front of `PodInfo.from_object` for the pods of a list page.
 
 `pod_info_fast` decodes one listed pod's raw JSON with msgspec into typed structs that declare
-only the fields `PodInfo` keeps (everything else is skipped, not built: a pod of ~3 KiB costs
-~4 µs instead of ~40 µs decoded to dicts and transformed), and returns its key and view only
+only the fields `PodInfo` keeps (everything else is skipped, not built, where dicts then
+`from_object` build it all: bench/decode.py's table), and returns its key and view only
 when every declared field has its expected type. Anything else — a decode or type error, a
 missing name — returns None, and the informer takes the tolerant path (decode to dicts,
 `from_object`), which also records what was malformed. So the two agree on every object the

@@ -4,7 +4,7 @@ The API server's webhook client uses a small part of HTTP: it POSTs one Admissio
 a Content-Length, to one path (plus a `?timeout=` query), and reuses the connection. aiohttp's
 server machinery (request and response objects, a payload stream and a task per request) cost
 as much CPU per admission as the review itself; this protocol, on httptools' parser (llhttp,
-Node's), costs about a third of it (bench/README.md, "The webhook's HTTP server"). Anything
+Node's), costs a fraction of it (bench/README.md, "the webhook on its own HTTP server"). Anything
 else a client sends still gets a plain HTTP answer, as Go's net/http (the server the API
 server's client is written against) gives it:
 

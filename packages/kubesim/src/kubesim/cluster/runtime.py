@@ -384,7 +384,7 @@ class Controller:
     # Workers per loop, each handling a different key (kube-controller-manager's
     # --concurrent-*-syncs, 5 for Deployments and ReplicaSets; a key is never handled by two
     # at once). kubesim's controllers keep one: on one event loop, more workers only raced
-    # their own writes (an N = 50 rollout made 1.5x the status writes, and conflicts).
+    # their own writes (more status writes, and conflicts: bench/README.md, "Drain, issue 14").
     workers = 1
 
     def __init__(self, client: KubeClient) -> None:
