@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from graceful_drain.annotations import ACTION_ANNOTATION, CAUSE_ANNOTATION
 from graceful_drain.kube.meta import event_name
 from graceful_drain.kube.timefmt import format_rfc3339
 from graceful_drain.termination.identity import PodIdentity
@@ -20,8 +21,6 @@ from graceful_drain.termination.verdict import Action, Verdict
 REASON = "TerminationClassified"
 COMPONENT = "graceful-drain"
 MAX_MESSAGE_LENGTH = 1024
-CAUSE_ANNOTATION = "graceful-drain.stonal.com/cause"
-ACTION_ANNOTATION = "graceful-drain.stonal.com/action"
 
 
 def verdict_event(identity: PodIdentity, verdict: Verdict, now: datetime) -> dict[str, object]:

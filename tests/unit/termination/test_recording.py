@@ -7,10 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from graceful_drain.annotations import ACTION_ANNOTATION, CAUSE_ANNOTATION
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.recording import (
-    ACTION_ANNOTATION,
-    CAUSE_ANNOTATION,
     MAX_MESSAGE_LENGTH,
     REASON,
     verdict_event,
