@@ -3,7 +3,9 @@
 The controller writes restarted-at and completed-at on a Deployment and reads the enabled
 key; the termination-cause detector reads restarted-at back (its rollout marker) and writes
 the cause and action on its Events. Each key is defined here once, so the detector reads
-exactly what the controller writes (tests/e2e/termination/test_stamp_contract_e2e.py).
+exactly what the controller writes (tests/e2e/termination/test_rollouts_e2e.py
+`test_a_graceful_drain_rollout_is_voluntary`: a stamp written through the controller's
+patcher, classified by the detector from that same object).
 
 Why here, at the top of the package, and not in either part: the termination package may
 not import the controller (tests/unit/test_import_graph.py), and `kube/` knows nothing of
