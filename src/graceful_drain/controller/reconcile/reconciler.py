@@ -60,6 +60,9 @@ Key = tuple[str, str]  # (namespace, name)
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 60.0
 MIN_TIMER_SECONDS = 0.01
+# How long `stop` (a lost Lease, shutdown) lets a reconcile in flight finish its write before
+# cancelling it: one or two guarded patches, milliseconds unless the API server hangs.
+STOP_GRACE_SECONDS = 1.0
 
 _log = get_logger("reconciler")
 
@@ -150,6 +153,7 @@ class Reconciler:
             self._reconcile_key, name=self.name, workers=workers,
             backoff=lambda: Backoff(RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
             on_error=lambda _key, _error, _delay: self._metrics.record_reconcile_error(),
+            stop_grace=STOP_GRACE_SECONDS,
         )  # fmt: skip
         # Not state that matters for correctness: after a restart a timeout is reported again.
         self._expired_reported: set[tuple[str, str, str]] = set()
