@@ -70,7 +70,9 @@ class ReconcileLoop(Generic[K]):
         on_error: ErrorHook[K] | None = None,
         stop_grace: float = DEFAULT_STOP_GRACE_SECONDS,
         queue: Callable[[], WorkQueue[K]] = WorkQueue,
+        describe: Callable[[K], str] = str,
     ) -> None:
+        """`describe` names a key in log lines (e.g. namespace/name)."""
         if workers < 1:
             raise ValueError("need at least one worker")
         self.name = name
@@ -80,6 +82,7 @@ class ReconcileLoop(Generic[K]):
         self._on_error = on_error
         self._stop_grace = stop_grace
         self._new_queue = queue
+        self._describe = describe
         self._queue: WorkQueue[K] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._busy: set[asyncio.Task[None]] = set()  # workers inside a reconcile
@@ -163,7 +166,7 @@ class ReconcileLoop(Generic[K]):
                 failing = self._failing[key] = _Failing(self._new_backoff())
             failing.count += 1
             delay = failing.backoff.next_delay()
-            _log.warning("reconcile failed, retrying", loop=self.name, key=str(key),
+            _log.warning("reconcile failed, retrying", loop=self.name, key=self._describe(key),
                          error=error_detail(error), failures=failing.count,
                          retry_in_seconds=round(delay, 3))  # fmt: skip
             if self._on_error is not None:

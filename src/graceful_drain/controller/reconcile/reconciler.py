@@ -153,7 +153,7 @@ class Reconciler:
             self._reconcile_key, name=self.name, workers=workers,
             backoff=lambda: Backoff(RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
             on_error=lambda _key, _error, _delay: self._metrics.record_reconcile_error(),
-            stop_grace=STOP_GRACE_SECONDS,
+            stop_grace=STOP_GRACE_SECONDS, describe=lambda key: f"{key[0]}/{key[1]}",
         )  # fmt: skip
         # Not state that matters for correctness: after a restart a timeout is reported again.
         self._expired_reported: set[tuple[str, str, str]] = set()
