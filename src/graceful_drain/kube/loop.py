@@ -136,7 +136,7 @@ class ReconcileLoop(Generic[K]):
         for task in late:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        self._busy.clear()
+        self._busy.difference_update(workers)
         self._failing.clear()
 
     # --- work --------------------------------------------------------------------------------
