@@ -151,7 +151,7 @@ class EventLine:
                fields: Mapping[str, Any] | msgspec.Struct) -> None:  # fmt: skip
         output = _json_output
         if output is None:
-            getattr(self._fallback, level_name)(event, **as_mapping(fields))
+            getattr(self._fallback, level_name)(event, **line_fields(fields))
             return
         if output.level > level:
             return
@@ -161,7 +161,7 @@ class EventLine:
             encoded = None
         if encoded is None or not encoded.isascii():
             # As the renderer does, json.dumps escapes non-ASCII and reprs what msgspec refuses.
-            record = {"component": self._component, **as_mapping(fields), "level": level_name,
+            record = {"component": self._component, **line_fields(fields), "level": level_name,
                       "timestamp": self._timestamp(), "msg": event}  # fmt: skip
             output.sink.add_line(json.dumps(record, default=repr).encode() + b"\n")
             return
@@ -182,7 +182,7 @@ class EventLine:
         )  # fmt: skip
 
 
-def as_mapping(fields: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
+def line_fields(fields: Mapping[str, Any] | msgspec.Struct) -> Mapping[str, Any]:
     """A log line's fields as a mapping: a struct's set fields (UNSET left out), in order."""
     if isinstance(fields, msgspec.Struct):
         mapping: dict[str, Any] = msgspec.to_builtins(fields)

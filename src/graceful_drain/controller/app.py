@@ -31,7 +31,6 @@ import socket
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -58,6 +57,7 @@ from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import EventRecorder
 from graceful_drain.kube.informer import DEFAULT_SILENCE_LIMIT_SECONDS
 from graceful_drain.kube.lease import LeaderElector
+from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import configure_logging, get_logger
 
 SHUTDOWN_TIMEOUT_SECONDS = 5.0  # in-flight admission requests get this long to finish
@@ -272,7 +272,7 @@ class ControllerApp:
                 ("evicted",): float(stats.evicted), ("refused",): float(stats.refused)}  # fmt: skip
 
     def _oldest_drain_age(self) -> float:
-        now = datetime.now(UTC)
+        now = utc_now()
         started = [
             d.restarted_at for d in self.cache.deployments.items()
             if d.restarted_at is not None and d.completed_at_raw is None

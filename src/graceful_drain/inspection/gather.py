@@ -14,8 +14,8 @@ from lightkube.resources.core_v1 import Event, Namespace, Node, Pod, Service
 from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.draining import is_being_drained
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.reconcile.events import DRAIN_TIMEOUT
 from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from graceful_drain.controller.decision.model import TERMINAL_POD_PHASES
+from graceful_drain.kube.owners import controller_ref
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
@@ -28,18 +29,11 @@ class KubectlTreatment:
     note: str
 
 
-def controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            return ref
-    return None
-
-
 def kubectl_treatment(pod: Mapping[str, Any]) -> KubectlTreatment:
     metadata = pod.get("metadata") or {}
     if (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
         return KubectlTreatment("finished", True, (), "finished; deleted without a flag")
-    owner = controller_of(pod)
+    owner = controller_ref(pod)
     if owner is not None and owner.get("kind") == "DaemonSet":
         return KubectlTreatment(
             "daemonset", False, ("--ignore-daemonsets",),

@@ -40,9 +40,10 @@ from graceful_drain.controller.decision.model import (
     ReplicaSetInfo,
 )
 from graceful_drain.inspection.budgets import check_budget
-from graceful_drain.inspection.kubectl_drain import controller_of, kubectl_treatment
+from graceful_drain.inspection.kubectl_drain import kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube.owners import controller_ref
 from graceful_drain.kube.timefmt import parse_rfc3339
 
 JsonDict = Mapping[str, Any]
@@ -210,7 +211,7 @@ class _Lookups:
         return found.deployment.ref if isinstance(found, DeploymentFound) else None
 
     def workload(self, pod: JsonDict) -> str:
-        owner = controller_of(pod)
+        owner = controller_ref(pod)
         if owner is None:
             return f"Pod/{(pod.get('metadata') or {}).get('name', '')}"
         info = PodInfo.from_object(pod)

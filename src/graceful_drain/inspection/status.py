@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.decide import (
     Decision,
     DecisionConfig,
@@ -25,7 +26,6 @@ from graceful_drain.controller.decision.decide import (
     ready_elsewhere_among,
 )
 from graceful_drain.controller.decision.model import (
-    RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
     PodInfo,

@@ -3,7 +3,9 @@
     recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
     recorder.record(InvolvedObject.deployment("shop", "web"), NORMAL, "SomeReason", "text")
 
-What graceful-drain says in them is controller/reconcile/events.py's business.
+What graceful-drain says in them is controller/reconcile/events.py's business. A process
+that writes one Event and exits (the termination-cause detector) builds it with `event_body`
+and `event_name` and creates it itself.
 
 Which API: core/v1 Events. `kubectl describe` lists exactly those (kubectl
 pkg/describe/describe.go: searchEvents -> CoreV1().Events(ns) with an involvedObject
@@ -26,7 +28,7 @@ the admission path can call it; when the queue is full the event is dropped and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, cast
@@ -68,6 +70,10 @@ class InvolvedObject:
     @classmethod
     def deployment(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
         return cls("apps/v1", "Deployment", namespace, name, uid)
+
+    @classmethod
+    def pod(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
+        return cls("v1", "Pod", namespace, name, uid)
 
     @classmethod
     def node(cls, name: str) -> InvolvedObject:
@@ -113,19 +119,35 @@ def _message(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-def event_body(record: EventRecord, name: str, instance: str) -> dict[str, Any]:
-    """A new core/v1 Event for `record`."""
-    stamp = format_rfc3339(record.at)
+def event_body(
+    record: EventRecord,
+    name: str,
+    instance: str,
+    *,
+    component: str = REPORTING_CONTROLLER,
+    host: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A new core/v1 Event for `record`, shaped as client-go's recorder writes them:
+    `component` in `source.component` and `reportingComponent`, `instance` in
+    `reportingInstance`, `host` (the node it happened on) in `source.host`."""
+    stamp = format_rfc3339(record.at)  # metav1.Time has seconds
+    metadata: dict[str, Any] = {"name": name, "namespace": record.regarding.event_namespace}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    source = {"component": component}
+    if host:
+        source["host"] = host
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": record.regarding.event_namespace},
+        "metadata": metadata,
         "involvedObject": record.regarding.as_reference(),
         "type": record.type,
         "reason": record.reason,
         "message": _message(record.message),
-        "source": {"component": REPORTING_CONTROLLER},
-        "reportingComponent": REPORTING_CONTROLLER,
+        "source": source,
+        "reportingComponent": component,
         "reportingInstance": instance,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,

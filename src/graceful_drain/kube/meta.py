@@ -7,12 +7,15 @@ from datetime import UTC, datetime
 from typing import Final
 
 HTTP_CREATED: Final = 201
-HTTP_FORBIDDEN: Final = 403
+HTTP_UNAUTHORIZED: Final = 401  # no valid credentials (an expired or revoked token)
+HTTP_FORBIDDEN: Final = 403  # authenticated, but RBAC does not allow it
 HTTP_NOT_FOUND: Final = 404
 HTTP_CONFLICT: Final = 409  # a create of an existing object, a stale resourceVersion
 HTTP_GONE: Final = 410  # a watch's resourceVersion is too old
 HTTP_UNPROCESSABLE: Final = 422  # e.g. a JSON patch whose `test` failed
 HTTP_TOO_MANY_REQUESTS: Final = 429  # how the webhook holds an eviction
+# Either way the caller may not read it: what it learns is that, not the object.
+HTTP_NOT_ALLOWED: Final = frozenset({HTTP_UNAUTHORIZED, HTTP_FORBIDDEN})
 
 
 def utc_now() -> datetime:

@@ -26,9 +26,10 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self.closed = False
 
     def add(self, key: K) -> None:
-        if key in self._dirty:
+        if self.closed or key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
@@ -36,6 +37,8 @@ class WorkQueue(Generic[K]):
 
     def add_after(self, key: K, delay: float) -> None:
         """Add `key` once `delay` seconds have passed, unless an earlier timer is already set."""
+        if self.closed:
+            return
         loop = asyncio.get_running_loop()
         when = loop.time() + max(delay, 0.0)
         existing = self._timers.get(key)
@@ -73,7 +76,8 @@ class WorkQueue(Generic[K]):
         return self._queue.qsize()
 
     def close(self) -> None:
-        """Cancel every timer (the queue itself needs no cleanup)."""
+        """Cancel every timer; from now on `add` and `add_after` do nothing."""
+        self.closed = True
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.rawjson import as_int, as_list, as_mapping, as_str, get_path
 from graceful_drain.kube.timefmt import parse_rfc3339, parse_timestamp
 from graceful_drain.termination.kubelet import (
@@ -35,7 +36,6 @@ from graceful_drain.termination.kubelet import (
 
 DISRUPTION_TARGET = "DisruptionTarget"
 OOM_KILLED_REASON = "OOMKilled"
-RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
 # How much of a raw value the evidence repeats (a stamp could be 8 MiB of anything).
 MAX_RAW_VALUE_CHARS = 80
 

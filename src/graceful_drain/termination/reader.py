@@ -27,7 +27,7 @@ from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Event, Node, Pod
 
 from graceful_drain.kube.client import RawApi, create_client, decode, http_status
-from graceful_drain.kube.meta import HTTP_NOT_FOUND
+from graceful_drain.kube.meta import HTTP_NOT_ALLOWED, HTTP_NOT_FOUND
 from graceful_drain.termination.evidence import Unavailable, UnavailableReason
 
 T = TypeVar("T")
@@ -65,7 +65,7 @@ def failure_of(error: BaseException) -> ReadFailure:
     status = http_status(error)
     if status is not None:
         detail = f"HTTP {status}: {_message(error)}"
-        if status in (401, 403):
+        if status in HTTP_NOT_ALLOWED:
             return ReadFailure(UnavailableReason.FORBIDDEN, detail)
         if status == HTTP_NOT_FOUND:
             return ReadFailure(UnavailableReason.NOT_FOUND, detail)

@@ -9,11 +9,10 @@ The collectors (docs/termination-detector.md, "What it reads"):
 * **node** — the node by name (``NODE_NAME``, else the pod's ``spec.nodeName``):
   conditions and taints.  Optional: a 403 is evidence, not an error;
 * **owner** — pod → controlling ReplicaSet → controlling Deployment and its
-  ``graceful-drain.stonal.com/restarted-at`` marker.  When the pod itself cannot be
-  read (force-deleted, forbidden, or another incarnation) the ReplicaSet is found from
-  the pod's name instead: ReplicaSet pods are named ``<replicaset>-<5 random
-  characters>`` (``generateName``; names.SimpleNameGenerator, whose alphabet is
-  apimachinery's util/rand ``alphanums``).  A ReplicaSet name longer than 58
+  ``graceful-drain.stonal.com/restarted-at`` marker (kube/owners.py reads the controller
+  references).  When the pod itself cannot be read (force-deleted, forbidden, or another
+  incarnation) the ReplicaSet is found from the pod's name instead
+  (``kube.owners.replicaset_from_pod_name``).  A ReplicaSet name longer than 58
   characters was truncated in the pod name and cannot be recovered: not_found.
 
 Every collector yields its snapshot or an :class:`Unavailable`; none raises.  They
@@ -25,12 +24,12 @@ when they need something from it, so a hanging pod GET costs them nothing extra.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from graceful_drain.kube.rawjson import as_list, as_str, get_path
+from graceful_drain.kube.owners import controller_name, replicaset_from_pod_name
+from graceful_drain.kube.rawjson import as_str, get_path
 from graceful_drain.termination.budget import Deadline, pod_grace_period_seconds
 from graceful_drain.termination.evidence import (
     EventsSnapshot,
@@ -48,8 +47,6 @@ from graceful_drain.termination.reader import ClusterReader, ReadFailure, failur
 # After the deadline, cancelled reads get this long to unwind (sockets closing); the
 # caller's budget should leave room for it.
 CANCEL_WAIT_SECONDS = 0.05
-
-_GENERATED_SUFFIX = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 
 T = TypeVar("T")
 
@@ -75,12 +72,6 @@ class _PodRead:
             return None
         uid = as_str(get_path(self.raw, "metadata", "uid"))
         return self.raw if identity.uid is None or uid == identity.uid else None
-
-
-def replicaset_name_from_pod_name(pod_name: str) -> str | None:
-    """The ReplicaSet a pod name was generated from, or None if it is not generated."""
-    match = _GENERATED_SUFFIX.match(pod_name)
-    return match.group("base") if match else None
 
 
 def events_field_selector(identity: PodIdentity) -> str:
@@ -226,11 +217,11 @@ async def _read_owner(
     pod = await asyncio.shield(pod_task)
     own = pod.own(identity)
     if own is not None:
-        replicaset = _controller_of(own, "ReplicaSet")
+        replicaset = controller_name(own, "ReplicaSet")
         if replicaset is None:
             return OwnerRollout.no_deployment()
     else:
-        replicaset = replicaset_name_from_pod_name(identity.name)
+        replicaset = replicaset_from_pod_name(identity.name)
         if replicaset is None:
             why = pod.failure or Unavailable(UnavailableReason.NOT_FOUND, "another incarnation")
             return Unavailable(
@@ -247,14 +238,7 @@ async def _read_owner(
                 f"no ReplicaSet {replicaset!r}, the owner guessed from the pod name",
             ) from failure
         raise
-    deployment = _controller_of(raw_replicaset, "Deployment")
+    deployment = controller_name(raw_replicaset, "Deployment")
     if deployment is None:
         return OwnerRollout.no_deployment()
     return OwnerRollout.from_object(await reader.get_deployment(identity.namespace, deployment))
-
-
-def _controller_of(raw: object, kind: str) -> str | None:
-    for ref in as_list(get_path(raw, "metadata", "ownerReferences")):
-        if get_path(ref, "kind") == kind and get_path(ref, "controller") is True:
-            return as_str(get_path(ref, "name"))
-    return None

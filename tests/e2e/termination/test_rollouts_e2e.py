@@ -14,10 +14,17 @@ from pathlib import Path
 from types import TracebackType
 
 import pytest
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
 
+from graceful_drain.controller.decision.decide import StampIntent
+from graceful_drain.controller.decision.model import DeploymentInfo
+from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
+from graceful_drain.controller.reconcile.rollout import copy_patch
+from graceful_drain.kube.client import http_status
+from graceful_drain.kube.meta import HTTP_CONFLICT
 from graceful_drain.termination.evidence import UnavailableReason
 from graceful_drain.termination.verdict import Action, Cause, Fact, Source, Verdict
-from kubesim.apiserver.meta import rfc3339
 from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.cluster.cluster import Cluster
 from kubesim.cluster.runtime import Informer, key_of
@@ -35,7 +42,7 @@ from tests.e2e.watching import condition
 
 pytestmark = pytest.mark.e2e
 
-RESTARTED_AT = "graceful-drain.stonal.com/restarted-at"
+STAMP_ATTEMPTS = 5
 
 
 class PodPlayer:
@@ -102,24 +109,36 @@ def facts(verdict: Verdict) -> dict[Fact, dict[str, str]]:
     return {item.fact: dict(item.values) for item in verdict.evidence}
 
 
-async def test_a_graceful_drain_rollout_is_voluntary(workload: Workload) -> None:
+async def stamp_as_the_controller_does(lk: AsyncClient, admin: KubeClient) -> str:
+    """The webhook's stamp, then the reconciler's copy into the template: the controller's own
+    patches (decide's StampIntent, rollout.copy_patch) through its own patcher. Returns the
+    restarted-at value written."""
+    patcher = LightkubeDeploymentPatcher(lk)
+    path = resource_path("apps/v1", "deployments", NS, "web")
+    for _ in range(STAMP_ATTEMPTS):  # a 409: the Deployment controller wrote status meanwhile
+        intent = StampIntent(DeploymentInfo.from_object(await admin.get(path)), now())
+        try:
+            await patcher.patch_json(NS, "web", intent.patch)
+            break
+        except ApiError as error:
+            if http_status(error) != HTTP_CONFLICT:
+                raise
+    else:
+        pytest.fail(f"the stamp met {STAMP_ATTEMPTS} conflicts in a row")
+    stamped = DeploymentInfo.from_object(await admin.get(path))
+    assert stamped.restarted_at_raw == intent.value  # the controller reads back what it wrote
+    await patcher.patch_json(NS, "web", copy_patch(stamped, intent.value))
+    return intent.value
+
+
+async def test_a_graceful_drain_rollout_is_voluntary(workload: Workload, lk: AsyncClient) -> None:
+    """The detector classifies, from the very object the controller stamped, the rollout the
+    controller started: both sides agree on the restarted-at key (graceful_drain/annotations)."""
     admin: KubeClient = workload.admin
     await admin.create(resource_path("apps/v1", "deployments", NS), deployment_manifest())
     old = await pod_until(admin, running, "the first pod runs")
 
-    # graceful-drain's webhook stamps the marker; its reconciler copies it to the template.
-    stamp = rfc3339(now())
-    await admin.patch(
-        resource_path("apps/v1", "deployments", NS, "web"),
-        {
-            "metadata": {"annotations": {RESTARTED_AT: stamp}},
-            "spec": {
-                "template": {
-                    "metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}
-                }
-            },
-        },
-    )
+    stamp = await stamp_as_the_controller_does(lk, admin)
     await pod_until(
         admin,
         lambda p: (

@@ -77,3 +77,21 @@ async def test_a_new_stamp_is_copied_whatever_the_last_copy() -> None:
     again = await reconciler.reconcile(("default", "web"))
     assert isinstance(again.step, CopyToTemplate) and again.step.value == newer
     assert len(patcher.patches) == 2
+
+
+async def test_the_rollout_deadline_is_the_loops_requeue_after() -> None:
+    """The copy and every wait after it come back at restarted-at + rolloutTimeout (a timer in
+    kube/loop.py, no polling); a Deployment gone from the cache needs nothing more."""
+    source, patcher = Source(stamped()), Patcher()
+    reconciler = Reconciler(source, patcher, rollout_timeout=timedelta(minutes=10),
+                            clock=lambda: NOW)  # fmt: skip
+    deadline = (timedelta(minutes=10) - timedelta(seconds=2)).total_seconds()  # STAMP is NOW-2s
+
+    copied = await reconciler.reconcile(("default", "web"))
+    waiting = await reconciler.reconcile(("default", "web"))
+    assert isinstance(copied.step, CopyToTemplate) and isinstance(waiting.step, WaitForRollout)
+    assert copied.requeue_after == waiting.requeue_after == deadline
+
+    source.get = lambda namespace, name: None  # type: ignore[method-assign]
+    gone = await reconciler.reconcile(("default", "web"))
+    assert gone.step is None and gone.requeue_after is None

@@ -83,6 +83,15 @@ async def test_close_cancels_every_timer() -> None:
     assert not queue.has_timer("a")
 
 
+async def test_a_closed_queue_takes_nothing_more() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.close()
+    queue.add("a")
+    queue.add_after("b", 0.01)
+
+    assert len(queue) == 0 and not queue.has_timer("b")
+
+
 operations = st.lists(
     st.tuples(st.sampled_from(["add", "get", "done"]), st.sampled_from("abc")), max_size=40
 )

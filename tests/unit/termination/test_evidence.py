@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.termination.evidence import (
     MAX_RAW_VALUE_CHARS,
-    RESTARTED_AT_ANNOTATION,
     ConditionState,
     ContainerTermination,
     DisruptionTargetCondition,

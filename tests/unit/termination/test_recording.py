@@ -7,11 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from graceful_drain.annotations import ACTION_ANNOTATION, CAUSE_ANNOTATION
+from graceful_drain.kube.events import MAX_MESSAGE_CHARS
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.recording import (
-    ACTION_ANNOTATION,
-    CAUSE_ANNOTATION,
-    MAX_MESSAGE_LENGTH,
     REASON,
     verdict_event,
 )
@@ -71,7 +70,7 @@ def test_an_unknown_uid_and_node_are_left_out() -> None:
         verdict(Action.DRAIN_GRACEFULLY, Cause.VOLUNTARY),
         NOW,
     )
-    assert "uid" not in event["involvedObject"]  # type: ignore[operator]
+    assert "uid" not in event["involvedObject"]
     assert event["source"] == {"component": "graceful-drain"}
 
 
@@ -79,5 +78,5 @@ def test_a_long_summary_is_cut_to_the_event_limit() -> None:
     decided = verdict(Action.DRAIN_GRACEFULLY, Cause.VOLUNTARY, "x" * 5000)
     message = verdict_event(identity(), decided, NOW)["message"]
     assert isinstance(message, str)
-    assert len(message) == MAX_MESSAGE_LENGTH
+    assert len(message) == MAX_MESSAGE_CHARS
     assert message.endswith("...")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graceful_drain.kube.owners import replicaset_from_pod_name
 from graceful_drain.termination.budget import Deadline, pod_grace_period_seconds
 from graceful_drain.termination.evidence import (
     EventsSnapshot,
@@ -23,7 +24,6 @@ from graceful_drain.termination.signals import (
     Collection,
     collect_evidence,
     events_field_selector,
-    replicaset_name_from_pod_name,
 )
 from tests.unit.termination.fakes import (
     HANG,
@@ -243,7 +243,7 @@ async def test_an_ungenerated_pod_name_cannot_lead_to_an_owner() -> None:
     ],
 )
 def test_replicaset_name_from_pod_name(pod_name: str, replicaset: str | None) -> None:
-    assert replicaset_name_from_pod_name(pod_name) == replicaset
+    assert replicaset_from_pod_name(pod_name) == replicaset
 
 
 def test_events_are_selected_by_uid_else_by_name() -> None:

@@ -19,6 +19,11 @@ from typing import Any, Self
 
 import msgspec
 
+# The keys are defined in graceful_drain/annotations.py (shared with the detector); the
+# decision room's modules keep reading them from here.
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION as COMPLETED_AT_ANNOTATION
+from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION as DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION as RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.draining import drain_signals
 from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
@@ -28,13 +33,6 @@ from graceful_drain.controller.decision.intstr import (
 from graceful_drain.kube.rawjson import FieldReader, JsonObject
 from graceful_drain.kube.timefmt import parse_rfc3339
 
-RESTARTED_AT_ANNOTATION = "graceful-drain.stonal.com/restarted-at"
-# Set by the reconciler when the rollout restarted-at asked for has completed; both are removed
-# once the old pod's grace period has passed (docs/decisions.md, "Reconciler").
-COMPLETED_AT_ANNOTATION = "graceful-drain.stonal.com/completed-at"
-# Read on every Deployment: "false" opts out; with --enabled-annotation (opt-in mode) that key
-# is read instead and only "true" opts in.
-DEFAULT_ENABLED_ANNOTATION = "graceful-drain.stonal.com/enabled"
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30  # the API server's default
 TEMPLATE_RESTARTED_AT_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})

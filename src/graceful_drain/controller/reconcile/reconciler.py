@@ -11,15 +11,16 @@ and by one timer per Deployment at its rolloutTimeout deadline; never by polling
 is decided by `rollout.next_step` on the cached view; every write is a `test`-guarded JSON
 patch, so any number of reconcilers (replicas without leader election, a restarted one, one
 with a stale cache) trigger one rollout and one removal, and a 422 on a guarded write only
-means another reconciler got there first. Transient API failures are retried per Deployment
-with exponential back-off.
+means another reconciler got there first. The loop around `reconcile` is kube/loop.py's
+`ReconcileLoop`: its workers, the per-Deployment timer (`Result.requeue_after`), and the
+retry of a failed reconcile after that Deployment's own back-off (kube/backoff.py, with
+jitter).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -47,10 +48,11 @@ from graceful_drain.controller.reconcile.rollout import (
     next_step,
     removal_patch,
 )
-from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.backoff import Backoff
+from graceful_drain.kube.client import http_status
+from graceful_drain.kube.loop import DEFAULT_WORKERS, ReconcileLoop
 from graceful_drain.kube.meta import HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
 from graceful_drain.kube.timefmt import format_rfc3339_micro
-from graceful_drain.kube.workqueue import WorkQueue
 from graceful_drain.logs import get_logger
 
 Key = tuple[str, str]  # (namespace, name)
@@ -58,7 +60,9 @@ Key = tuple[str, str]  # (namespace, name)
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 60.0
 MIN_TIMER_SECONDS = 0.01
-DEFAULT_WORKERS = 2
+# How long `stop` (a lost Lease, shutdown) lets a reconcile in flight finish its write before
+# cancelling it: one or two guarded patches, milliseconds unless the API server hangs.
+STOP_GRACE_SECONDS = 1.0
 
 _log = get_logger("reconciler")
 
@@ -120,6 +124,9 @@ class Result:
     step: Step | None  # None: the Deployment is not in the cache
     applied: bool = False  # the step's write went through
     already_done: bool = False  # the guarded write failed its `test`: someone else did it
+    # Seconds until this Deployment is reconciled again (a deadline), or None: nothing to
+    # wait for but the informer.
+    requeue_after: float | None = None
 
 
 class Reconciler:
@@ -142,10 +149,12 @@ class Reconciler:
         self._timeout = rollout_timeout
         self._metrics: RolloutMetrics = metrics or NoMetrics()
         self._clock = clock
-        self._worker_count = workers
-        self._queue: WorkQueue[Key] | None = None
-        self._workers: list[asyncio.Task[None]] = []
-        self._failures: dict[Key, int] = {}
+        self._loop: ReconcileLoop[Key] = ReconcileLoop(
+            self._reconcile_key, name=self.name, workers=workers,
+            backoff=lambda: Backoff(RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
+            on_error=lambda _key, _error, _delay: self._metrics.record_reconcile_error(),
+            stop_grace=STOP_GRACE_SECONDS, describe=lambda key: f"{key[0]}/{key[1]}",
+        )  # fmt: skip
         # Not state that matters for correctness: after a restart a timeout is reported again.
         self._expired_reported: set[tuple[str, str, str]] = set()
         self._in_progress: set[Key] = set()
@@ -160,32 +169,22 @@ class Reconciler:
 
     @property
     def running(self) -> bool:
-        return self._queue is not None
+        return self._loop.running
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._queue is not None:
+        if self._loop.running:
             return
-        self._queue = WorkQueue()
+        await self._loop.start()
         for deployment in self._deployments.items():
             self._track(deployment.namespace, deployment.name, deployment)
-        self._workers = [
-            asyncio.create_task(self._work(self._queue), name=f"reconciler-{index}")
-            for index in range(self._worker_count)
-        ]
         _log.info("reconciler started", in_progress=len(self._in_progress))
 
     async def stop(self) -> None:
-        queue, self._queue = self._queue, None
-        if queue is None:
+        if not self._loop.running:
             return
-        queue.close()
-        for task in self._workers:
-            task.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
-        self._workers.clear()
-        self._failures.clear()
+        await self._loop.stop()
         _log.info("reconciler stopped")
 
     # --- input -------------------------------------------------------------------------------
@@ -204,68 +203,47 @@ class Reconciler:
         else:
             self._in_progress.discard(key)
         self._metrics.set_drains_in_progress(len(self._in_progress))
-        if self._queue is None:
+        if not self._loop.running:
             return
         if carrying:
-            self._queue.add(key)
+            self._loop.add(key)
         else:
-            self._queue.cancel_timer(key)
-            self._failures.pop(key, None)
+            self._loop.forget(key)
             self._copied.pop(key, None)
 
     # --- work --------------------------------------------------------------------------------
 
-    async def _work(self, queue: WorkQueue[Key]) -> None:
-        while True:
-            key = await queue.get()
-            try:
-                await self.reconcile(key)
-                self._failures.pop(key, None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                self._metrics.record_reconcile_error()
-                failures = self._failures.get(key, 0) + 1
-                self._failures[key] = failures
-                delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
-                _log.warning("reconcile failed, retrying", deployment=f"{key[0]}/{key[1]}",
-                             error=error_detail(error), retry_in_seconds=delay)  # fmt: skip
-                queue.add_after(key, delay)
-            finally:
-                queue.done(key)
+    async def _reconcile_key(self, key: Key) -> float | None:
+        return (await self.reconcile(key)).requeue_after
 
     async def reconcile(self, key: Key) -> Result:
         """Decide and act once for the Deployment `key` as the cache has it."""
         deployment = self._deployments.get(*key)
         if deployment is None:
-            self._cancel_timer(key)
             return Result(None)
         now = self._clock()
         step = next_step(deployment, now, self._timeout)
         if isinstance(step, Idle):
-            self._cancel_timer(key)
             return Result(step)
         if isinstance(step, WaitForRollout):
-            self._wake_at(key, step.deadline, now)
-            return Result(step)
+            return Result(step, requeue_after=_seconds_until(step.deadline, now))
         if isinstance(step, Retain):
-            self._wake_at(key, step.until, now)
-            return Result(step)
+            return Result(step, requeue_after=_seconds_until(step.until, now))
         if isinstance(step, Completed):
+            # The informer brings the Deployment back with completed-at: Retain sets the timer.
             return await self._complete(deployment, step, now)
         if isinstance(step, CopyToTemplate):
-            self._wake_at(key, step.deadline, now)  # a rollout that never completes
+            deadline = _seconds_until(step.deadline, now)  # a rollout that never completes
             copied = self._copied.get(key)
             if (
                 copied is not None
                 and copied[0] == step.value
                 and deployment.generation <= (copied[1])
             ):  # our copy went through; this view is older than it
-                return Result(WaitForRollout(step.value, step.deadline))
-            return await self._copy(deployment, step)
+                return Result(WaitForRollout(step.value, step.deadline), requeue_after=deadline)
+            return replace(await self._copy(deployment, step), requeue_after=deadline)
         self._copied.pop(key, None)
         if isinstance(step, Expired):
-            self._cancel_timer(key)
             return self._expired(deployment, step)
         return await self._remove(deployment, step)
 
@@ -295,15 +273,6 @@ class Reconciler:
                 timeout=self._timeout,
                 from_the_future=from_the_future,
             )
-
-    def _wake_at(self, key: Key, deadline: datetime, now: datetime) -> None:
-        if self._queue is not None:
-            delay = max((deadline - now).total_seconds(), MIN_TIMER_SECONDS)
-            self._queue.add_after(key, delay)
-
-    def _cancel_timer(self, key: Key) -> None:
-        if self._queue is not None:
-            self._queue.cancel_timer(key)
 
     async def _guarded(self, deployment: DeploymentInfo, patch: JsonPatch) -> bool:
         """True if applied; False if its `test` failed (422) or the Deployment is gone (404).
@@ -341,13 +310,11 @@ class Reconciler:
         self._metrics.record_rollout_completed(step.duration.total_seconds())
         if self._events is not None:
             self._events.completed(deployment, restarted_at=step.value, duration=step.duration)
-        # The informer brings the Deployment back with completed-at: Retain sets the timer.
         return Result(step, applied=True)
 
     async def _remove(self, deployment: DeploymentInfo, step: Removal) -> Result:
         completed = deployment.completed_at_raw is not None
         applied = await self._guarded(deployment, removal_patch(step.value, completed=completed))
-        self._cancel_timer((deployment.namespace, deployment.name))
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if not applied:
             log.info("restarted-at already removed or replaced", step=type(step).__name__)
@@ -364,3 +331,7 @@ class Reconciler:
             if self._events is not None:
                 self._events.invalid_annotation(deployment, value=step.value)
         return Result(step, applied=True)
+
+
+def _seconds_until(deadline: datetime, now: datetime) -> float:
+    return max((deadline - now).total_seconds(), MIN_TIMER_SECONDS)

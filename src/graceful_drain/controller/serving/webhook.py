@@ -72,7 +72,7 @@ from graceful_drain.controller.serving.admission_fast import parse_review_fast
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.meta import utc_now
-from graceful_drain.logs import EventLine, as_mapping, get_logger
+from graceful_drain.logs import EventLine, get_logger, line_fields
 
 WEBHOOK_PATH = "/validate-eviction"
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
@@ -363,7 +363,7 @@ class EvictionWebhook:
         )
         if outcome.error is not None:
             line.message = decision.message
-            _log.error("admission", exc_info=outcome.error, **as_mapping(line))
+            _log.error("admission", exc_info=outcome.error, **line_fields(line))
         elif reason in _WARNING_LINE_REASONS:
             line.message = decision.message
             _admission_line.warning("admission", line)

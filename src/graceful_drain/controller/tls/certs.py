@@ -464,17 +464,16 @@ class SelfSignedCertificates:
         self._announced = None
 
     async def _keep_fresh(self, renew_in: float | None) -> None:
-        failures = 0
+        backoff = self._retry_backoff()
         delay = renew_in if renew_in is not None else 0.0
         while True:
             await _wait(self._secret_changed, min(delay, MAX_TIMER_SECONDS))
             self._secret_changed.clear()
             try:
                 delay = await self.sync()
-                failures = 0
+                backoff.reset()
             except Exception as error:
-                failures += 1
-                delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
+                delay = backoff.next_delay()
                 _log.warning("certificate renewal failed; retrying", error=error_detail(error),
                              retry_in_seconds=delay)  # fmt: skip
 
@@ -536,16 +535,19 @@ class SelfSignedCertificates:
     async def _keep_ca_bundle(self) -> None:
         """Publish whenever the configuration or the wanted CAs change, or a retired CA is
         due; a failed patch is retried with back-off, or at once on the next change."""
-        failures = 0
+        backoff = self._retry_backoff()
+        failed = False
         while True:
-            if failures:
-                delay = min(RETRY_BASE_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
-                timeout: float | None = delay * (1 + self._rng.random() / 2)
-            else:
-                timeout = self._next_retirement_in()
+            timeout = backoff.next_delay() if failed else self._next_retirement_in()
             await _wait(self._ca_wanted_changed, timeout)
             self._ca_wanted_changed.clear()
-            failures = 0 if await self._try_publish() else failures + 1
+            failed = not await self._try_publish()
+            if not failed:
+                backoff.reset()
+
+    def _retry_backoff(self) -> Backoff:
+        """A failed renewal or caBundle write waits 1 s, 2 s, ... up to 30 s, jittered."""
+        return Backoff(RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, rng=self._rng)
 
     async def _try_publish(self) -> bool:
         try:
