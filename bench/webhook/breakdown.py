@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from graceful_drain.controller.decision.decide import unexpected_error
+from graceful_drain.controller.decision.table import unexpected_error
 from graceful_drain.controller.serving.admission import (
     MalformedReview,
     answer_malformed,

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from graceful_drain.controller.decision.decide import (
+from graceful_drain.controller.decision.table import (
     DEFAULT_ROLLOUT_TIMEOUT,
     DecisionConfig,
     Protect,

@@ -16,7 +16,7 @@ from graceful_drain.config import (
     check_files,
     parse_controller_config,
 )
-from graceful_drain.controller.decision.decide import Protect
+from graceful_drain.controller.decision.table import Protect
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 TLS = ["--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]

@@ -21,7 +21,7 @@ from graceful_drain.config import (
     controller_parser,
     resolve,
 )
-from graceful_drain.controller.decision.decide import DecisionConfig
+from graceful_drain.controller.decision.table import DecisionConfig
 
 DEFAULT_CONTROLLER_NAMESPACE = "graceful-drain"
 DEFAULT_CONTROLLER_DEPLOYMENT = "graceful-drain"

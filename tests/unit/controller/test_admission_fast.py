@@ -12,7 +12,7 @@ from bench.webhook import population
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 from graceful_drain.controller.serving.admission import (
     encode_review_response,
     parse_review,
@@ -138,9 +138,10 @@ def test_edge_bodies(name: str) -> None:
 
 def test_the_usual_review_takes_the_fast_path() -> None:
     """Else the differential tests above would compare the validating path with itself."""
-    spec = population.PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
+    spec = population.PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_reason=2)
     prepared = population.prepared_requests(spec, population.plan(spec))
-    evictions = [p.body for p in prepared if p.case.row not in (2, 17)]  # 17: malformed ones
+    unusual = (Reason.NOT_EVICTION, Reason.MALFORMED_REVIEW)
+    evictions = [p.body for p in prepared if p.case.reason not in unusual]
     assert evictions
     for body in [json.dumps(review()).encode(), *evictions]:
         assert _usual_eviction(body) is not None

@@ -28,7 +28,7 @@ from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
-from graceful_drain.controller.decision.decide import (
+from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
     OwnerLookup,

@@ -25,12 +25,9 @@ from typing import Any
 
 import msgspec
 
-from graceful_drain.controller.decision.decide import (
-    Decision,
-    EvictionRequest,
-    Reason,
-    malformed_review,
-)
+from graceful_drain.controller.decision.reasons import Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
+from graceful_drain.controller.decision.table import malformed_review
 from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"

@@ -5,7 +5,7 @@ fields the webhook reads (the rest is skipped, not built), and returns the `Evic
 only when the review is unremarkable: exactly what a Kubernetes API server sends for
 `CREATE pods/eviction` (request.kind policy/v1 Eviction, every field of the expected type and
 within its limits). Whether the namespace and name are valid DNS names is not checked here:
-`decide.precheck` checks that once, for either path (`Reason.INVALID_NAME`). Anything else —
+`table.precheck` checks that once, for either path (`Reason.INVALID_NAME`). Anything else —
 a decode or type error, an unusual value, a large or non-ASCII body — goes through
 `admission.parse_review`, the one validating path, which also words every refusal. So a check
 added there keeps applying to anything it could refuse, provided the fast path's notion of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import msgspec
 
-from graceful_drain.controller.decision.decide import EvictionRequest
+from graceful_drain.controller.decision.request import EvictionRequest
 from graceful_drain.controller.serving.admission import (
     ADMISSION_API_VERSION,
     ADMISSION_KIND,
