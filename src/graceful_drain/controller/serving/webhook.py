@@ -68,8 +68,8 @@ from graceful_drain.controller.serving.admission import (
     MalformedReview,
     answer_malformed,
     encode_review_response,
+    parse_review,
 )
-from graceful_drain.controller.serving.admission_fast import parse_review_fast
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.meta import utc_now
@@ -210,7 +210,7 @@ class EvictionWebhook:
         """The response body for one AdmissionReview request body. Never raises."""
         outcome = Outcome(NOT_DECIDED)
         try:
-            parsed = parse_review_fast(body)
+            parsed = parse_review(body)
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
             outcome.request = parsed
