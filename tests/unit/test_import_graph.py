@@ -86,6 +86,8 @@ def test_a_forbidden_import_is_reported() -> None:
         ),
         # kubesim is an independent check on the product: it shares no code with it.
         ("kubesim", ("graceful_drain",)),
+        # The command line builds the controller's plain values and hands them down.
+        ("graceful_drain.controller", ("graceful_drain.config", "graceful_drain.cli")),
     ],
 )
 def test_a_layer_does_not_import_what_is_built_on_it(
