@@ -6,7 +6,8 @@ carries out what the `Decision` asks for (a `StampIntent`: stamp.py); the one ca
 `EvictionWebhook._decide` (controller/serving/webhook.py), and `graceful-drain plan` and
 `status` call `decide_eviction` with lookups over what they listed. A decision is chosen and
 its message written here only: reasons.py names the reasons, and adding one changes that
-catalogue, this table, docs/decisions.md and tests/unit/controller/test_decide_table.py.
+catalogue, this table, docs/decisions.md and the table tests, no other file
+(tests/unit/controller/test_reasons.py).
 """
 
 from __future__ import annotations
