@@ -48,7 +48,7 @@ class Profile:
 FULL = Profile()
 SMOKE = Profile(
     webhook=webhook.WebhookProfile(
-        population=PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2),
+        population=PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_reason=2),
         concurrencies=(1, 4),
         rounds=2,
         warmup=0.1,

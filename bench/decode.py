@@ -10,6 +10,7 @@ or a lightkube model. Measured in this process.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import time
 import tracemalloc
@@ -84,13 +85,16 @@ def routes() -> list[tuple[str, Callable[[bytes], object]]]:
         ("lightkube model → dict → PodInfo", slim_via_model),
         ("raw dict → PodInfo (the informer's tolerant route)", slim_via_dict),
     ]
-    try:  # a --baseline commit may predate the fast path: its row is then left out
-        from graceful_drain.controller.decision.model_fast import pod_info_fast
-    except ImportError:
-        return found
+    typed = getattr(PodInfo, "from_listed", None)
+    if typed is None:  # a --baseline commit from before PodInfo.from_listed
+        try:
+            module = importlib.import_module("graceful_drain.controller.decision.model_fast")
+        except ImportError:  # or before the typed route: its line is then left out
+            return found
+        typed = module.pod_info_fast
 
     def slim_typed(body: bytes) -> object:
-        keyed = pod_info_fast(body)
+        keyed = typed(body)
         return None if keyed is None else keyed[1]
 
     return [*found, ("raw JSON → PodInfo, typed (the informer's list route)", slim_typed)]

@@ -25,8 +25,8 @@ from pathlib import Path
 import yaml
 
 from bench.procs import receive_async, run_child
-from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
+from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.logs import configure_logging
 from kubesim.client import KubeClient, resource_path
 from kubesim.pki import CertificateAuthority

@@ -22,13 +22,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from graceful_drain.controller.decision.decide import unexpected_error
+from graceful_drain.controller.decision.table import unexpected_error
 from graceful_drain.controller.serving.admission import (
     MalformedReview,
     answer_malformed,
     encode_review_response,
+    parse_review,
 )
-from graceful_drain.controller.serving.admission_fast import parse_review_fast
 from graceful_drain.controller.serving.http import BodyHandler
 from graceful_drain.controller.serving.webhook import (
     NOT_DECIDED,
@@ -131,7 +131,7 @@ def timed_handler(webhook: TimedWebhook) -> BodyHandler:
     async def answer(body: bytes | None) -> bytes:
         started = time.perf_counter()
         marks = [now()]
-        parsed = parse_review_fast(b"" if body is None else body)
+        parsed = parse_review(b"" if body is None else body)
         marks.append(now())
         if isinstance(parsed, MalformedReview):
             outcome = Outcome(parsed.decision())

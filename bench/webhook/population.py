@@ -1,9 +1,9 @@
 """The cluster the webhook benchmark decides against, and the eviction requests it sends.
 
-`plan(spec)` lays out Deployments across namespaces so that every decision row the cache can
-answer has pods to evict; the raw objects are generated lazily from the plan (50,000 raw pods
+`plan(spec)` lays out Deployments across namespaces so that every decision reason the cache
+can answer has pods to evict; the raw objects are generated lazily from the plan (50,000 raw pods
 held at once would dwarf the cache being measured). `request_mix(spec, plans)` picks, for each
-row, a handful of pods and builds the AdmissionReview the API server would send for evicting
+reason, a handful of pods and builds the AdmissionReview the API server would send for evicting
 them, with the answer the webhook must give.
 
 POD_GONE and CACHE_COLD need a live GET (the pod is not in the cache), whose cost is the API
@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from bench import objects
 from bench.objects import JsonObject
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Reason
 from graceful_drain.kube.timefmt import format_rfc3339
 
 ENABLED_ANNOTATION = "graceful-drain.stonal.com/enabled"
@@ -28,17 +29,17 @@ ROLLOUT_TIMEOUT = timedelta(minutes=10)
 
 
 class Variant(StrEnum):
-    """What a Deployment looks like, named after the row its pods' evictions end on."""
+    """What a Deployment looks like, named after the reason its pods' evictions end on."""
 
-    PROTECTED = "protected"  # 16: stamp restarted-at, 429
-    IN_PROGRESS = "in-progress"  # 15: restarted-at a minute ago, 429
-    TIMED_OUT = "timed-out"  # 14: restarted-at older than the rollout timeout
-    SURGE_READY = "surge-ready"  # 13: readyReplicas 2, the old pod and its Ready replacement
-    POD_NOT_READY = "pod-not-ready"  # 12
-    RECREATE = "recreate"  # 11
-    NOT_ENABLED = "not-enabled"  # 9: lacks the enabled annotation
-    DELETING = "deleting"  # 8
-    MULTI = "multi"  # 10: several replicas (a PDB's business); some pods terminating
+    PROTECTED = "protected"  # rollout-requested: stamp restarted-at, 429
+    IN_PROGRESS = "in-progress"  # rollout-in-progress: restarted-at a minute ago, 429
+    TIMED_OUT = "timed-out"  # rollout-timeout: restarted-at older than the rollout timeout
+    SURGE_READY = "surge-ready"  # readyReplicas 2, the old pod and its Ready replacement
+    POD_NOT_READY = "pod-not-ready"
+    RECREATE = "recreate"  # cannot-surge
+    NOT_ENABLED = "not-enabled"  # lacks the enabled annotation
+    DELETING = "deleting"  # deployment-deleting
+    MULTI = "multi"  # replicas-not-one (a PDB's business); some pods terminating
 
 
 SINGLE_REPLICA_VARIANTS = tuple(v for v in Variant if v is not Variant.MULTI)
@@ -52,7 +53,7 @@ class PopulationSpec:
     single_replica_share: float = 0.6  # of Deployments
     bare_pod_share: float = 0.01  # of pods
     terminating_every: int = 10  # every n-th pod of a multi-replica Deployment is terminating
-    samples_per_row: int = 64  # distinct pods targeted per row
+    samples_per_reason: int = 64  # distinct pods targeted per reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def plan(spec: PopulationSpec) -> Layout:
     single_pods = [_single_replica_pods(_single_variant(index)) for index in range(single)]
     multi_pods = spec.pods - sum(single_pods) - bare
     if multi < 1 or multi_pods < multi:
-        raise ValueError(f"{spec} leaves too few pods or Deployments for every decision row")
+        raise ValueError(f"{spec} leaves too few pods or Deployments for every decision reason")
     namespaces = tuple(namespace_name(i) for i in range(spec.namespaces))
     plans: list[DeploymentPlan] = []
     for index in range(spec.deployments):
@@ -215,7 +216,7 @@ class Shape(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RequestCase:
-    row: int
+    reason: Reason  # the webhook's expected decision
     namespace: str
     pod: str
     shape: Shape
@@ -223,7 +224,7 @@ class RequestCase:
 
     @property
     def allowed(self) -> bool:
-        return self.row not in (15, 16)
+        return self.reason not in DENYING_REASONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,34 +255,37 @@ def _take(source: Iterator[tuple[str, str]], count: int) -> list[tuple[str, str]
 
 
 def request_mix(spec: PopulationSpec, layout: Layout) -> list[RequestCase]:
-    """Up to spec.samples_per_row requests for each row the cache answers, row by row."""
-    count = spec.samples_per_row
+    """Up to spec.samples_per_reason requests for each reason the cache answers, in turn."""
+    count = spec.samples_per_reason
     protected = _take(_pods_of(layout, Variant.PROTECTED, spec, None), count)
-    by_row: list[tuple[int, Shape, list[tuple[str, str]]]] = [
-        (1, Shape.DRY_RUN, protected),
-        (2, Shape.NOT_EVICTION, protected),
-        (5, Shape.PLAIN, _take(_pods_of(layout, Variant.MULTI, spec, True), count)),
-        (6, Shape.UID_MISMATCH, protected),
-        (7, Shape.PLAIN, [
-            (layout.namespaces[i % len(layout.namespaces)], bare_pod_name(i))
-            for i in range(min(count, layout.bare_pods))
-        ]),
-        (8, Shape.PLAIN, _take(_pods_of(layout, Variant.DELETING, spec, None), count)),
-        (9, Shape.PLAIN, _take(_pods_of(layout, Variant.NOT_ENABLED, spec, None), count)),
-        (10, Shape.PLAIN, _take(_pods_of(layout, Variant.MULTI, spec, False), count)),
-        (11, Shape.PLAIN, _take(_pods_of(layout, Variant.RECREATE, spec, None), count)),
-        (12, Shape.PLAIN, _take(_pods_of(layout, Variant.POD_NOT_READY, spec, None), count)),
-        (13, Shape.PLAIN, _take(_pods_of(layout, Variant.SURGE_READY, spec, None), count)),
-        (14, Shape.PLAIN, _take(_pods_of(layout, Variant.TIMED_OUT, spec, None), count)),
-        (15, Shape.PLAIN, _take(_pods_of(layout, Variant.IN_PROGRESS, spec, None), count)),
-        (16, Shape.PLAIN, protected),
-        (17, Shape.MALFORMED, protected[:1]),
-    ]  # fmt: skip
+
+    def of(variant: Variant, terminating: bool | None = None) -> list[tuple[str, str]]:
+        return _take(_pods_of(layout, variant, spec, terminating), count)
+
+    bare = [(layout.namespaces[i % len(layout.namespaces)], bare_pod_name(i))
+            for i in range(min(count, layout.bare_pods))]  # fmt: skip
+    by_reason: list[tuple[Reason, Shape, list[tuple[str, str]]]] = [
+        (Reason.DRY_RUN, Shape.DRY_RUN, protected),
+        (Reason.NOT_EVICTION, Shape.NOT_EVICTION, protected),
+        (Reason.POD_TERMINATING, Shape.PLAIN, of(Variant.MULTI, terminating=True)),
+        (Reason.UID_MISMATCH, Shape.UID_MISMATCH, protected),
+        (Reason.NO_DEPLOYMENT, Shape.PLAIN, bare),
+        (Reason.DEPLOYMENT_DELETING, Shape.PLAIN, of(Variant.DELETING)),
+        (Reason.NOT_ENABLED, Shape.PLAIN, of(Variant.NOT_ENABLED)),
+        (Reason.REPLICAS_NOT_ONE, Shape.PLAIN, of(Variant.MULTI, terminating=False)),
+        (Reason.CANNOT_SURGE, Shape.PLAIN, of(Variant.RECREATE)),
+        (Reason.POD_NOT_READY, Shape.PLAIN, of(Variant.POD_NOT_READY)),
+        (Reason.SURGE_READY, Shape.PLAIN, of(Variant.SURGE_READY)),
+        (Reason.ROLLOUT_TIMEOUT, Shape.PLAIN, of(Variant.TIMED_OUT)),
+        (Reason.ROLLOUT_IN_PROGRESS, Shape.PLAIN, of(Variant.IN_PROGRESS)),
+        (Reason.ROLLOUT_REQUESTED, Shape.PLAIN, protected),
+        (Reason.MALFORMED_REVIEW, Shape.MALFORMED, protected[:1]),
+    ]
     cases: list[RequestCase] = []
-    for row, shape, targets in by_row:
+    for group, (reason, shape, targets) in enumerate(by_reason):
         for namespace, pod in targets:
-            uid = f"4f6d2a10-bench-{row:02d}{len(cases):06d}"
-            cases.append(RequestCase(row, namespace, pod, shape, uid))
+            uid = f"4f6d2a10-bench-{group:02d}{len(cases):06d}"
+            cases.append(RequestCase(reason, namespace, pod, shape, uid))
     return cases
 
 

@@ -266,7 +266,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
             errors.update(m.result.errors)
         for kind, count in sorted(errors.items()):
             table.notes.append(f"{server} at concurrency {concurrency}: {count} x {kind}")
-    rows = sorted({p.case.row for p in prepared})
+    reasons = list(dict.fromkeys(p.case.reason.value for p in prepared))
     table.notes += [
         f"Cache: {ready.objects.get('deployments', 0):,} Deployments, "
         f"{ready.objects.get('replicasets', 0):,} ReplicaSets, {ready.objects.get('pods', 0):,} "
@@ -274,11 +274,11 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
         "(transform, store, indexes) from objects generated in memory, not from kubesim: "
         f"{ready.fill_seconds:.1f} s; webhook process RSS "
         f"{ready.rss_after / 2**20:.0f} MiB (was {ready.rss_before / 2**20:.0f} MiB before).",
-        f"Mix: {len(prepared)} distinct requests cycled in order, evenly across rows "
-        f"{', '.join(map(str, rows))}; every answer's uid and allowed value are checked. "
-        "Rows 3-4 need a live GET (pod not cached), whose cost is the API server's, and are "
-        "left out; row 16's PATCH is answered in-process at once; row 9 is reached by "
-        "configuring the enabled annotation.",
+        f"Mix: {len(prepared)} distinct requests cycled in order, evenly across reasons "
+        f"{', '.join(reasons)}; every answer's uid and allowed value are checked. "
+        "pod-gone and cache-cold need a live GET (pod not cached), whose cost is the API "
+        "server's, and are left out; rollout-requested's PATCH is answered in-process at once; "
+        "not-enabled is reached by configuring the enabled annotation.",
         "Webhook as in production: one JSON log line per admission (to /dev/null), Prometheus "
         "metrics, the controller's TLS source. Both servers and the client run uvloop"
         + ("" if profile.uvloop else " (off in this run)")
@@ -296,7 +296,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
         table.notes.append(spread)
     if ready.mismatches:
         table.notes.append(
-            f"{len(ready.mismatches)} requests were decided on an unexpected row, e.g. "
+            f"{len(ready.mismatches)} requests were decided on an unexpected reason, e.g. "
             + "; ".join(ready.mismatches[:3])
         )
     if saturated:

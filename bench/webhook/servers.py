@@ -41,7 +41,7 @@ from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
-from graceful_drain.controller.decision.decide import DecisionConfig, Protect
+from graceful_drain.controller.decision.table import DecisionConfig, Protect
 from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.serving.http import WebhookServer
 from graceful_drain.controller.serving.metrics import Metrics
@@ -83,7 +83,7 @@ class Ready:
     rss_after: int  # bytes, once serving
     fill_seconds: float  # list + transform + index of every object
     objects: dict[str, int]  # cached objects per resource
-    mismatches: list[str]  # requests whose decision row differs from the expected one
+    mismatches: list[str]  # requests whose decision reason differs from the expected one
 
 
 class MemoryListWatch:
@@ -160,7 +160,7 @@ class InstantPatcher:
 
 
 def decision_config() -> DecisionConfig:
-    # The population's expected rows are the single-replica table's (surge-ready from the
+    # The population's expected reasons are the single-replica table's (surge-ready from the
     # status and the pod cache, replicas-not-one); the last-ready rule reads the same caches
     # plus one Node lookup per other Ready pod.
     return DecisionConfig(
@@ -170,16 +170,18 @@ def decision_config() -> DecisionConfig:
     )
 
 
-async def verify_rows(webhook: EvictionWebhook, requests: Iterable[PreparedRequest]) -> list[str]:
-    """Each request's decision row, as the webhook decides it, against the expected one."""
+async def verify_reasons(
+    webhook: EvictionWebhook, requests: Iterable[PreparedRequest]
+) -> list[str]:
+    """Each request's decision reason, as the webhook decides it, against the expected one."""
     mismatches = []
     for prepared in requests:
         _, outcome = await webhook.review(prepared.body)
-        row = outcome.decision.row
-        if row != prepared.case.row:
+        reason = outcome.decision.reason
+        if reason is not prepared.case.reason:
             mismatches.append(
                 f"{prepared.case.namespace}/{prepared.case.pod} ({prepared.case.shape}): "
-                f"row {row} ({outcome.decision.reason}), expected {prepared.case.row}"
+                f"{reason}, expected {prepared.case.reason}"
             )
     return mismatches
 
@@ -209,7 +211,7 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
             objects = {resource.resource: len(resource) for resource in cache.resources}
             fill_seconds = time.perf_counter() - started
             webhook = EvictionWebhook(cache, InstantPatcher(), config=config, metrics=Metrics())
-            mismatches = await verify_rows(webhook, options.requests)
+            mismatches = await verify_reasons(webhook, options.requests)
             clock = breakdown.StageClock()
             timed = breakdown.TimedWebhook(
                 cache, InstantPatcher(), config=config, metrics=Metrics(), stages=clock

@@ -9,12 +9,13 @@ patcher, classified by the detector from that same object).
 
 Why here, at the top of the package, and not in either part: the termination package may
 not import the controller (tests/unit/test_import_graph.py), and `kube/` knows nothing of
-the domain (these keys carry the project's own prefix). This module imports nothing, so
-both sides may depend on it without depending on each other.
+the domain (these keys carry the project's own prefix). This module imports nothing of the
+project, so both sides may depend on it without depending on each other.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 PREFIX: Final = "graceful-drain.stonal.com/"
@@ -22,6 +23,9 @@ PREFIX: Final = "graceful-drain.stonal.com/"
 # Stamped by the webhook on a Deployment whose last Ready pod's eviction it holds: the
 # rollout it asked for (RFC 3339 UTC). The detector reads it as its rollout marker.
 RESTARTED_AT_ANNOTATION: Final = PREFIX + "restarted-at"
+# How long a restarted-at stamp stands for a rollout in progress, unless the controller's
+# --rollout-timeout (and the detector's, which must match it) says otherwise.
+DEFAULT_ROLLOUT_TIMEOUT: Final = timedelta(minutes=10)
 # Set by the reconciler when the rollout restarted-at asked for has completed; both are removed
 # once the old pod's grace period has passed (docs/decisions.md, "Reconciler").
 COMPLETED_AT_ANNOTATION: Final = PREFIX + "completed-at"

@@ -19,13 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from graceful_drain import __version__, completion
-from graceful_drain.config import (
-    EXIT_CONFIG_ERROR,
-    ConfigError,
-    add_controller_arguments,
-    check_files,
-    resolve,
-)
+from graceful_drain.config import EXIT_CONFIG_ERROR, add_controller_arguments, check_files, resolve
+from graceful_drain.errors import ConfigError
 from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"

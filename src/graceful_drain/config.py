@@ -9,7 +9,6 @@ step that touches the filesystem (TLS files and kubeconfig must be readable).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import ipaddress
 import os
 import re
@@ -17,13 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
 
-from graceful_drain.controller.decision.decide import (
-    DEFAULT_ROLLOUT_TIMEOUT,
-    DecisionConfig,
-    Protect,
-)
+from graceful_drain.controller.decision.table import Protect
+from graceful_drain.controller.settings import ControllerConfig, LogFormat
+from graceful_drain.errors import ConfigError
 from graceful_drain.kube.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
@@ -32,7 +28,6 @@ EXIT_CONFIG_ERROR = 2
 IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
 POD_NAMESPACE_VARIABLE = "POD_NAMESPACE"  # the Downward API's metadata.namespace
 
-LogFormat = Literal["json", "console"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -40,66 +35,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the flag and its variable."""
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerConfig:
-    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT
-    enabled_annotation: str | None = None
-    namespaces: tuple[str, ...] | None = None  # None: every namespace
-    protect: Protect = Protect.LAST_READY
-    bind_address: str = "0.0.0.0"
-    webhook_port: int = 8443
-    metrics_port: int = 8080
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
-    tls_reload_interval: timedelta = timedelta(seconds=10)
-    self_signed: bool = False
-    log_format: LogFormat = "console"
-    log_level: str = "info"
-    leader_elect: bool = False
-    kubeconfig: Path | None = None
-    kube_context: str | None = None
-    # Where the controller's own objects live (Lease, self-signed Secret); None: read it from
-    # the in-cluster service account, else DEFAULT_CONTROLLER_NAMESPACE.
-    controller_namespace: str | None = None
-    service_name: str = "graceful-drain-webhook"  # deploy/base/service.yaml
-    self_signed_secret: str = "graceful-drain-webhook-tls"
-    # --self-signed: where the pod also mounts the serving Secret (an optional volume), so a
-    # (re)start serves the last known certificate before the API server answers.
-    self_signed_mount: Path = Path("/var/run/graceful-drain/webhook-tls")
-    webhook_configuration: str = "graceful-drain"
-    lease_name: str = "graceful-drain"
-    # Extra subject alternative names of the --self-signed certificate (DNS names or IPs).
-    self_signed_hosts: tuple[str, ...] = ()
-
-    def log_fields(self) -> dict[str, str | int | bool | list[str] | None]:
-        """The effective configuration, logged once at start-up: every field, durations as
-        Go durations, paths as text."""
-        fields: dict[str, str | int | bool | list[str] | None] = {}
-        for field in dataclasses.fields(self):
-            name, value = field.name, getattr(self, field.name)
-            if isinstance(value, timedelta):
-                value = format_go_duration(value)
-            elif isinstance(value, Path):
-                value = str(value)
-            elif isinstance(value, tuple):
-                value = list(value)
-            fields[name] = value
-        return fields
-
-    def decision_config(self) -> DecisionConfig:
-        """What the webhook decides with (also what `plan` and `status` decide with)."""
-        return DecisionConfig(
-            rollout_timeout=self.rollout_timeout,
-            enabled_annotation=self.enabled_annotation,
-            namespaces=None if self.namespaces is None else frozenset(self.namespaces),
-            protect=self.protect,
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.cli import main
-from graceful_drain.config import (
-    ConfigError,
-    ControllerConfig,
-    check_files,
-    parse_controller_config,
-)
-from graceful_drain.controller.decision.decide import Protect
+from graceful_drain.config import check_files, parse_controller_config
+from graceful_drain.controller.decision.table import Protect
+from graceful_drain.controller.settings import ControllerConfig
+from graceful_drain.errors import ConfigError
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 TLS = ["--tls-cert-file", "/tls/tls.crt", "--tls-key-file", "/tls/tls.key"]

@@ -27,7 +27,6 @@ FIELDS: dict[str, Any] = {
     "deployment": None,
     "decision": "deny",
     "reason": "rollout-in-progress",
-    "row": 15,
     "latency_ms": 0.123,
     "user": "système:admin",
     "stamped": True,
@@ -151,17 +150,17 @@ def test_direct_lines_are_written_by_the_end_of_the_loop_iteration_in_order() ->
     line = EventLine("webhook")
 
     async def answer_three() -> bytes:
-        line.info("admission", {**FIELDS, "row": 1})
-        line.info("admission", {**FIELDS, "row": 2})
-        get_logger("webhook").warning("admission", row=3)  # writes the gathered lines first
-        line.info("admission", {**FIELDS, "row": 4})
+        line.info("admission", {**FIELDS, "seq": 1})
+        line.info("admission", {**FIELDS, "seq": 2})
+        get_logger("webhook").warning("admission", seq=3)  # writes the gathered lines first
+        line.info("admission", {**FIELDS, "seq": 4})
         written_before_yielding = raw.getvalue()
         await asyncio.sleep(0)
         return written_before_yielding
 
     before = asyncio.run(answer_three())
-    assert [json.loads(text)["row"] for text in before.splitlines()] == [1, 2, 3]
-    assert [json.loads(text)["row"] for text in raw.getvalue().splitlines()] == [1, 2, 3, 4]
+    assert [json.loads(text)["seq"] for text in before.splitlines()] == [1, 2, 3]
+    assert [json.loads(text)["seq"] for text in raw.getvalue().splitlines()] == [1, 2, 3, 4]
 
 
 # The loop stops in the iteration that gathered the lines and is closed: the write it scheduled
@@ -172,8 +171,8 @@ from graceful_drain.logs import EventLine, configure_logging
 configure_logging("json", "info")
 loop = asyncio.new_event_loop()
 def answer_then_stop():
-    for row in range(500):
-        EventLine("webhook").info("admission", {"row": row})
+    for seq in range(500):
+        EventLine("webhook").info("admission", {"seq": seq})
     loop.stop()
 loop.call_soon(answer_then_stop)
 loop.run_forever()
@@ -189,5 +188,5 @@ def test_lines_gathered_when_the_process_exits_are_written() -> None:
         check=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    rows = [json.loads(text)["row"] for text in done.stderr.decode().splitlines()]
-    assert rows == list(range(500))
+    seqs = [json.loads(text)["seq"] for text in done.stderr.decode().splitlines()]
+    assert seqs == list(range(500))

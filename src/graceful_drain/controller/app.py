@@ -38,7 +38,6 @@ from aiohttp import web
 from lightkube import AsyncClient
 
 from graceful_drain import __version__
-from graceful_drain.config import ConfigError, ControllerConfig
 from graceful_drain.controller.decision.model import ObjectRef
 from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.reconcile.bypass import BypassWatcher
@@ -50,8 +49,10 @@ from graceful_drain.controller.serving.connections import ConnectionGuard
 from graceful_drain.controller.serving.http import BodyHandler, WebhookServer
 from graceful_drain.controller.serving.metrics import Metrics, Readiness, health_app
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook
+from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from graceful_drain.controller.tls.context import ReloadingTLS, ServingTLS
+from graceful_drain.errors import ConfigError
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import create_client, load_config
 from graceful_drain.kube.events import EventRecorder

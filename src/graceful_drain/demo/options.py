@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from datetime import timedelta
 
-from graceful_drain.config import ConfigError
+from graceful_drain.errors import ConfigError
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 
 CLIENTS = ("kubectl", "karpenter", "cluster-autoscaler")

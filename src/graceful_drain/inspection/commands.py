@@ -22,7 +22,8 @@ from lightkube import AsyncClient
 from lightkube import ConfigError as KubeConfigError
 from lightkube.core.exceptions import ApiError
 
-from graceful_drain.config import ConfigError, check_readable, from_environment
+from graceful_drain.config import check_readable, from_environment
+from graceful_drain.errors import ConfigError
 from graceful_drain.inspection import gather
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.inspection.render import plan_json, plan_table, status_json, status_table

@@ -17,21 +17,16 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from graceful_drain.controller.decision.decide import (
-    Decision,
-    DecisionConfig,
-    DeploymentFound,
-    EvictionRequest,
-    PodFound,
-    Reason,
-    decide_eviction,
-    ready_besides_among,
-    ready_elsewhere_among,
-    resolve_owner,
-)
 from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
     scaled_value_from_int_or_percent,
+)
+from graceful_drain.controller.decision.lookups import (
+    DeploymentFound,
+    PodFound,
+    ready_besides_among,
+    ready_elsewhere_among,
+    resolve_owner,
 )
 from graceful_drain.controller.decision.model import (
     DeploymentInfo,
@@ -39,6 +34,9 @@ from graceful_drain.controller.decision.model import (
     PodInfo,
     ReplicaSetInfo,
 )
+from graceful_drain.controller.decision.reasons import Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
+from graceful_drain.controller.decision.table import DecisionConfig, decide_eviction
 from graceful_drain.inspection.budgets import check_budget
 from graceful_drain.inspection.kubectl_drain import kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches

@@ -1,5 +1,5 @@
 """Output of `plan` and `status`: a table for people (colour only on a terminal) and the
-stable JSON documents described in docs/cli.md (schemaVersion 1)."""
+stable JSON documents described in docs/cli.md (schemaVersion 2)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from graceful_drain.controller.decision.decide import Decision
+from graceful_drain.controller.decision.reasons import Decision
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
 from graceful_drain.inspection.status import HeldDeployment, Replacement, Status
 from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.timefmt import format_go_duration, format_rfc3339
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a decision is keyed by its reason alone
 
 _RED, _GREEN, _YELLOW, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[0m"
 
@@ -28,7 +28,6 @@ def _decision_json(decision: Decision | None) -> dict[str, Any] | None:
     return {
         "allowed": decision.allowed,
         "reason": decision.reason.value,
-        "row": decision.row,
         "message": decision.message,
         "deployment": None if decision.deployment is None else str(decision.deployment),
         "waitedSeconds": _seconds(decision.waited),

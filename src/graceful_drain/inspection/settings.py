@@ -15,13 +15,10 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from graceful_drain.config import (
-    ConfigError,
-    ControllerConfig,
-    controller_parser,
-    resolve,
-)
-from graceful_drain.controller.decision.decide import DecisionConfig
+from graceful_drain.config import controller_parser, resolve
+from graceful_drain.controller.decision.table import DecisionConfig
+from graceful_drain.controller.settings import ControllerConfig
+from graceful_drain.errors import ConfigError
 
 DEFAULT_CONTROLLER_NAMESPACE = "graceful-drain"
 DEFAULT_CONTROLLER_DEPLOYMENT = "graceful-drain"

@@ -17,11 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.decision.decide import (
-    Decision,
-    DecisionConfig,
+from graceful_drain.controller.decision.lookups import (
     PodFound,
-    decide_eviction,
     ready_besides_among,
     ready_elsewhere_among,
 )
@@ -31,6 +28,8 @@ from graceful_drain.controller.decision.model import (
     PodInfo,
     ReplicaSetInfo,
 )
+from graceful_drain.controller.decision.reasons import Decision
+from graceful_drain.controller.decision.table import DecisionConfig, decide_eviction
 from graceful_drain.inspection.plan import eviction_request
 from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.timefmt import parse_rfc3339

@@ -6,7 +6,7 @@ The API server calls a `service` clientConfig at `https://NAME.NAMESPACE.svc:POR
 verifies the served certificate against the caBundle for that name. The same handshake is
 made here: to a `url` clientConfig directly, or to `--webhook-address HOST:PORT` (e.g. a
 `kubectl port-forward` of the Service), as a Service is only reachable inside the cluster;
-then a dry-run AdmissionReview (the decision table's `dry-run` row: allowed, no side
+then a dry-run AdmissionReview (the decision table's `dry-run`: allowed, no side
 effects) must come back answered. A Service that cannot be reached from here is judged by
 what the API server would find behind it: the Service, its port, and a ready endpoint.
 

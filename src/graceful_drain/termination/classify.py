@@ -83,7 +83,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 
-from graceful_drain.controller.decision.decide import DEFAULT_ROLLOUT_TIMEOUT
+from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.timefmt import as_utc
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable
 from graceful_drain.termination.kubelet import KubeletTermination

@@ -567,7 +567,7 @@ def read_node(evidence: Evidence) -> Reading:
 
 def marker_in_window(restarted_at: datetime, now: datetime, rollout_timeout: timedelta) -> bool:
     """Whether a restarted-at stamp is one the controller still honours: younger than the
-    rollout timeout, and not further ahead than it (controller/decision/decide.py's escape hatch,
+    rollout timeout, and not further ahead than it (controller/decision/table.py's escape hatch,
     ``rollout-timeout``: beyond that it is not clock skew between replicas)."""
     waited = as_utc(now) - as_utc(restarted_at)
     return -rollout_timeout <= waited < rollout_timeout

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.kube.backoff import Backoff
 from kubesim.client import KubeClient
 from kubesim.pki import CertificateAuthority

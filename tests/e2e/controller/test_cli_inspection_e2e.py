@@ -29,7 +29,7 @@ pytestmark = pytest.mark.e2e
 
 VENV_BIN = Path(sys.executable).parent
 VIEWER_ROLE = "graceful-drain-viewer"  # deploy/cli/clusterrole.yaml
-# The webhook's 429 message (decide.py `_waiting_message`), as kubectl drain prints it.
+# The webhook's 429 message (decision/table.py `_waiting_message`), as kubectl drain prints it.
 HELD = re.compile(
     r"waiting for a replacement of Deployment (?P<deployment>\S+) to become Ready on another "
     r"node \(rollout requested (?P<waited>\S+) ago, gives up after (?P<timeout>\S+)\)"

@@ -14,7 +14,6 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
 from graceful_drain.controller.decision.model import PodInfo
-from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.client import RawApi, RawListPage
 from graceful_drain.kube.informer import Change, Informer, LightkubeListWatch
 from kubesim.apiserver.faults import FaultRule
@@ -60,7 +59,7 @@ async def sim() -> AsyncIterator[KubeSim]:
 def informer_over(api: RawApi) -> Informer[PodInfo]:
     return Informer("pods", LightkubeListWatch(api, Pod, None, page_size=PAGE_SIZE),
                     PodInfo.from_object, backoff=quick_backoff(),
-                    fast_decode=pod_info_fast)  # fmt: skip
+                    fast_decode=PodInfo.from_listed)  # fmt: skip
 
 
 def pod_lists(sim: KubeSim) -> list[tuple[int, bool]]:

@@ -13,10 +13,10 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
-from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim

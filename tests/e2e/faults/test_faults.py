@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from graceful_drain.config import ControllerConfig
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.serving.connections import ConnectionGuard
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from graceful_drain.kube.backoff import Backoff
 from kubesim.apiserver.faults import FaultRule

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from graceful_drain.controller.decision.decide import Reason
 from graceful_drain.controller.decision.model import DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.controller.reconcile.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,

@@ -17,8 +17,8 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
-from graceful_drain.controller.decision.decide import StampIntent
 from graceful_drain.controller.decision.model import DeploymentInfo
+from graceful_drain.controller.decision.stamp import StampIntent
 from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconcile.rollout import copy_patch
 from graceful_drain.kube.client import http_status

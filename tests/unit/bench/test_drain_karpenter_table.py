@@ -25,8 +25,8 @@ from bench.procs import Usage, UsageSampler, cpu_seconds, rss_bytes
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decide import Reason, _allow, _deny
-from graceful_drain.controller.metrics import Metrics
+from graceful_drain.controller.decision.reasons import Decision, Reason
+from graceful_drain.controller.serving.metrics import Metrics
 
 NS = "karpenter-10"
 START = audit_time("2026-12-06T06:00:00.000000Z")
@@ -192,9 +192,9 @@ def exposition(*allowed: Reason, held: int = 0) -> str:
     """The controller's own /metrics text after `allowed` decisions and `held` 429s."""
     metrics = Metrics()
     for reason in allowed:
-        metrics.record_decision(_allow(reason, "allowed"), 0.001)
+        metrics.record_decision(Decision(True, reason, "allowed"), 0.001)
     for _ in range(held):
-        metrics.record_decision(_deny(Reason.ROLLOUT_IN_PROGRESS, "held"), 0.001)
+        metrics.record_decision(Decision(False, Reason.ROLLOUT_IN_PROGRESS, "held"), 0.001)
     return metrics.exposition().decode()
 
 

@@ -1,4 +1,5 @@
-"""The webhook benchmark's cluster and request mix: exact totals, every row, the right answers."""
+"""The webhook benchmark's cluster and request mix: exact totals, every reason, the right
+answers."""
 
 from __future__ import annotations
 
@@ -8,18 +9,26 @@ from collections import Counter
 import pytest
 from bench.webhook import population
 from bench.webhook.population import PopulationSpec, Shape, Variant
-from bench.webhook.servers import InstantPatcher, decision_config, filled_cache, verify_rows
+from bench.webhook.servers import InstantPatcher, decision_config, filled_cache, verify_reasons
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import EvictionRequest
+from graceful_drain.controller.decision.reasons import Reason
+from graceful_drain.controller.decision.request import EvictionRequest
 from graceful_drain.controller.serving.admission import parse_review
 from graceful_drain.controller.serving.webhook import EvictionWebhook
 
 SMALL = PopulationSpec(
-    deployments=40, pods=200, namespaces=4, samples_per_row=3, bare_pod_share=0.02
+    deployments=40, pods=200, namespaces=4, samples_per_reason=3, bare_pod_share=0.02
 )
-CACHE_ROWS = [1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
+# What the cache answers: not pod-gone and cache-cold (a live GET, the API server's cost).
+CACHE_REASONS = {
+    Reason.DRY_RUN, Reason.NOT_EVICTION, Reason.POD_TERMINATING, Reason.UID_MISMATCH,
+    Reason.NO_DEPLOYMENT, Reason.DEPLOYMENT_DELETING, Reason.NOT_ENABLED,
+    Reason.REPLICAS_NOT_ONE, Reason.CANNOT_SURGE, Reason.POD_NOT_READY, Reason.SURGE_READY,
+    Reason.ROLLOUT_TIMEOUT, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED,
+    Reason.MALFORMED_REVIEW,
+}  # fmt: skip
 
 
 @given(
@@ -38,7 +47,7 @@ def test_plan_adds_up_exactly(deployments: int, extra_pods: int, namespaces: int
     assert all(plan.replicas != 1 for plan in layout.deployments if plan.variant is Variant.MULTI)
     single = [plan for plan in layout.deployments if plan.variant is not Variant.MULTI]
     assert all(plan.replicas == 1 for plan in single)
-    # A surge rollout's old pod and its Ready replacement: row 13 finds the replacement cached.
+    # A surge rollout's old pod and its Ready replacement: surge-ready finds it cached.
     assert all(plan.pods == (2 if plan.variant is Variant.SURGE_READY else 1) for plan in single)
 
 
@@ -47,7 +56,7 @@ def test_the_full_size_plan_is_the_issues_cluster() -> None:
     assert (len(layout.deployments), layout.pod_count) == (10_000, 50_000)
 
 
-def test_a_spec_without_room_for_every_row_is_refused() -> None:
+def test_a_spec_without_room_for_every_reason_is_refused() -> None:
     with pytest.raises(ValueError, match="too few"):
         population.plan(PopulationSpec(deployments=8, pods=100))
 
@@ -60,18 +69,24 @@ def test_raw_objects_match_the_plan() -> None:
     assert len(list(population.raw_replicasets(layout))) == SMALL.deployments
 
 
-def test_the_mix_covers_every_row_the_cache_answers_evenly() -> None:
+def test_the_mix_covers_the_reasons_the_cache_answers_evenly() -> None:
     cases = population.request_mix(SMALL, population.plan(SMALL))
-    per_row = Counter(case.row for case in cases)
-    assert sorted(per_row) == CACHE_ROWS
-    assert all(count == SMALL.samples_per_row for row, count in per_row.items() if row != 17)
+    per_reason = Counter(case.reason for case in cases)
+    assert set(per_reason) == CACHE_REASONS
+    assert all(count == SMALL.samples_per_reason for reason, count in per_reason.items()
+               if reason is not Reason.MALFORMED_REVIEW)  # fmt: skip
     assert len({case.uid for case in cases}) == len(cases)
-    assert {case.row for case in cases if not case.allowed} == {15, 16}
+    assert {case.reason for case in cases if not case.allowed} == {
+        Reason.ROLLOUT_IN_PROGRESS,
+        Reason.ROLLOUT_REQUESTED,
+    }
 
 
 @pytest.mark.parametrize("shape", [Shape.PLAIN, Shape.DRY_RUN, Shape.UID_MISMATCH])
 def test_reviews_parse_as_the_api_server_sends_them(shape: Shape) -> None:
-    case = population.RequestCase(16, "team-000", "app-00000-7f9c8d6b5-00000", shape, "u-1")
+    case = population.RequestCase(
+        Reason.ROLLOUT_REQUESTED, "team-000", "app-00000-7f9c8d6b5-00000", shape, "u-1"
+    )
     parsed = parse_review(population.admission_review(case))
     assert isinstance(parsed, EvictionRequest)
     assert (parsed.uid, parsed.namespace, parsed.name) == ("u-1", case.namespace, case.pod)
@@ -81,13 +96,13 @@ def test_reviews_parse_as_the_api_server_sends_them(shape: Shape) -> None:
 
 
 def test_a_not_eviction_review_is_a_delete() -> None:
-    case = population.RequestCase(2, "team-000", "p", Shape.NOT_EVICTION, "u-2")
+    case = population.RequestCase(Reason.NOT_EVICTION, "team-000", "p", Shape.NOT_EVICTION, "u-2")
     document = json.loads(population.admission_review(case))
     assert document["request"]["operation"] == "DELETE"
     assert document["request"]["subResource"] == ""
 
 
-async def test_the_webhook_decides_every_request_on_its_expected_row() -> None:
+async def test_the_webhook_decides_every_request_on_its_expected_reason() -> None:
     layout = population.plan(SMALL)
     prepared = population.prepared_requests(SMALL, layout)
     config = decision_config()
@@ -96,16 +111,16 @@ async def test_the_webhook_decides_every_request_on_its_expected_row() -> None:
         assert len(cache.pods) == SMALL.pods
         assert len(cache.deployments) == SMALL.deployments
         webhook = EvictionWebhook(cache, InstantPatcher(), config=config)
-        assert await verify_rows(webhook, prepared) == []
+        assert await verify_reasons(webhook, prepared) == []
     finally:
         await cache.stop()
 
 
-async def test_verify_rows_reports_a_request_decided_elsewhere() -> None:
+async def test_verify_reasons_reports_a_request_decided_elsewhere() -> None:
     layout = population.plan(SMALL)
     [prepared] = population.prepared_requests(SMALL, layout)[:1]
     wrong = population.PreparedRequest(
-        population.RequestCase(16, prepared.case.namespace, prepared.case.pod,
+        population.RequestCase(Reason.ROLLOUT_REQUESTED, prepared.case.namespace, prepared.case.pod,
                                prepared.case.shape, prepared.case.uid),
         prepared.body,
     )  # fmt: skip
@@ -113,7 +128,7 @@ async def test_verify_rows_reports_a_request_decided_elsewhere() -> None:
     cache = await filled_cache(SMALL, config)
     try:
         webhook = EvictionWebhook(cache, InstantPatcher(), config=config)
-        [mismatch] = await verify_rows(webhook, [wrong])
+        [mismatch] = await verify_reasons(webhook, [wrong])
     finally:
         await cache.stop()
-    assert "row 1 (dry-run), expected 16" in mismatch
+    assert "dry-run, expected rollout-requested" in mismatch

@@ -11,7 +11,7 @@ from bench.webhook.population import PopulationSpec
 from bench.webhook.run import Measurement, WebhookProfile, build_table, combined, cost_table
 from bench.webhook.servers import Ready
 
-SPEC = PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
+SPEC = PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_reason=2)
 PREPARED = population.prepared_requests(SPEC, population.plan(SPEC))
 STAGES = {"parse": 30.0, "decide": 50.0, "encode": 10.0, "observe": 60.0,
           "total": 150.0}  # fmt: skip
@@ -108,13 +108,13 @@ def test_a_saturated_client_is_called_out() -> None:
     assert "lower bound" in str(built["notes"])
 
 
-def test_errors_and_row_mismatches_are_listed() -> None:
+def test_errors_and_reason_mismatches_are_listed() -> None:
     failing = measurement("webhook", 32, 6000, 5.0)
     failing.result.errors["wrong decision"] = 3
-    ready = Ready(8443, 0, 0, 1.0, {}, ["team-000/p: row 1, expected 16"])
+    ready = Ready(8443, 0, 0, 1.0, {}, ["team-000/p (plain): dry-run, expected rollout-requested"])
     notes = str(table_of([measurement("reference", 32, 10000, 3.0), failing], ready)["notes"])
     assert "webhook at concurrency 32: 3 x wrong decision" in notes
-    assert "1 requests were decided on an unexpected row" in notes
+    assert "1 requests were decided on an unexpected reason" in notes
 
 
 def test_cost_table_puts_the_stages_beside_the_servers_cpu() -> None:

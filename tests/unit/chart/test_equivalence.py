@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from graceful_drain.config import ControllerConfig, parse_controller_config
+from graceful_drain.config import parse_controller_config
+from graceful_drain.controller.settings import ControllerConfig
 from tests.unit.chart.rendered import Obj, mode_values, template
 from tests.unit.deploy.rendered import CERT_MANAGER, SELF_SIGNED, Variant, objects
 

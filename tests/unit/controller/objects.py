@@ -15,7 +15,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from graceful_drain.controller.decision.decide import EvictionRequest
 from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
@@ -24,6 +23,7 @@ from graceful_drain.controller.decision.model import (
     PodInfo,
     ReplicaSetInfo,
 )
+from graceful_drain.controller.decision.request import EvictionRequest
 
 Obj = dict[str, Any]
 

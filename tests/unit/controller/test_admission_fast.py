@@ -1,10 +1,13 @@
-"""The msgspec fast paths: parsing answers exactly as the validating parse_review on any body,
-and the AdmissionReview answer encodes to the same JSON as json.dumps."""
+"""The msgspec fast paths, private to their modules: parsing (admission._usual_eviction)
+answers exactly as the validating path (admission._parse_validating) on any body it accepts
+and accepts nothing that path refuses, and the AdmissionReview answer encodes to the same JSON
+as json.dumps."""
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,13 +15,15 @@ from bench.webhook import population
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
 from graceful_drain.controller.serving.admission import (
+    _parse_validating,
+    _usual_eviction,
     encode_review_response,
     parse_review,
     review_response,
 )
-from graceful_drain.controller.serving.admission_fast import _usual_eviction, parse_review_fast
 from tests.unit.controller.objects import review
 
 # Where a mutation may land: every field either parser reads, their parents, and neighbours.
@@ -94,7 +99,19 @@ def mutated(changes: list[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
 
 
 def same_answer(body: bytes) -> None:
-    assert parse_review_fast(body) == parse_review(body)
+    """The one entry answers as the validating path alone would."""
+    assert parse_review(body) == _parse_validating(body)
+
+
+def as_strict(
+    body: bytes, fast_path: Callable[[bytes], EvictionRequest | None] = _usual_eviction
+) -> bool:
+    """The fast path's rule: what it accepts, the validating path accepts as the same
+    request; so what the validating path refuses, the fast path refuses too (None). True when
+    the fast path took the body."""
+    fast = fast_path(body)
+    assert fast is None or _parse_validating(body) == fast
+    return fast is not None
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -138,13 +155,45 @@ def test_edge_bodies(name: str) -> None:
 
 def test_the_usual_review_takes_the_fast_path() -> None:
     """Else the differential tests above would compare the validating path with itself."""
-    spec = population.PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_row=2)
+    spec = population.PopulationSpec(deployments=40, pods=200, namespaces=4, samples_per_reason=2)
     prepared = population.prepared_requests(spec, population.plan(spec))
-    evictions = [p.body for p in prepared if p.case.row not in (2, 17)]  # 17: malformed ones
+    unusual = (Reason.NOT_EVICTION, Reason.MALFORMED_REVIEW)
+    evictions = [p.body for p in prepared if p.case.reason not in unusual]
     assert evictions
     for body in [json.dumps(review()).encode(), *evictions]:
         assert _usual_eviction(body) is not None
         same_answer(body)
+
+
+def damaged(offset: int, insert: bytes, cut: int) -> bytes:
+    body = json.dumps(review()).encode()
+    at = offset % (len(body) + 1)
+    return body[:at] + insert + body[at + cut :]
+
+
+reviews = st.one_of(
+    st.builds(lambda changes: json.dumps(mutated(changes)).encode(), mutations),
+    st.builds(damaged, st.integers(min_value=0), st.binary(max_size=8),
+              st.integers(min_value=0, max_value=3)),
+    st.sampled_from(sorted(EDGE_BODIES.values())),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reviews)
+def test_the_fast_path_is_at_least_as_strict_as_the_validating_one(body: bytes) -> None:
+    as_strict(body)
+
+
+def test_the_strictness_property_can_fail() -> None:
+    """Control: a fast path that accepted a review the validating path refuses (here one of
+    admission.k8s.io/v1beta1) is caught."""
+    usual = _usual_eviction(json.dumps(review()).encode())
+    assert usual is not None
+    document = review()
+    document["apiVersion"] = "admission.k8s.io/v1beta1"
+    with pytest.raises(AssertionError):
+        as_strict(json.dumps(document).encode(), fast_path=lambda _: usual)
 
 
 def old_encoding(uid: str, decision: Decision) -> bytes:

@@ -11,13 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import (
-    DENYING_REASONS,
-    ROW_OF_REASON,
-    Decision,
-    DecisionConfig,
+from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
-    EvictionRequest,
     NoDeployment,
     OwnerLookup,
     OwnerUnresolved,
@@ -25,10 +20,11 @@ from graceful_drain.controller.decision.decide import (
     PodGone,
     PodLookup,
     PodUnavailable,
-    Reason,
-    decide,
 )
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
+from graceful_drain.controller.decision.table import DecisionConfig, decide
 from graceful_drain.controller.serving.admission import (
     MAX_REVIEW_BYTES,
     MalformedReview,
@@ -431,8 +427,7 @@ def assert_valid_response(raw: bytes, decision: Decision, uid: str) -> None:
         }
         assert decision.message
     assert (not decision.allowed) == (decision.reason in DENYING_REASONS)
-    assert 1 <= ROW_OF_REASON[decision.reason] <= 17
-    assert decision.row == ROW_OF_REASON[decision.reason]
+    assert isinstance(decision.reason, Reason)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])

@@ -13,26 +13,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import (
-    DENYING_REASONS,
-    Decision,
-    DecisionConfig,
+from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
     OwnerUnresolved,
     PodGone,
     PodOutOfScope,
     PodUnavailable,
+    ready_elsewhere_among,
+)
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.table import (
+    DecisionConfig,
     Protect,
-    Reason,
     after_stamp_failure,
     decide,
     malformed_review,
-    ready_elsewhere_among,
     reread_failed,
     unexpected_error,
 )
-from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 
 from .objects import DEPLOYMENT, ENABLED, NOW, POD, REQUEST
 from .test_decide_table import Scenario

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 from graceful_drain.controller.serving.metrics import ADMISSION_BUCKETS, NAMESPACE, Metrics
 from graceful_drain.controller.tls.context import ReloadingTLS
 from graceful_drain.controller.tls.pki import new_ca, new_serving

@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.controller.decision.model import PodInfo
-from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.client import decode
 from graceful_drain.kube.informer import Key, _key_of
 
@@ -34,7 +33,7 @@ def tolerant(raw: bytes) -> tuple[Key, PodInfo] | str:
 
 
 def same_answer(raw: bytes) -> None:
-    fast = pod_info_fast(raw)
+    fast = PodInfo.from_listed(raw)
     if fast is not None:
         assert fast == tolerant(raw)
 
@@ -60,12 +59,12 @@ def test_the_usual_pods_take_the_fast_path() -> None:
     """Else the comparisons below would compare the tolerant path with nothing."""
     for pod in usual_pods():
         raw = json.dumps(pod).encode()
-        fast = pod_info_fast(raw)
+        fast = PodInfo.from_listed(raw)
         assert fast is not None, pod["metadata"]["name"]
         assert fast == tolerant(raw)
     infos = {}
     for pod in usual_pods():
-        fast = pod_info_fast(json.dumps(pod).encode())
+        fast = PodInfo.from_listed(json.dumps(pod).encode())
         assert fast is not None
         infos[fast[1].name] = fast[1]
     assert infos["web-1"].owner_replicaset == "web-5d9" and infos["web-1"].ready
@@ -202,4 +201,6 @@ def test_it_reads_a_list_items_raw_bytes() -> None:
     """The informer hands it msgspec.Raw, as RawApi.list_page leaves the items."""
     page = msgspec.json.encode({"items": usual_pods()})
     items = msgspec.json.decode(page, type=dict[str, list[msgspec.Raw]])["items"]
-    assert [pod_info_fast(item) for item in items] == [tolerant(bytes(item)) for item in items]
+    assert [PodInfo.from_listed(item) for item in items] == [
+        tolerant(bytes(item)) for item in items
+    ]

@@ -15,8 +15,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 from prometheus_client.parser import text_string_to_metric_families
 
-from graceful_drain.controller.decision.decide import (
-    DecisionConfig,
+from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
     OwnerLookup,
@@ -25,7 +24,6 @@ from graceful_drain.controller.decision.decide import (
     PodGone,
     PodLookup,
     PodUnavailable,
-    Reason,
     resolve_owner,
 )
 from graceful_drain.controller.decision.model import (
@@ -34,6 +32,8 @@ from graceful_drain.controller.decision.model import (
     PodInfo,
     ReplicaSetInfo,
 )
+from graceful_drain.controller.decision.reasons import Reason
+from graceful_drain.controller.decision.table import DecisionConfig
 from graceful_drain.controller.reconcile.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from graceful_drain.cli import build_parser, main
-from graceful_drain.config import ConfigError
 from graceful_drain.demo.options import DemoOptions, parse_ready_delay, resolve_demo_options
+from graceful_drain.errors import ConfigError
 
 
 def options(*argv: str) -> DemoOptions:

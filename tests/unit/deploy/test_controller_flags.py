@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from graceful_drain.errors import ConfigError
 from tests.unit.deploy.rendered import (
     CERT_MANAGER,
     SELF_SIGNED,
@@ -68,7 +69,7 @@ def test_every_variable_in_the_manifest_is_read(variable: str) -> None:
     # known one is a ConfigError naming it.
     config_module = _config_module()
     argv, env = _argv_and_env(SELF_SIGNED)
-    with pytest.raises(config_module.ConfigError, match=variable):
+    with pytest.raises(ConfigError, match=variable):
         config_module.parse_controller_config(argv, {**env, variable: NOT_A_VALUE})
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import DecisionConfig, Protect
+from graceful_drain.controller.decision.table import DecisionConfig, Protect
 from graceful_drain.inspection.plan import (
     NodeState,
     Outcome,

@@ -6,12 +6,12 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from graceful_drain.controller.decision.decide import DecisionConfig
 from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
 )
+from graceful_drain.controller.decision.table import DecisionConfig
 from graceful_drain.inspection.render import status_json, status_table
 from graceful_drain.inspection.status import LeaderState, Replacement, StatusState, build_status
 from graceful_drain.inspection.webhook_health import WebhookHealth

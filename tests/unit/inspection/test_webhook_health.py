@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.decision.decide import DecisionConfig
+from graceful_drain.controller.decision.table import DecisionConfig
 from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
 from graceful_drain.controller.serving.admission import MAX_REVIEW_BYTES
 from graceful_drain.controller.serving.http import WebhookServer

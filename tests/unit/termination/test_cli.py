@@ -385,7 +385,7 @@ def test_a_stamp_outside_the_window_is_no_marker(
 
 
 def test_the_rollout_timeout_default_is_the_controllers() -> None:
-    from graceful_drain.config import ControllerConfig
+    from graceful_drain.controller.settings import ControllerConfig
 
     assert parse().rollout_timeout == ControllerConfig().rollout_timeout
 

@@ -124,6 +124,14 @@ class PodInfo:
     def terminal(self) -> bool:
         return self.phase in TERMINAL_POD_PHASES
 
+    @staticmethod
+    def from_listed(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
+        """A listed pod still encoded: its (namespace, name) and view exactly as `from_object`
+        of its decoded JSON gives them, or None when `from_object` must decide (the informer's
+        `fast_decode`: it then decodes the pod and calls `from_object`). The typed route is
+        private to this module (`_usual_pod`)."""
+        return _usual_pod(raw)
+
     @classmethod
     def from_object(cls, raw: Mapping[str, Any]) -> Self:
         metadata = _metadata(raw)
@@ -393,3 +401,95 @@ class NodeInfo:
         metadata = _metadata(raw)
         name = metadata.get("name")
         return cls(name=name if isinstance(name, str) else "", drain_signals=drain_signals(raw))
+
+
+# --- PodInfo.from_listed's typed route -------------------------------------------------------
+
+
+class _OwnerReference(msgspec.Struct):
+    api_version: str | None = msgspec.field(name="apiVersion", default=None)
+    kind: str | None = None
+    name: str | None = None
+    controller: bool | None = None
+
+
+class _Metadata(msgspec.Struct):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    deletion_timestamp: Any = msgspec.field(name="deletionTimestamp", default=None)
+    owner_references: list[_OwnerReference] | None = msgspec.field(
+        name="ownerReferences", default=None
+    )
+
+
+class _Spec(msgspec.Struct):
+    node_name: str | None = msgspec.field(name="nodeName", default=None)
+
+
+class _Condition(msgspec.Struct):
+    type: str | None = None
+    status: str | None = None
+
+
+class _Status(msgspec.Struct):
+    phase: str | None = None
+    conditions: list[_Condition] | None = None
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Metadata
+    spec: _Spec | None = None
+    status: _Status | None = None
+
+
+_pod_decoder = msgspec.json.Decoder(_Pod)
+
+
+def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
+    """The typed route of `PodInfo.from_listed`: msgspec decodes the pod into structs that
+    declare only the fields `PodInfo` keeps (everything else is skipped, not built), and the
+    view is returned only when every declared field has its expected type. Anything else (a
+    decode or type error, a missing name) is None: `from_object`, the tolerant route, decides
+    and records what was malformed. So the two agree on every pod this one accepts
+    (tests/unit/controller/test_model_fast.py compares them on generated pods); bench/README.md
+    has what it saves."""
+    try:
+        pod = _pod_decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    metadata = pod.metadata
+    name = metadata.name
+    if not name:
+        return None
+    namespace = _shared(metadata.namespace or "")
+    owner_kind: str | None = None
+    owner_replicaset: str | None = None
+    for ref in metadata.owner_references or ():
+        if ref.controller:
+            kind = ref.kind or ""
+            owner_kind = _shared(kind)
+            if ref.api_version == "apps/v1" and kind == "ReplicaSet" and ref.name:
+                owner_replicaset = ref.name
+            break
+    status = pod.status
+    phase, ready = "", False
+    if status is not None:
+        phase = status.phase or ""
+        for condition in status.conditions or ():
+            if condition.type == "Ready":
+                ready = condition.status == "True"
+                break
+    node_name = "" if pod.spec is None else pod.spec.node_name or ""
+    info = PodInfo(
+        namespace=namespace,
+        name=name,
+        uid=metadata.uid or "",
+        node_name=_shared(node_name),
+        terminating=metadata.deletion_timestamp is not None,
+        phase=_shared(phase),
+        ready=ready,
+        owner_kind=owner_kind,
+        owner_replicaset=owner_replicaset,
+    )
+    return (namespace, name), info

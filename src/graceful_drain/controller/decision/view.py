@@ -28,7 +28,7 @@ from lightkube.core.resource import Resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
-from graceful_drain.controller.decision.decide import (
+from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
     OwnerLookup,
@@ -47,7 +47,6 @@ from graceful_drain.controller.decision.model import (
     PodInfo,
     ReplicaSetInfo,
 )
-from graceful_drain.controller.decision.model_fast import pod_info_fast
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.cache import BackoffFactory, ListWatchFactory, ResourceCache
 from graceful_drain.kube.client import RawApi, error_detail, http_status
@@ -129,7 +128,7 @@ class ClusterCache:
             "pods",
             PodInfo.from_object,
             {PODS_BY_REPLICASET: _owner_replicaset},
-            pod_info_fast,
+            PodInfo.from_listed,
         )
         self.replicasets: ResourceCache[ReplicaSetInfo] = informers(
             ReplicaSet,

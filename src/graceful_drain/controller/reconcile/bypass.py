@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from graceful_drain.controller.decision.decide import DeploymentFound, resolve_owner
+from graceful_drain.controller.decision.lookups import DeploymentFound, resolve_owner
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.kube.informer import Change
 from graceful_drain.logs import get_logger

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Protocol
 
-from graceful_drain.controller.decision.decide import Reason
 from graceful_drain.controller.decision.model import DeploymentInfo, ObjectRef, PodInfo
+from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.kube.client import error_detail
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
@@ -38,7 +38,7 @@ DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/reconcile/bypass.p
 # On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
 # drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
 DRAIN_HOLDING: Final = "GracefulDrainHolding"
-# The Warning each warning decision (decide.WARNING_REASONS) is reported with.
+# The Warning each warning decision (reasons.WARNING_REASONS) is reported with.
 WARNING_EVENT_REASON: Final = {
     Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
     Reason.CANNOT_PROTECT: DRAIN_CANNOT_PROTECT,
@@ -151,7 +151,7 @@ class EvictionHeld:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentWarning:
-    """An allowed eviction that asks for a Warning event (decide.WARNING_REASONS)."""
+    """An allowed eviction that asks for a Warning event (reasons.WARNING_REASONS)."""
 
     deployment: ObjectRef
     pod: ObjectRef

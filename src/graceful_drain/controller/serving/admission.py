@@ -1,7 +1,21 @@
 """AdmissionReview (admission.k8s.io/v1) in and out, for the pods/eviction webhook.
 
 `parse_review` turns any request body into either an `EvictionRequest` or a
-`MalformedReview`; it never raises. `review_response` builds the AdmissionReview the API
+`MalformedReview`; it never raises. It is the one entry; behind it, two private paths:
+
+- `_usual_eviction`, the fast path, decodes the body with msgspec into typed structs that
+  declare only the fields the webhook reads (the rest is skipped, not built), and returns the
+  `EvictionRequest` only when the review is unremarkable: exactly what a Kubernetes API server
+  sends for `CREATE pods/eviction` (request.kind policy/v1 Eviction, every field of the
+  expected type and within its limits), else None. Whether the namespace and name are valid
+  DNS names is not checked here: `table.precheck` checks that once, for either path
+  (`Reason.INVALID_NAME`).
+- `_parse_validating`, for anything else (a decode or type error, an unusual value, a large
+  or non-ASCII body): the one validating path, which also words every refusal. A check added
+  there keeps applying to anything it could refuse, provided the fast path stays at least as
+  strict: whatever it accepts, the validating path accepts as the same `EvictionRequest`
+  (tests/unit/controller/test_admission_fast.py, a property over generated bodies).
+ `review_response` builds the AdmissionReview the API
 server expects back: the request uid echoed, `allowed`, and for a denial
 `status: {code: 429, reason: TooManyRequests, message}`
 (https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/;
@@ -25,12 +39,9 @@ from typing import Any
 
 import msgspec
 
-from graceful_drain.controller.decision.decide import (
-    Decision,
-    EvictionRequest,
-    Reason,
-    malformed_review,
-)
+from graceful_drain.controller.decision.reasons import Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
+from graceful_drain.controller.decision.table import malformed_review
 from graceful_drain.kube.meta import HTTP_TOO_MANY_REQUESTS
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -73,7 +84,7 @@ ParsedReview = EvictionRequest | MalformedReview
 
 
 class _Invalid(Exception):
-    """Internal: one field is unusable; parse_review turns it into a MalformedReview."""
+    """Internal: one field is unusable; _parse_validating turns it into a MalformedReview."""
 
 
 def _type_name(value: object) -> str:
@@ -210,6 +221,15 @@ def _eviction_request(request: Mapping[str, Any], uid: str) -> EvictionRequest:
 
 def parse_review(body: bytes | bytearray | memoryview | str | object) -> ParsedReview:
     """An AdmissionReview request body (raw bytes/str, or already-parsed JSON). Never raises."""
+    if isinstance(body, bytes):
+        usual = _usual_eviction(body)
+        if usual is not None:
+            return usual
+    return _parse_validating(body)
+
+
+def _parse_validating(body: bytes | bytearray | memoryview | str | object) -> ParsedReview:
+    """The validating path: every body, every refusal worded."""
     uid = ""
     try:
         document = _decode(body) if isinstance(body, bytes | bytearray | memoryview | str) else body
@@ -227,6 +247,119 @@ def parse_review(body: bytes | bytearray | memoryview | str | object) -> ParsedR
         return _eviction_request(request, uid)
     except _Invalid as invalid:
         return MalformedReview(uid=uid, problem=str(invalid))
+
+
+# --- the fast path: the usual eviction review ---------------------------------------------------
+
+# Below the 4,300 digits Python's json refuses in an integer, with few enough brackets to stay
+# far from its recursion limit: msgspec skips unread fields without those two checks (and
+# without validating UTF-8, hence ASCII only). A real eviction review is about 1.5 KiB.
+_MAX_FAST_BYTES = 4096
+_MAX_FAST_BRACKETS = 64
+_MAX_VERSION_CHARS = 64
+
+
+class _GroupVersionKind(msgspec.Struct):
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class _GroupVersionResource(msgspec.Struct):
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class _UserInfo(msgspec.Struct):
+    username: str | None = None
+
+
+class _Preconditions(msgspec.Struct):
+    uid: str | None = None
+
+
+class _DeleteOptions(msgspec.Struct):
+    preconditions: _Preconditions | None = None
+    dry_run: list[str] | None = msgspec.field(name="dryRun", default=None)
+
+
+class _Eviction(msgspec.Struct):
+    delete_options: _DeleteOptions | None = msgspec.field(name="deleteOptions", default=None)
+
+
+class _Request(msgspec.Struct):
+    uid: str
+    kind: _GroupVersionKind
+    resource: _GroupVersionResource
+    operation: str
+    namespace: str
+    name: str
+    sub_resource: str | None = msgspec.field(name="subResource", default=None)
+    dry_run: bool | None = msgspec.field(name="dryRun", default=None)
+    user_info: _UserInfo | None = msgspec.field(name="userInfo", default=None)
+    object: _Eviction | None = None
+
+
+class _Review(msgspec.Struct):
+    api_version: str = msgspec.field(name="apiVersion")
+    kind: str
+    request: _Request
+
+
+_decoder = msgspec.json.Decoder(_Review)
+
+
+def _usual_eviction(body: bytes) -> EvictionRequest | None:
+    """The fast path: the usual eviction review, else None (see the module's docstring)."""
+    if (
+        len(body) > _MAX_FAST_BYTES
+        or not body.isascii()
+        or body.count(b"[") + body.count(b"{") > _MAX_FAST_BRACKETS
+    ):
+        return None
+    try:
+        review = _decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    request = review.request
+    kind, resource = request.kind, request.resource
+    if not (
+        review.api_version == ADMISSION_API_VERSION
+        and review.kind == ADMISSION_KIND
+        and 0 < len(request.uid) <= MAX_UID_CHARS
+        and (kind.group, kind.version, kind.kind) == ("policy", "v1", "Eviction")
+        and (request.operation, resource.group, resource.resource, request.sub_resource)
+        == ("CREATE", "", "pods", "eviction")
+        and len(resource.version) <= _MAX_VERSION_CHARS
+        and 0 < len(request.namespace) <= MAX_NAMESPACE_CHARS
+        and 0 < len(request.name) <= MAX_NAME_CHARS
+    ):
+        return None
+    precondition_uid: str | None = None
+    options_dry_run = False
+    options = None if request.object is None else request.object.delete_options
+    if options is not None:
+        if options.preconditions is not None:
+            precondition_uid = options.preconditions.uid
+            if precondition_uid is not None and len(precondition_uid) > MAX_UID_CHARS:
+                return None
+        options_dry_run = bool(options.dry_run)
+    username = "" if request.user_info is None else request.user_info.username
+    return EvictionRequest(
+        uid=request.uid,
+        operation=request.operation,
+        group=resource.group,
+        version=resource.version,
+        resource=resource.resource,
+        sub_resource="eviction",
+        namespace=request.namespace,
+        name=request.name,
+        dry_run=bool(request.dry_run),
+        username=(username or "")[:MAX_USERNAME_CHARS],
+        precondition_uid=precondition_uid,
+        options_dry_run=options_dry_run,
+    )
 
 
 def review_response(uid: str, decision: Decision) -> dict[str, Any]:

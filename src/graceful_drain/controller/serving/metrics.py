@@ -47,7 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
 from graceful_drain import __version__
-from graceful_drain.controller.decision.decide import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 
 NAMESPACE = "graceful_drain"
 # An admission answer should take milliseconds; the API server gives up after timeoutSeconds 5.
@@ -104,7 +104,7 @@ class _AdmissionCollector(Collector):
 
     def __init__(self) -> None:
         created = time.time()
-        # One series per reason with the outcome it always has (decide.py: DENYING_REASONS);
+        # One series per reason with the outcome it always has (reasons.DENYING_REASONS);
         # another outcome gets its own series when first counted.
         self.decisions: dict[tuple[bool, Reason], int] = {
             (reason not in DENYING_REASONS, reason): 0 for reason in Reason

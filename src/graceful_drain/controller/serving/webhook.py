@@ -1,8 +1,8 @@
 """The HTTPS admission webhook on pods/eviction: `POST /validate-eviction`.
 
-`EvictionWebhook.review` is the caller's loop of decide.py around the pure table: precheck, cache
-lookups (with a live GET for a pod the cache lacks, and for an owner it lacks while the caches
-have not synced), decide, and for `Reason.ROLLOUT_REQUESTED` the
+`EvictionWebhook.review` is the caller's loop around the pure table of decision/table.py:
+precheck, cache lookups (with a live GET for a pod the cache lacks, and for an owner it lacks
+while the caches have not synced), decide, and for `Reason.ROLLOUT_REQUESTED` the
 one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
 any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
 would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
@@ -29,31 +29,32 @@ from typing import Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from graceful_drain.controller.decision.decide import (
-    Decision,
-    DecisionConfig,
-    EvictionRequest,
-    FollowUp,
+from graceful_drain.controller.decision.lookups import (
     NoDeployment,
     OwnerLookup,
     OwnerUnresolved,
     PodFound,
     PodLookup,
     PodOutOfScope,
-    Reason,
-    after_stamp_failure,
-    decide,
-    malformed_review,
-    precheck,
-    reread_failed,
     resolve_owner,
-    unexpected_error,
 )
 from graceful_drain.controller.decision.model import (
     DeploymentInfo,
     ObjectRef,
     PodInfo,
     ReplicaSetInfo,
+)
+from graceful_drain.controller.decision.reasons import Decision, Reason
+from graceful_drain.controller.decision.request import EvictionRequest
+from graceful_drain.controller.decision.stamp import FollowUp
+from graceful_drain.controller.decision.table import (
+    DecisionConfig,
+    after_stamp_failure,
+    decide,
+    malformed_review,
+    precheck,
+    reread_failed,
+    unexpected_error,
 )
 from graceful_drain.controller.reconcile.events import (
     DeploymentWarning,
@@ -67,8 +68,8 @@ from graceful_drain.controller.serving.admission import (
     MalformedReview,
     answer_malformed,
     encode_review_response,
+    parse_review,
 )
-from graceful_drain.controller.serving.admission_fast import parse_review_fast
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.kube.client import error_detail, http_status
 from graceful_drain.kube.meta import utc_now
@@ -97,7 +98,6 @@ class AdmissionLine(msgspec.Struct, gc=False):
     deployment: str | None  # namespace/name
     decision: str  # "allow" or "deny"
     reason: Reason  # written as its value
-    row: int
     latency_ms: float
     user: str | UnsetType = UNSET
     node: str | UnsetType = UNSET
@@ -210,7 +210,7 @@ class EvictionWebhook:
         """The response body for one AdmissionReview request body. Never raises."""
         outcome = Outcome(NOT_DECIDED)
         try:
-            parsed = parse_review_fast(body)
+            parsed = parse_review(body)
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
             outcome.request = parsed
@@ -354,7 +354,6 @@ class EvictionWebhook:
             deployment=None if deployment is None else f"{deployment.namespace}/{deployment.name}",
             decision="allow" if decision.allowed else "deny",
             reason=reason,
-            row=reason.row,
             latency_ms=round(seconds * 1000, 3),
             user=UNSET if request is None else request.username,
             node=UNSET if pod is None else pod.node_name,
