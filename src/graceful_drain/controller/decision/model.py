@@ -117,6 +117,9 @@ class PodInfo:
     owner_kind: str | None  # kind of the controller ownerReference; None for a bare pod
     owner_replicaset: str | None  # its name, when that owner is an apps/v1 ReplicaSet
     malformed: tuple[str, ...] = ()
+    # spec.terminationGracePeriodSeconds (None: absent or not an integer); a drain client's
+    # deadline deletes the pod this long before it (controller/decision/deadline.py)
+    grace_seconds: int | None = None
 
     @property
     def ref(self) -> ObjectRef:
@@ -150,7 +153,15 @@ class PodInfo:
             owner_kind=None if owner is None else _shared(owner.kind),
             owner_replicaset=owner.name if owner is not None and is_replicaset else None,
             malformed=tuple(reader.malformed),
+            grace_seconds=_whole_seconds((spec or {}).get("terminationGracePeriodSeconds")),
         )
+
+
+def _whole_seconds(value: object) -> int | None:
+    """A non-negative integer of seconds as the API server writes it, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ class _Metadata(msgspec.Struct):
 
 class _Spec(msgspec.Struct):
     node_name: str | None = msgspec.field(name="nodeName", default=None)
+    grace: Any = msgspec.field(name="terminationGracePeriodSeconds", default=None)
 
 
 class _Condition(msgspec.Struct):
@@ -91,6 +92,7 @@ def pod_info_fast(raw: bytes) -> tuple[Key, PodInfo] | None:
                 ready = condition.status == "True"
                 break
     node_name = "" if pod.spec is None else pod.spec.node_name or ""
+    grace = None if pod.spec is None else pod.spec.grace
     info = PodInfo(
         namespace=namespace,
         name=name,
@@ -101,5 +103,6 @@ def pod_info_fast(raw: bytes) -> tuple[Key, PodInfo] | None:
         ready=ready,
         owner_kind=owner_kind,
         owner_replicaset=owner_replicaset,
+        grace_seconds=grace if type(grace) is int and grace >= 0 else None,
     )
     return (namespace, name), info
