@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
+from graceful_drain.controller.decision.decide import Decision
 from graceful_drain.kube.timefmt import format_go_duration, format_rfc3339, parse_rfc3339
 
 KARPENTER_TERMINATION_ANNOTATION = "karpenter.sh/nodeclaim-termination-timestamp"
 KARPENTER_NODECLAIMS = ("karpenter.sh", "v1", "nodeclaims")  # group, version, plural
-# Beyond this the arithmetic is moot (and would overflow datetime): about 31 years.
-_MAX_GRACE_SECONDS = 10**9
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -86,10 +85,9 @@ class PodDeadline:
     def delete_at(self) -> datetime:
         """The deadline less the pod's grace period: when Karpenter deletes it. With the grace
         period unknown, the node's deadline itself: the latest it can be."""
-        grace = min(self.grace_seconds or 0, _MAX_GRACE_SECONDS)
         try:
-            return self.node_deadline - timedelta(seconds=grace)
-        except OverflowError:
+            return self.node_deadline - timedelta(seconds=self.grace_seconds or 0)
+        except OverflowError:  # a grace period reaching before year 1: long passed
             return _EARLIEST
 
     def left(self, now: datetime) -> timedelta:
@@ -128,6 +126,36 @@ class PodDeadline:
             f"not: if none is Ready by then, Deployment {deployment} may have no Ready pod "
             "until one is"
         )
+
+
+def with_deadline(decision: Decision, deadline: PodDeadline, now: datetime) -> Decision:
+    """`decision` whose message also names the drain client's deadline for the pod (the 429
+    the webhook answers, and what `plan` and `status` say it answers)."""
+    if decision.deployment is None:
+        return decision
+    deployment = f"{decision.deployment.namespace}/{decision.deployment.name}"
+    base = decision
+
+    def message() -> str:
+        return f"{base.message}. {deadline.sentence(now, deployment)}"
+
+    return Decision(decision.allowed, decision.reason, message, decision.deployment,
+                    decision.waited, decision.stamp)  # fmt: skip
+
+
+def deadline_json(deadline: PodDeadline | None, now: datetime) -> dict[str, object] | None:
+    """The `terminationDeadline` field of `plan --json` and `status --json` (docs/cli.md)."""
+    if deadline is None:
+        return None
+    return {
+        "source": KARPENTER_TERMINATION_ANNOTATION,
+        "node": deadline.node,
+        "nodeDeadline": format_rfc3339(deadline.node_deadline),
+        "podGraceSeconds": deadline.grace_seconds,
+        "deleteAt": format_rfc3339(deadline.delete_at),
+        "secondsLeft": deadline.left(now).total_seconds(),
+        "outage": deadline.outage(now),
+    }
 
 
 def pod_deadline(

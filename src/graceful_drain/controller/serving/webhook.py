@@ -34,7 +34,7 @@ from typing import Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline
+from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
 from graceful_drain.controller.decision.decide import (
     Decision,
     DecisionConfig,
@@ -161,20 +161,6 @@ class Outcome:
     error: BaseException | None = field(default=None, repr=False)
     deadline: PodDeadline | None = None  # a held pod's drain-client deadline (deadline.py)
     decided_at: datetime | None = None  # the clock when the deadline was read
-
-
-def with_deadline(decision: Decision, deadline: PodDeadline, now: datetime) -> Decision:
-    """`decision` whose message also names the drain client's deadline for the pod."""
-    if decision.deployment is None:
-        return decision
-    deployment = f"{decision.deployment.namespace}/{decision.deployment.name}"
-    base = decision
-
-    def message() -> str:
-        return f"{base.message}. {deadline.sentence(now, deployment)}"
-
-    return Decision(decision.allowed, decision.reason, message, decision.deployment,
-                    decision.waited, decision.stamp)  # fmt: skip
 
 
 class _Deadline:
