@@ -270,7 +270,7 @@ def test_a_held_pod_on_a_node_with_a_karpenter_deadline_names_it() -> None:
     """decision/deadline.py: ahead, the drain *may* cause an outage; passed, it *will*."""
     web = k.deployment("web")
     pod = deployment_pod(web)
-    pod["spec"]["terminationGracePeriodSeconds"] = 5  # type: ignore[index]
+    pod["spec"]["terminationGracePeriodSeconds"] = 5
     ahead = plan_node(replace(state([pod], deployments=[web]),
                               node_deadline=NOW + timedelta(seconds=20)), CONFIG, NOW)  # fmt: skip
     assert one(ahead) == (Outcome.HELD, False, "rollout-requested")
