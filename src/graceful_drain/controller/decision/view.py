@@ -170,18 +170,22 @@ class ClusterCache:
                 )
             },
         )
-        # Karpenter's NodeClaims: built at start if served (`_run_nodeclaims`); a ListWatch
+        # Karpenter's NodeClaims: read from start if served (`_run_nodeclaims`); a ListWatch
         # factory given by the caller (in-memory benchmarks) has none.
         self.nodeclaims: ResourceCache[NodeClaimInfo] | None = None
-        self._nodeclaims_informer: Callable[[], Informer[NodeClaimInfo]] | None = None
         if list_watch is None:
-            self._nodeclaims_informer = lambda: Informer(
+            self.nodeclaims = ResourceCache(
                 "nodeclaims",
-                lightkube_source(NodeClaim, None),
-                NodeClaimInfo.from_object,
-                indexers={NODECLAIMS_BY_NODE: _claim_node},
-                backoff=backoff(),
-                silence_limit=silence_limit,
+                {
+                    None: Informer(
+                        "nodeclaims",
+                        lightkube_source(NodeClaim, None),
+                        NodeClaimInfo.from_object,
+                        indexers={NODECLAIMS_BY_NODE: _claim_node},
+                        backoff=backoff(),
+                        silence_limit=silence_limit,
+                    )
+                },
             )
         self._enabled_annotation = enabled_annotation
         self._tasks: list[asyncio.Task[None]] = []
@@ -199,14 +203,14 @@ class ClusterCache:
                 self._tasks.append(
                     asyncio.create_task(informer.run(), name=f"informer-{informer.name}")
                 )
-        if self._nodeclaims_informer is not None:
+        if self.nodeclaims is not None:
+            [informer] = self.nodeclaims.informers
             self._tasks.append(
-                asyncio.create_task(self._run_nodeclaims(), name="informer-nodeclaims")
+                asyncio.create_task(self._run_nodeclaims(informer), name="informer-nodeclaims")
             )
 
-    async def _run_nodeclaims(self) -> None:
+    async def _run_nodeclaims(self, informer: Informer[NodeClaimInfo]) -> None:
         """Keep NodeClaims if this API server serves them to us; else say so once and stop."""
-        assert self._nodeclaims_informer is not None
         try:
             await self.raw.list_page(NodeClaim, None, limit=1)
         except Exception as error:
@@ -215,8 +219,6 @@ class ClusterCache:
                           detail=error_detail(error))  # fmt: skip
                 return
             # anything else is transient: the informer retries with its back-off
-        informer = self._nodeclaims_informer()
-        self.nodeclaims = ResourceCache("nodeclaims", {None: informer})
         await informer.run()
 
     async def stop(self) -> None:
