@@ -197,6 +197,7 @@ class ControllerApp:
             config=config.decision_config(),
             metrics=self.metrics,
             events=self.events,
+            deadlines=self.cache.node_deadline,
         )
         self.reconciler = Reconciler(
             self.cache.deployments,

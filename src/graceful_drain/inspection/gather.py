@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import httpx2
@@ -15,7 +16,9 @@ from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.deadline import deadlines_by_node
 from graceful_drain.controller.decision.draining import is_being_drained
+from graceful_drain.controller.decision.view import NodeClaim
 from graceful_drain.controller.reconcile.events import DRAIN_TIMEOUT
 from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all
@@ -77,6 +80,18 @@ async def registered_webhook(
     return webhook, health
 
 
+async def node_deadlines(api: RawApi) -> dict[str, datetime]:
+    """Node -> Karpenter's termination deadline, from its NodeClaims (decision/deadline.py);
+    empty where NodeClaims are not served (no Karpenter) or this user may not list them."""
+    try:
+        claims = await list_all(api, NodeClaim)
+    except (ApiError, httpx2.HTTPStatusError) as error:
+        if http_status(error) not in (HTTP_FORBIDDEN, HTTP_NOT_FOUND):
+            raise
+        return {}
+    return deadlines_by_node(claims)
+
+
 async def node_state(
     api: RawApi, node: str, webhook_configuration: str, webhook_address: str | None = None
 ) -> NodeState:
@@ -114,6 +129,7 @@ async def node_state(
         webhook=None if webhook is None else WebhookScope(webhook.get("namespaceSelector")),
         health=health,
         staying_nodes=staying,
+        node_deadline=(await node_deadlines(api)).get(node),
     )
 
 
@@ -153,4 +169,5 @@ async def status_state(
         webhook=health,
         leader=LeaderState.of(lease, f"{controller_namespace}/{lease_name}"),
         leader_elect=leader_elect,
+        node_deadlines=await node_deadlines(api),
     )

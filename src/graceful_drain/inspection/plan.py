@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
 from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
     scaled_value_from_int_or_percent,
@@ -97,6 +98,9 @@ class NodeState:
     # The nodes that are not being drained (decision/draining.py), `node` never among them;
     # None: not read, every node but `node` is taken to stay.
     staying_nodes: frozenset[str] | None = None
+    # The drain client's termination deadline on `node` (decision/deadline.py: Karpenter's
+    # NodeClaim annotation), when one is known.
+    node_deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,7 @@ class PodPlan:
     kubectl_flags: tuple[str, ...] = ()
     expected_wait: timedelta | None = None
     expected_wait_source: str | None = None  # readiness-history | probe-settings
+    deadline: PodDeadline | None = None  # a held pod's drain-client deadline (deadline.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,11 +349,18 @@ def _plan_pod(
         )
         return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=blocked)
     if held is not None:
+        deadline = pod_deadline(state.node, state.node_deadline, info.grace_seconds)
+        if deadline is not None:
+            held = with_deadline(held, deadline, now)
+            base.update(decision=held, deadline=deadline)
+            message = held.message
         wait, source = expected_wait(pod)
         if wait is not None and held.waited is not None:
             wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
                        timedelta(0))  # fmt: skip
-        return PodPlan(**base, outcome=Outcome.HELD, outage=False, message=message,
+        # past the deadline, Karpenter deletes it before a replacement is Ready
+        certain = deadline is not None and deadline.passed(now) and info.ready
+        return PodPlan(**base, outcome=Outcome.HELD, outage=certain, message=message,
                        expected_wait=wait, expected_wait_source=source)  # fmt: skip
 
     fix: tuple[str, ...] = ()

@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from graceful_drain.controller.decision.deadline import deadline_json
 from graceful_drain.controller.decision.reasons import Decision
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
 from graceful_drain.inspection.status import HeldDeployment, Replacement, Status
@@ -81,6 +82,7 @@ def plan_json(plan: Plan, config_source: str) -> str:
             "expectedWaitSeconds": _seconds(pod.expected_wait),
             "expectedWaitSource": pod.expected_wait_source,
             "decision": _decision_json(pod.decision),
+            "terminationDeadline": deadline_json(pod.deadline, plan.generated_at),
         }
         for pod in plan.pods
     ]
@@ -210,7 +212,7 @@ def _time(moment: datetime | None) -> str | None:
     return None if moment is None else format_rfc3339(moment)
 
 
-def _held_json(held: HeldDeployment) -> dict[str, Any]:
+def _held_json(held: HeldDeployment, now: datetime) -> dict[str, Any]:
     return {
         "namespace": held.namespace,
         "name": held.name,
@@ -232,6 +234,7 @@ def _held_json(held: HeldDeployment) -> dict[str, Any]:
         "decision": _decision_json(held.decision),
         "replacementsReady": held.replacements_ready,
         "replacements": [_replacement_json(pod) for pod in held.replacements],
+        "terminationDeadline": deadline_json(held.deadline, now),
     }
 
 
@@ -267,7 +270,7 @@ def status_json(status: Status, config_source: str) -> str:
             "enabledAnnotation": status.config.enabled_annotation,
             "configSource": config_source,
         },
-        "held": [_held_json(held) for held in status.held],
+        "held": [_held_json(held, status.generated_at) for held in status.held],
         "completed": [
             {
                 "namespace": c.namespace,

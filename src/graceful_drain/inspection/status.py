@@ -12,11 +12,12 @@ rollout made (their template carries the stamp); the old pod being evicted is no
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
 from graceful_drain.controller.decision.lookups import (
     PodFound,
     ready_besides_among,
@@ -125,6 +126,7 @@ class HeldDeployment:
     pod: str | None  # the pod the webhook's answer below is for
     decision: Decision | None  # the webhook's answer for `pod` now
     replacements: tuple[Replacement, ...] = ()  # empty: the rollout has not made one yet
+    deadline: PodDeadline | None = None  # `pod`'s drain-client deadline (decision/deadline.py)
 
     @property
     def replacements_ready(self) -> int:
@@ -150,6 +152,8 @@ class StatusState:
     webhook: WebhookHealth
     leader: LeaderState
     leader_elect: bool
+    # node -> the drain client's termination deadline (decision/deadline.py), where known
+    node_deadlines: Mapping[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +240,12 @@ def _held(
                 pod, pods, state.cordoned.__contains__
             ),
         )  # fmt: skip
+    deadline = None
+    if subject is not None:
+        deadline = pod_deadline(subject.node_name, state.node_deadlines.get(subject.node_name),
+                                subject.grace_seconds)  # fmt: skip
+    if decision is not None and deadline is not None and not decision.allowed:
+        decision = with_deadline(decision, deadline, now)
     waited = max(now - deployment.restarted_at, timedelta(0))
     return HeldDeployment(
         namespace=deployment.namespace,
@@ -252,6 +262,7 @@ def _held(
         pod=None if subject is None else subject.name,
         decision=decision,
         replacements=_replacements(deployment, owned),
+        deadline=deadline,
     )
 
 

@@ -176,6 +176,34 @@ async def end_the_configuration_watch(sim: KubeSim, replica: Replica) -> None:
         await informer.wait_for(lambda: informer.stats.watches > watches)
 
 
+# Karpenter's NodeClaim, as far as the controller reads it (its CRD is Karpenter's; the
+# schema here keeps whatever is written).
+NODECLAIM_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "nodeclaims.karpenter.sh"},
+    "spec": {
+        "group": "karpenter.sh", "scope": "Cluster",
+        "names": {"plural": "nodeclaims", "singular": "nodeclaim", "kind": "NodeClaim",
+                  "listKind": "NodeClaimList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}  # fmt: skip
+
+
+async def end_the_nodeclaims_watch(sim: KubeSim, replica: Replica) -> None:
+    """Karpenter's NodeClaims are served here: the controller lists and watches them (a watch
+    is audited when it ends)."""
+    assert replica.app.cache.nodeclaims is not None
+    [informer] = replica.app.cache.nodeclaims.informers
+    async with asyncio.timeout(BOUND):
+        await informer.wait_for(lambda: informer.stats.watches > 0)
+    watches = informer.stats.watches
+    sim.store.close_watchers(("karpenter.sh", "nodeclaims"))
+    async with asyncio.timeout(BOUND):
+        await informer.wait_for(lambda: informer.stats.watches > watches)
+
+
 async def applied_rbac(cluster: DrainCluster) -> list[dict[str, Any]]:
     listed = await cluster.kubectl_json(
         "get", "clusterroles,clusterrolebindings,roles,rolebindings", "--all-namespaces"
@@ -188,12 +216,17 @@ async def test_the_shipped_rbac_grants_exactly_what_the_controller_uses(
     sim: KubeSim, tmp_path: Path
 ) -> None:
     async with drain_cluster(sim, tmp_path) as cluster:
+        await cluster.admin.create(
+            resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions", None),
+            NODECLAIM_CRD,
+        )
         replica = await install_then_restart_over_a_bad_secret(cluster)
         await two_dances(cluster)
         await stamp_against_a_stale_cache(cluster, replica)
         await evict_a_pod_the_cache_has_not_seen(cluster, replica)
         await resolve_an_owner_before_the_caches_synced(cluster, replica)
         await end_the_configuration_watch(cluster.sim, replica)
+        await end_the_nodeclaims_watch(cluster.sim, replica)
 
         requests = cluster.controller_requests()
         granted = granted_to(await applied_rbac(cluster), NAMESPACE, SERVICE_ACCOUNT)

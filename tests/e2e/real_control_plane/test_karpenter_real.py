@@ -12,25 +12,38 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
-from graceful_drain.controller.decision.model import DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.controller.decision.deadline import (
+    KARPENTER_TERMINATION_ANNOTATION,
+    parse_termination_timestamp,
+)
+from graceful_drain.controller.decision.model import (
+    DEFAULT_ENABLED_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+)
 from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.controller.reconcile.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
+    DRAIN_DEADLINE,
     DRAIN_HOLDING,
 )
+from graceful_drain.kube.timefmt import format_rfc3339, parse_go_duration
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
-from realcluster.addons import Descheduler, Karpenter, node_pool, on_pool
+from realcluster.addons import KARPENTER_NAMESPACE, Descheduler, Karpenter, node_pool, on_pool
 from realcluster.binaries import ensure_built
 from realcluster.cluster import RealCluster
 from tests.conftest import run_kubectl
+from tests.e2e.cli import run_cli
 from tests.e2e.watching import is_ready
 
 from .harness import (
@@ -128,6 +141,7 @@ class Outcome:
     zero_ready_seconds: float
     rollouts: list[str]
     node: str
+    namespace: str = ""
     completed_events: list[Obj] = field(default_factory=list)
     karpenter_events: list[Obj] = field(default_factory=list)
     bypassed_events: list[Obj] = field(default_factory=list)
@@ -183,10 +197,13 @@ class Scenario:
                     name=self.name, protected=self.protected,
                     zero_ready_seconds=timeline.zero_ready_seconds(start, end),
                     rollouts=timeline.rollouts(start, end), node=", ".join(nodes),
+                    namespace=namespace,
                     completed_events=await events(self.cluster, namespace, DRAIN_COMPLETED),
                     karpenter_events=await node_events(self.cluster, node),
                     bypassed_events=await events(self.cluster, namespace, DRAIN_BYPASSED),
-                    notes={"disrupted": await events(self.cluster, namespace, "Disrupted")},
+                    notes={"disrupted": await events(self.cluster, namespace, "Disrupted"),
+                           "deadline events": await events(self.cluster, namespace,
+                                                           DRAIN_DEADLINE)},
                 )  # fmt: skip
         finally:
             await client.close()
@@ -265,6 +282,129 @@ async def run_node_claim_deletion(scenario: Scenario, ready_delay: str = READY_D
     return await scenario.run(prepare, trigger)
 
 
+# The terminationGracePeriod scenario: a NodePool grace period the replacement's Ready time
+# exceeds. Karpenter deletes the held pod at the NodeClaim's deadline less the pod's 5 s grace
+# period (TGP - 5 s after the NodeClaim's deletion); the window before it is wide enough for
+# `plan` and `status` to run in it even on loaded cores.
+TGP = "25s"
+TGP_READY_DELAY = "35s"
+KARPENTER_USER = f"system:serviceaccount:{KARPENTER_NAMESPACE}:karpenter"
+
+
+def termination_deadline(cluster: RealCluster, karpenter: Karpenter) -> Scenario:
+    return node_claim_deletion(cluster, karpenter, True, grace=TGP, name="tgp")
+
+
+def annotated_claim(claims: list[Obj], node: str) -> Obj | None:
+    claim = node_claim_of(claims, node)
+    annotations = ((claim or {}).get("metadata") or {}).get("annotations") or {}  # type: ignore[attr-defined]
+    return claim if KARPENTER_TERMINATION_ANNOTATION in annotations else None
+
+
+async def graceful_drain_json(cluster: RealCluster, *args: str) -> Obj:
+    """`graceful-drain ARGS --json` as an operator runs it (admin kubeconfig)."""
+    env = {"KUBECONFIG": str(cluster.kubeconfig_path), "PATH": os.environ.get("PATH", "")}
+    code, out, err = await run_cli(*args, "--json", env=env, bound=SCENARIO_BOUND)
+    assert code in (0, 1), (args, code, err.decode())  # 1: plan's verdict is an outage
+    document: Obj = json.loads(out)
+    return document
+
+
+async def run_termination_deadline(scenario: Scenario) -> Outcome:
+    """`kubectl delete nodeclaim` of web's node under a NodePool terminationGracePeriod
+    shorter than the replacement's Ready time. While the eviction is held and before
+    Karpenter's deadline: the NodeClaim's termination timestamp, then `plan NODE` and
+    `status` (once the drain's rollout is requested) as JSON, kept in the outcome's notes."""
+    cluster, pool = scenario.cluster, scenario.pool_name
+    seen: dict[str, object] = {}
+
+    async def prepare(namespace: str, recorder: AvailabilityRecorder) -> None:
+        await web_ready(cluster, recorder, namespace, pool_web(
+            namespace, pool, ready_delay=TGP_READY_DELAY))  # fmt: skip
+
+    async def trigger(namespace: str, node: str, recorder: AvailabilityRecorder) -> None:
+        claims = await watch(cluster, "karpenter.sh/v1", "nodeclaims", "NodeClaim", None,
+                             lambda cs: node_claim_of(cs, node) is not None)  # fmt: skip
+        claim = node_claim_of(claims, node)
+        assert claim is not None
+        recorder.mark("nodeclaim-deleted", node=node)
+        await kubectl(cluster.kubeconfig_path, "delete", "nodeclaim",
+                      str(claim["metadata"]["name"]), "--wait=false")  # type: ignore[index]  # fmt: skip
+        claims = await watch(cluster, "karpenter.sh/v1", "nodeclaims", "NodeClaim", None,
+                             lambda cs: annotated_claim(cs, node) is not None)  # fmt: skip
+        seen["claim"] = annotated_claim(claims, node)
+        await watch(cluster, "apps/v1", "deployments", "Deployment", namespace, lambda ds: any(
+            RESTARTED_AT_ANNOTATION in (d["metadata"].get("annotations") or {})  # type: ignore[attr-defined]
+            for d in ds))  # fmt: skip
+        seen["plan"], seen["status"] = await asyncio.gather(
+            graceful_drain_json(cluster, "plan", node), graceful_drain_json(cluster, "status")
+        )
+        seen["inspected by"] = datetime.now().astimezone()
+
+    outcome = await scenario.run(prepare, trigger)
+    outcome.notes.update(seen)
+    outcome.notes["held 429s"] = [
+        r for r in cluster.audit_records()
+        if r["user"]["username"] == KARPENTER_USER
+        and (r.get("objectRef") or {}).get("subresource") == "eviction"
+        and (r.get("objectRef") or {}).get("namespace") == outcome.namespace
+        and (r.get("responseStatus") or {}).get("code") == 429
+    ]  # fmt: skip
+    return outcome
+
+
+def check_termination_deadline(tgp: Outcome) -> None:
+    """What graceful-drain said of Karpenter's deadline, and that it said it in time."""
+    claim = tgp.notes["claim"]
+    assert isinstance(claim, dict)
+    metadata = claim["metadata"]
+    node_deadline = parse_termination_timestamp(
+        metadata["annotations"][KARPENTER_TERMINATION_ANNOTATION]
+    )
+    assert node_deadline is not None, metadata
+    # Karpenter's deadline: the NodeClaim's deletion + the NodePool's terminationGracePeriod,
+    # to the second (docs/install.md: measured from when the node's deletion began).
+    deleted = parse_termination_timestamp(metadata["deletionTimestamp"])
+    assert deleted is not None and node_deadline == deleted + parse_go_duration(TGP), metadata
+    delete_at = node_deadline - timedelta(seconds=5)  # the pod's terminationGracePeriodSeconds
+    said = f"Karpenter deletes this pod at {format_rfc3339(delete_at)}"
+    print(
+        f"tgp: NodeClaim deadline {format_rfc3339(node_deadline)}, pod deleted at "
+        f"{format_rfc3339(delete_at)}"
+    )
+    # The 429s Karpenter was answered, from the API server's audit log: one names it, before.
+    held = tgp.notes["held 429s"]
+    assert isinstance(held, list) and held, "no 429 answered to Karpenter"
+    naming = [r for r in held if said in str(r["responseStatus"].get("message"))]
+    assert naming, [r["responseStatus"] for r in held]
+    print(f"tgp: the 429 Karpenter got: {naming[0]['responseStatus']['message']}")
+    first_said = min(datetime.fromisoformat(r["stageTimestamp"]) for r in naming)
+    assert first_said < delete_at, (first_said, delete_at)
+    # The Warning on the Deployment: once for this drain, naming the deadline, before it.
+    warnings = tgp.notes["deadline events"]
+    assert isinstance(warnings, list) and len(warnings) == 1, warnings
+    warning: dict[str, Any] = warnings[0]
+    assert warning["type"] == "Warning", warning
+    assert warning["involvedObject"]["kind"] == "Deployment", warning
+    assert f"at {format_rfc3339(delete_at)}" in warning["message"], warning
+    written = parse_termination_timestamp(warning["firstTimestamp"])
+    assert written is not None and written <= delete_at, warning
+    print(f"tgp: {DRAIN_DEADLINE}: {warning['message']}")
+    # plan NODE and status, run while the eviction was held: the deadline per pod/Deployment.
+    inspected = tgp.notes["inspected by"]
+    assert isinstance(inspected, datetime) and inspected < delete_at, (inspected, delete_at)
+    plan, status = tgp.notes["plan"], tgp.notes["status"]
+    assert isinstance(plan, dict) and isinstance(status, dict)
+    [planned] = [p for p in plan["pods"] if p["workload"] == "Deployment/web"]
+    assert planned["outcome"] == "held", planned
+    assert planned["terminationDeadline"]["deleteAt"] == format_rfc3339(delete_at), planned
+    assert planned["terminationDeadline"]["outage"] == "may", planned
+    assert said in planned["message"], planned
+    [held_web] = [h for h in status["held"] if h["namespace"] == tgp.namespace]
+    assert held_web["terminationDeadline"]["nodeDeadline"] == format_rfc3339(node_deadline)
+    assert said in held_web["decision"]["message"], held_web
+
+
 def expiry(cluster: RealCluster, karpenter: Karpenter) -> Scenario:
     return Scenario(cluster, karpenter, "expiry", True,
                     node_pool("expiry-on", expire_after="40s"))  # fmt: skip
@@ -294,10 +434,11 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
       node is deleted, web never has 0 Ready pods, one new ReplicaSet, GracefulDrainCompleted;
     - the same consolidation and NodeClaim deletion of an opted-out web: an outage, no
       rollout (the run would catch a Karpenter that does not evict);
-    - a NodePool `terminationGracePeriod` (10 s) shorter than the replacement's Ready time
-      (20 s): Karpenter deletes the held pod at its deadline, bypassing the Eviction API, and
-      web has no Ready pod until the replacement is Ready (docs/install.md: keep the grace
-      period above the rollout time);
+    - a NodePool `terminationGracePeriod` (25 s) shorter than the replacement's Ready time
+      (35 s): before Karpenter's deadline, its 429s, a GracefulDrainDeadline Warning, `plan`
+      and `status` name it; Karpenter deletes the held pod at the deadline less the pod's grace
+      period, bypassing the Eviction API, and web has no Ready pod until the replacement is
+      Ready (docs/install.md: keep the grace period above the rollout time);
     - the descheduler (RemovePodsViolatingNodeAffinity): held, moved by the rollout, 0 s, and
       its next cycles evict nothing.
     Karpenter's own record of the held evictions (docs/operations.md quotes it) is read from
@@ -310,10 +451,7 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
             run_node_claim_deletion(node_claim_deletion(real_cluster, karpenter, True)),
             run_node_claim_deletion(node_claim_deletion(real_cluster, karpenter, False)),
             run_expiry(expiry(real_cluster, karpenter)),
-            run_node_claim_deletion(
-                node_claim_deletion(real_cluster, karpenter, True, grace="10s", name="tgp"),
-                ready_delay="20s",
-            ),
+            run_termination_deadline(termination_deadline(real_cluster, karpenter)),
             run_descheduler(real_cluster),
             return_exceptions=True,
         )
@@ -329,6 +467,7 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
     print(report)
     for outcome in outcomes:
         assert isinstance(outcome, Outcome)
+        assert outcome.notes["deadline events"] == [], outcome  # no deadline: nothing said
         if outcome.protected:
             assert outcome.zero_ready_seconds == 0, report
             assert len(outcome.rollouts) == 1, report
@@ -373,6 +512,7 @@ async def test_real_karpenter_and_the_descheduler_drain_without_an_outage_under_
     [bypassed] = tgp.bypassed_events
     assert bypassed["type"] == "Warning" and "without its eviction" in str(bypassed["message"])
     assert all("evictions proceed" not in str(e["message"]) for e in tgp.completed_events)
+    check_termination_deadline(tgp)
     # The descheduler: held, moved, 0 s, nothing more to evict.
     assert descheduled.zero_ready_seconds == 0, report
     assert len(descheduled.rollouts) == 1, report

@@ -179,6 +179,11 @@ async def test_the_controller_uses_exactly_what_its_roles_grant_and_is_never_ref
     )  # fmt: skip
     assert refused(records) == []
     assert describe(used - granted) == []
+    # Karpenter's NodeClaims are read only where served: without its CRDs (this session may
+    # not have run the Karpenter tests yet) the list is answered 404 and no watch follows.
+    if any(r["objectRef"].get("resource") == "nodeclaims"
+           and r["responseStatus"].get("code") == 404 for r in records):  # fmt: skip
+        used.add(("karpenter.sh", "nodeclaims", "watch"))
     assert describe(granted - used) == [], sorted(
         f"{r['verb']} {r['objectRef'].get('resource')} {r['responseStatus'].get('code')}"
         for r in records

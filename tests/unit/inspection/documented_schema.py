@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "cli.md"
-SUBSCHEMAS = ("decision", "webhook")  # objects documented once, in their own table
+SUBSCHEMAS = ("decision", "webhook", "terminationDeadline")  # documented once, own table
 _ROW = re.compile(r"^\| `(?P<path>[^`]+)` \| (?P<types>[a-z|\\]+) \|")
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),

@@ -264,3 +264,33 @@ def layout_by_name(
     """The layout keyed as plan sorts its pods: by (namespace, name)."""
     return [((ns, f"d{i}-here"), ready, spare, ns)
             for i, (_, ready, spare, ns) in enumerate(layout)]  # fmt: skip
+
+
+def test_a_held_pod_on_a_node_with_a_karpenter_deadline_names_it() -> None:
+    """decision/deadline.py: ahead, the drain *may* cause an outage; passed, it *will*."""
+    web = k.deployment("web")
+    pod = deployment_pod(web)
+    pod["spec"]["terminationGracePeriodSeconds"] = 5
+    ahead = plan_node(replace(state([pod], deployments=[web]),
+                              node_deadline=NOW + timedelta(seconds=20)), CONFIG, NOW)  # fmt: skip
+    assert one(ahead) == (Outcome.HELD, False, "rollout-requested")
+    [held] = ahead.pods
+    assert held.deadline is not None and held.deadline.delete_at == NOW + timedelta(seconds=15)
+    assert "Karpenter deletes this pod at 2026-05-01T12:00:15Z (in 15s;" in held.message
+    assert held.decision is not None and held.decision.message == held.message
+    document = json.loads(plan_json(ahead, "defaults"))
+    assert problems(document, "plan") == []
+    assert document["pods"][0]["terminationDeadline"]["deleteAt"] == "2026-05-01T12:00:15Z"
+    assert document["pods"][0]["terminationDeadline"]["outage"] == "may"
+    assert "Karpenter deletes this pod" in plan_table(ahead, "defaults", colour=False)
+    assert ahead.verdict is Verdict.SAFE
+
+    passed = plan_node(replace(state([pod], deployments=[web]),
+                               node_deadline=NOW + timedelta(seconds=3)), CONFIG, NOW)  # fmt: skip
+    assert one(passed) == (Outcome.HELD, True, "rollout-requested")
+    assert "will have no Ready pod" in passed.pods[0].message
+    assert passed.verdict is Verdict.OUTAGE
+
+    without = plan_node(state([pod], deployments=[web]), CONFIG, NOW)
+    assert without.pods[0].deadline is None and "Karpenter" not in without.pods[0].message
+    assert json.loads(plan_json(without, "defaults"))["pods"][0]["terminationDeadline"] is None

@@ -215,3 +215,21 @@ def test_finished_drains_are_listed_apart_with_how_long_their_stamp_is_kept() ->
     document = json.loads(status_json(status, "defaults"))
     assert problems(document, "status") == []
     assert document["held"] == [] and len(document["completed"]) == 2
+
+
+def test_a_held_deployment_on_a_node_with_a_karpenter_deadline_names_it() -> None:
+    state = replace(held_state(), node_deadlines={k.NODE: NOW + timedelta(seconds=30)})
+    status = build_status(state, CONFIG, NOW)
+    [held] = status.held
+    assert held.deadline is not None and held.deadline.node == k.NODE
+    assert held.decision is not None
+    assert "Karpenter deletes this pod by 2026-05-01T12:00:30Z at the latest" in (
+        held.decision.message
+    )
+    document = json.loads(status_json(status, "defaults"))
+    assert problems(document, "status") == []
+    assert document["held"][0]["terminationDeadline"]["nodeDeadline"] == "2026-05-01T12:00:30Z"
+    assert "Karpenter deletes this pod" in status_table(status, "defaults", colour=False)
+    plain = build_status(held_state(), CONFIG, NOW)
+    assert plain.held[0].deadline is None
+    assert json.loads(status_json(plain, "defaults"))["held"][0]["terminationDeadline"] is None

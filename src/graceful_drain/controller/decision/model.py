@@ -115,6 +115,9 @@ class PodInfo:
     owner_kind: str | None  # kind of the controller ownerReference; None for a bare pod
     owner_replicaset: str | None  # its name, when that owner is an apps/v1 ReplicaSet
     malformed: tuple[str, ...] = ()
+    # spec.terminationGracePeriodSeconds (None: absent or not an integer); a drain client's
+    # deadline deletes the pod this long before it (controller/decision/deadline.py)
+    grace_seconds: int | None = None
 
     @property
     def ref(self) -> ObjectRef:
@@ -156,7 +159,15 @@ class PodInfo:
             owner_kind=None if owner is None else _shared(owner.kind),
             owner_replicaset=owner.name if owner is not None and is_replicaset else None,
             malformed=tuple(reader.malformed),
+            grace_seconds=_whole_seconds((spec or {}).get("terminationGracePeriodSeconds")),
         )
+
+
+def _whole_seconds(value: object) -> int | None:
+    """A non-negative integer of seconds as the API server writes it, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +436,7 @@ class _Metadata(msgspec.Struct):
 
 class _Spec(msgspec.Struct):
     node_name: str | None = msgspec.field(name="nodeName", default=None)
+    grace: Any = msgspec.field(name="terminationGracePeriodSeconds", default=None)
 
 
 class _Condition(msgspec.Struct):
@@ -481,6 +493,7 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
                 ready = condition.status == "True"
                 break
     node_name = "" if pod.spec is None else pod.spec.node_name or ""
+    grace = None if pod.spec is None else pod.spec.grace
     info = PodInfo(
         namespace=namespace,
         name=name,
@@ -491,5 +504,6 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
         ready=ready,
         owner_kind=owner_kind,
         owner_replicaset=owner_replicaset,
+        grace_seconds=grace if type(grace) is int and grace >= 0 else None,
     )
     return (namespace, name), info

@@ -13,6 +13,11 @@ a cold replica never allows on ignorance.
 A pod missing from the cache is read live (`lookup_pod`): the cache may simply be cold.
 A 404 then means the pod is gone (`Reason.POD_GONE`), any other failure that it is
 unavailable (`Reason.CACHE_COLD`).
+
+Karpenter's NodeClaims (cluster-wide) are kept as their node and termination deadline
+(deadline.py), for `node_deadline`. They are optional: when the API server does not serve
+them (no Karpenter) or RBAC forbids them, at start, they are not read, and no deadline is
+known; they never hold readiness back (`resources` leaves them out).
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 from lightkube import AsyncClient
 from lightkube.core.resource import Resource
+from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
+from graceful_drain.controller.decision.deadline import KARPENTER_NODECLAIMS, NodeClaimInfo
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
@@ -58,7 +66,8 @@ from graceful_drain.kube.informer import (
     LightkubeListWatch,
     ListWatch,
 )
-from graceful_drain.kube.meta import HTTP_NOT_FOUND
+from graceful_drain.kube.meta import HTTP_FORBIDDEN, HTTP_NOT_FOUND
+from graceful_drain.logs import get_logger
 
 T = TypeVar("T")
 
@@ -70,6 +79,10 @@ LEAVING_SECONDS = 15.0
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
+NODECLAIMS_BY_NODE = "node"
+_GROUP, _VERSION, _PLURAL = KARPENTER_NODECLAIMS
+NodeClaim = create_global_resource(_GROUP, _VERSION, "NodeClaim", _PLURAL)
+_log = get_logger("cache")
 
 
 class ClusterCache:
@@ -156,6 +169,23 @@ class ClusterCache:
                 )
             },
         )
+        # Karpenter's NodeClaims: read from start if served (`_run_nodeclaims`); a ListWatch
+        # factory given by the caller (in-memory benchmarks) has none.
+        self.nodeclaims: ResourceCache[NodeClaimInfo] | None = None
+        if list_watch is None:
+            self.nodeclaims = ResourceCache(
+                "nodeclaims",
+                {
+                    None: Informer(
+                        "nodeclaims",
+                        lightkube_source(NodeClaim, None),
+                        NodeClaimInfo.from_object,
+                        indexers={NODECLAIMS_BY_NODE: _claim_node},
+                        backoff=backoff(),
+                        silence_limit=silence_limit,
+                    )
+                },
+            )
         self._enabled_annotation = enabled_annotation
         self._tasks: list[asyncio.Task[None]] = []
         self._leaving: dict[str, float] = {}  # pod uid -> monotonic deadline, oldest first
@@ -172,6 +202,23 @@ class ClusterCache:
                 self._tasks.append(
                     asyncio.create_task(informer.run(), name=f"informer-{informer.name}")
                 )
+        if self.nodeclaims is not None:
+            [informer] = self.nodeclaims.informers
+            self._tasks.append(
+                asyncio.create_task(self._run_nodeclaims(informer), name="informer-nodeclaims")
+            )
+
+    async def _run_nodeclaims(self, informer: Informer[NodeClaimInfo]) -> None:
+        """Keep NodeClaims if this API server serves them to us; else say so once and stop."""
+        try:
+            await self.raw.list_page(NodeClaim, None, limit=1)
+        except Exception as error:
+            if http_status(error) in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
+                _log.info("karpenter nodeclaims not read: no termination deadlines known",
+                          detail=error_detail(error))  # fmt: skip
+                return
+            # anything else is transient: the informer retries with its back-off
+        await informer.run()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -234,6 +281,18 @@ class ClusterCache:
         hold (gone, or not listed yet) is no place that stays."""
         node = self.nodes.get("", node_name)
         return node is None or node.being_drained
+
+    def node_deadline(self, node_name: str) -> datetime | None:
+        """The termination deadline Karpenter enforces on `node_name` (deadline.py), if its
+        NodeClaim carries one; the earliest if (never) several do."""
+        if self.nodeclaims is None or not node_name:
+            return None
+        deadlines = [
+            claim.terminates_at
+            for claim in self.nodeclaims.by_index(NODECLAIMS_BY_NODE, "", node_name)
+            if claim.terminates_at is not None
+        ]
+        return min(deadlines, default=None)
 
     def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         """The Deployment's Ready pods other than `pod`, not terminating, on nodes that are not
@@ -343,3 +402,7 @@ def _owner_replicaset(pod: PodInfo) -> str | None:
 
 def _owner_deployment(replicaset: ReplicaSetInfo) -> str | None:
     return replicaset.owner_deployment
+
+
+def _claim_node(claim: NodeClaimInfo) -> str | None:
+    return claim.node_name or None

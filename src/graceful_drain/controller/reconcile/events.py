@@ -9,11 +9,13 @@ events.held(deployment_ref, pod=pod_ref, node="node-a", waited=timedelta(seconds
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final, Protocol
 
+from graceful_drain.controller.decision.deadline import PodDeadline
 from graceful_drain.controller.decision.model import DeploymentInfo, ObjectRef, PodInfo
 from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.kube.client import error_detail
@@ -23,6 +25,8 @@ from graceful_drain.kube.timefmt import format_go_duration
 from graceful_drain.logs import get_logger
 
 HELD_EVENT_INTERVAL_SECONDS = 30.0
+# How many (Deployment, node, deadline) drains `DeadlineAhead` remembers having reported.
+DEADLINES_REMEMBERED = 1024
 
 _log = get_logger("events")
 
@@ -35,6 +39,8 @@ DRAIN_CANNOT_SURGE: Final = "GracefulDrainCannotSurge"
 DRAIN_CANNOT_PROTECT: Final = "GracefulDrainCannotProtect"
 DRAIN_INVALID_ANNOTATION: Final = "GracefulDrainInvalidAnnotation"
 DRAIN_BYPASSED: Final = "GracefulDrainBypassed"  # controller/reconcile/bypass.py
+# A held pod's node carries a deadline its drain client enforces (decision/deadline.py).
+DRAIN_DEADLINE: Final = "GracefulDrainDeadline"
 # On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
 # drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
 DRAIN_HOLDING: Final = "GracefulDrainHolding"
@@ -69,6 +75,13 @@ def holding_message(deployment: ObjectRef, pod: ObjectRef, waited: timedelta | N
         f"replacement from Deployment {deployment.namespace}/{deployment.name} is Ready "
         f"(rollout in progress, replacement not Ready yet{waited_text})"
     )
+
+
+def deadline_message(deployment: ObjectRef, pod: ObjectRef, deadline: PodDeadline,
+                     now: datetime) -> str:  # fmt: skip
+    text = deadline.sentence(now, f"{deployment.namespace}/{deployment.name}")
+    text = text.replace("this pod", f"pod {pod.name}", 1)
+    return f"Eviction of pod {pod.name} from node {deadline.node} held: {text}"
 
 
 def completed_message(
@@ -159,7 +172,18 @@ class DeploymentWarning:
     message: str
 
 
-DrainEvent = RolloutRequested | EvictionHeld | DeploymentWarning
+@dataclass(frozen=True, slots=True)
+class DeadlineAhead:
+    """A held eviction (429) of a pod whose node carries a deadline the drain client enforces
+    (GracefulDrainDeadline, a Warning, once per Deployment, node and deadline: once a drain)."""
+
+    deployment: ObjectRef
+    pod: ObjectRef
+    deadline: PodDeadline
+    now: datetime  # when the webhook read it
+
+
+DrainEvent = RolloutRequested | EvictionHeld | DeploymentWarning | DeadlineAhead
 
 
 class Recorder(Protocol):
@@ -192,6 +216,8 @@ class DrainEvents:
         # (namespace, name, restarted-at) -> the pod deleted without its eviction; read by
         # `completed`. Not state that matters for correctness: a restart forgets it.
         self._bypassed: dict[tuple[str, str, str], str] = {}
+        # (deployment, node, deadline) already reported by GracefulDrainDeadline, oldest first
+        self._deadlines: OrderedDict[tuple[ObjectRef, str, datetime], None] = OrderedDict()
 
     def _regarding(self, deployment: ObjectRef) -> InvolvedObject:
         try:
@@ -217,6 +243,8 @@ class DrainEvents:
                 self._record(event.deployment, NORMAL, DRAIN_WAITING, message)
                 self._on_node(event.node, event.deployment, event.pod, event.waited)
                 return True
+            if isinstance(event, DeadlineAhead):
+                return self._deadline_ahead(event)
             event_reason = WARNING_EVENT_REASON.get(event.reason)
             if event_reason is None or not self._warnings.allow((event.deployment, event.reason)):
                 return False
@@ -226,6 +254,17 @@ class DrainEvents:
             _log.warning("drain event dropped", kind=type(event).__name__,
                          error=error_detail(error))  # fmt: skip
             return False
+
+    def _deadline_ahead(self, event: DeadlineAhead) -> bool:
+        key = (event.deployment, event.deadline.node, event.deadline.node_deadline)
+        if key in self._deadlines:
+            return False
+        self._deadlines[key] = None
+        while len(self._deadlines) > DEADLINES_REMEMBERED:
+            self._deadlines.popitem(last=False)
+        message = deadline_message(event.deployment, event.pod, event.deadline, event.now)
+        self._record(event.deployment, WARNING, DRAIN_DEADLINE, message)
+        return True
 
     def _on_node(
         self, node: str, deployment: ObjectRef, pod: ObjectRef, waited: timedelta | None

@@ -11,9 +11,14 @@ would make the API server apply failurePolicy and tell the client nothing, so ev
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
 
+A held eviction (429) of a pod whose node carries a deadline the drain client will enforce
+(`deadlines`, decision/deadline.py: Karpenter's NodeClaim terminationGracePeriod) gets the
+deadline appended to its message (`with_deadline`), whatever the decision's reason.
+
 Events are handed to `events` (reconcile/events.py's DrainEvents) and forgotten: a
 `RolloutRequested` after a successful stamp, an `EvictionHeld` for every answer
-`Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one.
+`Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one, a
+`DeadlineAhead` for every held eviction with a deadline.
 Rate limits and series are the event side's business, not the webhook's.
 """
 
@@ -29,6 +34,7 @@ from typing import Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
 from graceful_drain.controller.decision.lookups import (
     NoDeployment,
     OwnerLookup,
@@ -57,6 +63,7 @@ from graceful_drain.controller.decision.table import (
     unexpected_error,
 )
 from graceful_drain.controller.reconcile.events import (
+    DeadlineAhead,
     DeploymentWarning,
     DrainEvent,
     EvictionHeld,
@@ -152,6 +159,8 @@ class Outcome:
     attempts: int = 0  # decide() calls
     stamped: bool = False
     error: BaseException | None = field(default=None, repr=False)
+    deadline: PodDeadline | None = None  # a held pod's drain-client deadline (deadline.py)
+    decided_at: datetime | None = None  # the clock when the deadline was read
 
 
 class _Deadline:
@@ -178,8 +187,11 @@ class EvictionWebhook:
         clock: Callable[[], datetime] = utc_now,
         budget_seconds: float = DEFAULT_BUDGET_SECONDS,
         call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
+        deadlines: Callable[[str], datetime | None] | None = None,
     ) -> None:
         self.cluster = cluster
+        # node name -> the drain client's termination deadline (view.py `node_deadline`)
+        self._deadlines = deadlines
         self.patcher = patcher
         self.config = config
         self.metrics = metrics
@@ -287,9 +299,16 @@ class EvictionWebhook:
             outcome.stamped = True
             self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
             break
+        pod = outcome.pod
+        if decision.allowed and pod is not None and decision.deployment is not None:
+            self.cluster.note_leaving(pod)  # counts as gone for the next decisions
+        elif pod is not None and decision.deployment is not None and self._deadlines is not None:
+            ahead = pod_deadline(pod.node_name, self._deadlines(pod.node_name),
+                                 pod.grace_seconds)  # fmt: skip
+            if ahead is not None:
+                outcome.deadline, outcome.decided_at = ahead, self._clock()
+                decision = with_deadline(decision, ahead, outcome.decided_at)
         outcome.decision = decision
-        if decision.allowed and outcome.pod is not None and decision.deployment is not None:
-            self.cluster.note_leaving(outcome.pod)  # counts as gone for the next decisions
 
     # --- after the decision ---------------------------------------------------------------------
 
@@ -325,6 +344,11 @@ class EvictionWebhook:
                 self._emit(
                     EvictionHeld(decision.deployment, pod.ref, pod.node_name, decision.waited)
                 )
+            if outcome.deadline is not None and outcome.decided_at is not None:
+                self._emit(
+                    DeadlineAhead(decision.deployment, pod.ref, outcome.deadline,
+                                  outcome.decided_at)
+                )  # fmt: skip
             if decision.warning_event:
                 self._emit(
                     DeploymentWarning(
