@@ -30,9 +30,10 @@ from packaging.utils import canonicalize_name
 from imagebuild import oci, spec
 from imagebuild.build import project_version
 from imagebuild.foreign import ELF_MACHINES, parse_control
-from imagebuild.release import ARCHITECTURES, CHANGELOG, OUT, PLUGIN, is_current, release
+from imagebuild.release import ARCHITECTURES, CHANGELOG, PLUGIN
 from imagebuild.rootfs import ImageUnavailable
 from tests.conftest import REQUIRE_REAL_CLUSTER
+from tests.release.built import current_release
 from tests.unit.deploy.image_lock import read_lock
 
 pytestmark = [pytest.mark.image]
@@ -48,21 +49,11 @@ SITE_PACKAGES = re.compile(
 def release_dir() -> Path:
     """dist/release/, built first only when it is not this checkout's."""
     try:
-        if not is_current(OUT):
-            if os.geteuid() != 0:
-                raise ImageUnavailable("the release is built as root (mmdebstrap, chroot)")
-            from realcluster.binaries import BinariesUnavailable, ensure_built
-
-            try:
-                helm = ensure_built() / "helm"
-            except BinariesUnavailable as error:
-                raise ImageUnavailable(f"helm: {error}") from error
-            release(OUT, str(helm))
+        return current_release()
     except ImageUnavailable as error:
         if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
             pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: the release: {error}")
         pytest.skip(f"the release is not tested here: {error}")
-    return OUT
 
 
 def _blob(layout: Path, descriptor: oci.Json) -> bytes:

@@ -93,14 +93,18 @@ class Forbidden:
 @dataclass(frozen=True)
 class Downward:
     """The rooms of `package`, listed top first, each import only the rooms below them (and
-    themselves); a room in `apart` imports no other room and is imported only by the top."""
+    themselves); a room in `apart` imports no other room and is imported only by the top.
+    `with_top`: modules beside the rooms that belong to the top one (its plain settings)."""
 
     name: str
     package: str
     order: tuple[str, ...]
     apart: tuple[str, ...]
+    with_top: tuple[str, ...] = ()
 
     def room_of(self, module: str) -> str | None:
+        if within(module, tuple(f"{self.package}.{m}" for m in self.with_top)):
+            return self.order[0]
         for room in (*self.order, *self.apart):
             if within(module, (f"{self.package}.{room}",)):
                 return room
@@ -293,6 +297,7 @@ RULES: tuple[Rule, ...] = (
         "graceful_drain.controller",
         ("app", "serving", "reconcile", "decision"),
         apart=("tls",),
+        with_top=("settings",),
     ),
     NoCycle("no cycle between packages"),
 )
@@ -346,7 +351,7 @@ CONTROLS: dict[str, dict[str, str]] = {
             "from ..controller.decision.model import RESTARTED_AT\n"
         ),
     },
-    "controller imports neither inspection nor demo": {
+    "controller imports neither config, inspection nor demo": {
         "graceful_drain/controller/serving/webhook.py": (
             "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n    import graceful_drain.inspection.plan\n"

@@ -23,7 +23,6 @@ import pytest
 import yaml
 
 from imagebuild import spec
-from imagebuild.build import ensure_built
 from imagebuild.oci import CONFIG_TYPE, LAYER_TYPE, MANIFEST_TYPE, REF_NAME
 from imagebuild.registry import (
     INDEX_TYPE,
@@ -40,6 +39,7 @@ from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from realcluster.registry import Registry
 from tests.e2e.conftest import built_or_skip
+from tests.release.built import current_release
 from tests.unit.chart.rendered import CHART
 
 from .conftest import image_or_skip
@@ -59,10 +59,10 @@ SBOM_TYPE = "application/vnd.cyclonedx+json"
 
 
 def published_layout() -> Path:
-    """The OCI image layout this test publishes: ./scripts/build-image's dist/image (one
-    platform's manifest). The one place to name scripts/release's dist/release/image (an
-    image index) instead: everything below reads whatever index.json lists."""
-    return ensure_built().layout
+    """The OCI image layout this test publishes: what an operator downloads, scripts/release's
+    dist/release/image (an image index of linux/amd64 and linux/arm64; the pull below takes
+    this machine's platform). Everything below reads whatever index.json lists."""
+    return current_release() / "image"
 
 
 @pytest.fixture(scope="module")
