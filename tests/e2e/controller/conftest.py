@@ -239,3 +239,18 @@ async def create_pod(
     return await raw.replace(
         f"/api/v1/namespaces/{namespace}/pods/{name}/status", {**pod, "status": status}
     )
+
+
+# Karpenter's NodeClaim, as far as the controller reads it (its CRD is Karpenter's; the
+# schema here keeps whatever is written).
+NODECLAIM_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "nodeclaims.karpenter.sh"},
+    "spec": {
+        "group": "karpenter.sh", "scope": "Cluster",
+        "names": {"plural": "nodeclaims", "singular": "nodeclaim", "kind": "NodeClaim",
+                  "listKind": "NodeClaimList"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}  # fmt: skip

@@ -30,6 +30,7 @@ from kubesim.sim import KubeSim
 from kubesim.watchlog import watch_until
 from tests.e2e.watching import annotations_of, is_ready
 
+from .conftest import NODECLAIM_CRD
 from .drain_cluster import DrainCluster, drain_cluster, forbidden
 from .drain_workloads import pod_on
 from .installed import BOUND, CONTROLLER_USER, NAMESPACE, SERVICE_ACCOUNT
@@ -174,21 +175,6 @@ async def end_the_configuration_watch(sim: KubeSim, replica: Replica) -> None:
     sim.store.close_watchers(("admissionregistration.k8s.io", "validatingwebhookconfigurations"))
     async with asyncio.timeout(BOUND):
         await informer.wait_for(lambda: informer.stats.watches > watches)
-
-
-# Karpenter's NodeClaim, as far as the controller reads it (its CRD is Karpenter's; the
-# schema here keeps whatever is written).
-NODECLAIM_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "nodeclaims.karpenter.sh"},
-    "spec": {
-        "group": "karpenter.sh", "scope": "Cluster",
-        "names": {"plural": "nodeclaims", "singular": "nodeclaim", "kind": "NodeClaim",
-                  "listKind": "NodeClaimList"},
-        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
-            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-    },
-}  # fmt: skip
 
 
 async def end_the_nodeclaims_watch(sim: KubeSim, replica: Replica) -> None:

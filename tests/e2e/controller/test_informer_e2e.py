@@ -10,13 +10,16 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from graceful_drain.controller.decision.deadline import KARPENTER_TERMINATION_ANNOTATION
 from graceful_drain.controller.decision.model import Enablement
 from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.kube.informer import Informer
+from graceful_drain.kube.timefmt import format_rfc3339
+from kubesim.apiserver.audit import AuditRecord
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 
-from .conftest import DEADLINE, create_pod, create_workload, quick_backoff
+from .conftest import DEADLINE, NODECLAIM_CRD, create_pod, create_workload, quick_backoff
 
 pytestmark = pytest.mark.e2e
 
@@ -166,3 +169,37 @@ async def test_the_node_cache_tells_which_nodes_are_being_drained(
         ))  # fmt: skip
     assert not cache.being_drained("stays")
     assert cache.being_drained("never-listed")
+
+
+def nodeclaim_lists(records: list[AuditRecord]) -> list[int]:
+    """The status code of every NodeClaim list the controller's cache made, in order."""
+    return [r.code for r in records if r.resource == "nodeclaims" and r.verb == "list"]
+
+
+async def test_karpenter_installed_after_the_controller_is_read_without_a_restart(
+    sim: KubeSim, raw: KubeClient
+) -> None:
+    """No NodeClaims served at start (404: Karpenter not installed yet): the cache asks again
+    every `nodeclaims_recheck` seconds, and once Karpenter's CRD is there a NodeClaim's
+    termination deadline is known to it (it used to ask once, at start, and never again)."""
+    cache = await started_cache(sim, nodeclaims_recheck=0.05)
+    try:
+        assert cache.nodeclaims is not None
+        [informer] = cache.nodeclaims.informers
+        async with asyncio.timeout(DEADLINE):  # asked, refused, asked again
+            await sim.audit.wait_for(lambda records: nodeclaim_lists(records).count(404) >= 2)
+        assert cache.node_deadline("node-k") is None
+        await raw.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", NODECLAIM_CRD)
+        deadline = "2026-12-06T12:00:30Z"
+        await raw.create("/apis/karpenter.sh/v1/nodeclaims", {
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "claim-k",
+                         "annotations": {KARPENTER_TERMINATION_ANNOTATION: deadline}},
+            "status": {"nodeName": "node-k"},
+        })  # fmt: skip
+        async with asyncio.timeout(DEADLINE):
+            await informer.wait_for(lambda: cache.node_deadline("node-k") is not None)
+        assert format_rfc3339(cache.node_deadline("node-k")) == deadline  # type: ignore[arg-type]
+        assert 200 in nodeclaim_lists(sim.audit.records())
+    finally:
+        await cache.stop()

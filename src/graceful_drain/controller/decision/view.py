@@ -80,6 +80,9 @@ PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
 NODECLAIMS_BY_NODE = "node"
+# Until NodeClaims are served to the controller (Karpenter not installed yet, or no RBAC for
+# them), how often it asks again: Karpenter installed later is read without a restart.
+NODECLAIMS_RECHECK_SECONDS = 60.0
 _GROUP, _VERSION, _PLURAL = KARPENTER_NODECLAIMS
 NodeClaim = create_global_resource(_GROUP, _VERSION, "NodeClaim", _PLURAL)
 _log = get_logger("cache")
@@ -100,8 +103,10 @@ class ClusterCache:
         page_size: int = 500,
         list_watch: ListWatchFactory | None = None,
         silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
+        nodeclaims_recheck: float = NODECLAIMS_RECHECK_SECONDS,
     ) -> None:
         self.raw = RawApi(client)
+        self._nodeclaims_recheck = nodeclaims_recheck
         # Past this, a cache no longer counts as fresh (/readyz): a silent watch was detected
         # at silence_limit and the re-list that follows has not succeeded either.
         self.stale_after = silence_limit * STALE_AFTER_FACTOR
@@ -169,7 +174,7 @@ class ClusterCache:
                 )
             },
         )
-        # Karpenter's NodeClaims: read from start if served (`_run_nodeclaims`); a ListWatch
+        # Karpenter's NodeClaims: read once served (`_run_nodeclaims`); a ListWatch
         # factory given by the caller (in-memory benchmarks) has none.
         self.nodeclaims: ResourceCache[NodeClaimInfo] | None = None
         if list_watch is None:
@@ -209,15 +214,29 @@ class ClusterCache:
             )
 
     async def _run_nodeclaims(self, informer: Informer[NodeClaimInfo]) -> None:
-        """Keep NodeClaims if this API server serves them to us; else say so once and stop."""
-        try:
-            await self.raw.list_page(NodeClaim, None, limit=1)
-        except Exception as error:
-            if http_status(error) in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
-                _log.info("karpenter nodeclaims not read: no termination deadlines known",
-                          detail=error_detail(error))  # fmt: skip
-                return
-            # anything else is transient: the informer retries with its back-off
+        """Keep NodeClaims once this API server serves them to us. Until then (404: Karpenter
+        not installed; 403: no RBAC for them) say so once and ask again every
+        `nodeclaims_recheck` seconds, so that Karpenter installed after graceful-drain is read
+        without a restart. Ends only when cancelled (`stop`)."""
+        waiting = False
+        while True:
+            try:
+                await self.raw.list_page(NodeClaim, None, limit=1)
+            except Exception as error:
+                if http_status(error) in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
+                    if not waiting:
+                        _log.info(
+                            "karpenter nodeclaims not read: no termination deadlines known",
+                            detail=error_detail(error),
+                            recheck_seconds=self._nodeclaims_recheck,
+                        )
+                        waiting = True
+                    await asyncio.sleep(self._nodeclaims_recheck)
+                    continue
+                # anything else is transient: the informer retries with its back-off
+            break
+        if waiting:
+            _log.info("karpenter nodeclaims served: termination deadlines read")
         await informer.run()
 
     async def stop(self) -> None:
