@@ -33,12 +33,16 @@ def kubeconfigs(tmp_path: Path, real_cluster: RealCluster) -> Iterator[Both]:
 
 async def on_both(both: Both, run: Callable[[Path, str], Awaitable[Any]]) -> tuple[Any, Any]:
     """`run(kubeconfig, namespace)` on kubesim and on kube-apiserver, in a new namespace of the
-    same name on each."""
+    same name on each, deleted afterwards (the real control plane is shared by the module's
+    other tests)."""
     namespace = f"kubectl-{secrets.token_hex(3)}"
     answers = []
     for kubeconfig in both:
         await kubectl(kubeconfig, "create", "namespace", namespace)
-        answers.append(await run(kubeconfig, namespace))
+        try:
+            answers.append(await run(kubeconfig, namespace))
+        finally:
+            await kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false")
     return answers[0], answers[1]
 
 
