@@ -5,7 +5,7 @@ in one folder (docs/install.md, "Release artifacts"; ./scripts/release is the wa
                                              linux/arm64), tagged VERSION
     graceful-drain-VERSION-image.oci.tar     the same layout as one archive
     graceful-drain-VERSION.sbom.linux-ARCH.cdx.json   CycloneDX SBOM of each platform image
-    graceful-drain-VERSION.tgz               the Helm chart (helm package)
+    graceful-drain-VERSION.tgz               the Helm chart (helm package, times clamped)
     kubectl-graceful_drain                   the kubectl plugin, one file (a PEX)
     kubectl-graceful_drain-VERSION.tar.gz    the same, as krew installs it
     graceful-drain.krew.yaml                 the krew manifest (the archive's sha256)
@@ -30,6 +30,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 from packaging import tags
@@ -260,6 +261,46 @@ def tar_gz(archive: Path, files: list[Path], epoch: int) -> None:
         gz.write(buffer.getvalue())
 
 
+def clamp_chart_times(archive: Path, epoch: int) -> None:
+    """`helm package` stamps each entry of the chart's archive with the time it ran, so the
+    same chart made twice differs. Rewrite `archive` with every entry's time set to `epoch`
+    (and root-owned), in helm's order, behind helm's own gzip header (its Extra field and
+    comment "Helm", no timestamp): the same chart is then the same bytes on every build."""
+    packed = archive.read_bytes()
+    header = packed[: _gzip_header_length(packed)]
+    source, clamped = io.BytesIO(gzip.decompress(packed)), io.BytesIO()
+    with (
+        tarfile.open(fileobj=source) as tar,
+        tarfile.open(fileobj=clamped, mode="w", format=tarfile.PAX_FORMAT) as out,
+    ):
+        for member in tar.getmembers():
+            member.mtime, member.uid, member.gid, member.uname, member.gname = epoch, 0, 0, "", ""
+            member.pax_headers = {}
+            out.addfile(member, tar.extractfile(member) if member.isfile() else None)
+    data = clamped.getvalue()
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflate.compress(data) + deflate.flush()
+    trailer = zlib.crc32(data).to_bytes(4, "little") + (len(data) & 0xFFFFFFFF).to_bytes(
+        4, "little"
+    )
+    archive.write_bytes(header + body + trailer)
+
+
+def _gzip_header_length(packed: bytes) -> int:
+    """The length of a gzip member's header (RFC 1952, 2.3.1)."""
+    if packed[:3] != b"\x1f\x8b\x08":
+        raise ImageUnavailable("helm package did not write a gzip (deflate) archive")
+    flags, at = packed[3], 10
+    if flags & 0x04:  # FEXTRA
+        at += 2 + int.from_bytes(packed[at : at + 2], "little")
+    for field in (0x08, 0x10):  # FNAME, FCOMMENT: zero-terminated
+        if flags & field:
+            at = packed.index(b"\0", at) + 1
+    if flags & 0x02:  # FHCRC
+        at += 2
+    return at
+
+
 def sha256(path: Path) -> str:
     hasher = hashlib.sha256()
     with path.open("rb") as file:
@@ -403,6 +444,7 @@ def release(out: Path, helm: str) -> Path:
     )  # fmt: skip
     if result.returncode != 0:
         raise ImageUnavailable(f"helm package exited {result.returncode}")
+    clamp_chart_times(out / f"graceful-drain-{version}.tgz", epoch)
     shutil.copy2(CHANGELOG, out / "CHANGELOG.md")
     files = sorted(p for p in out.iterdir() if p.is_file() and p.name != "release.key")
     (out / "SHA256SUMS").write_text("".join(f"{sha256(p)}  {p.name}\n" for p in files))

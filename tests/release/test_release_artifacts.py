@@ -28,7 +28,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packaging.utils import canonicalize_name
 
 from imagebuild import oci, spec
-from imagebuild.build import project_version
+from imagebuild.build import project_version, source_date_epoch
 from imagebuild.foreign import ELF_MACHINES, parse_control
 from imagebuild.release import ARCHITECTURES, CHANGELOG, PLUGIN
 from imagebuild.rootfs import ImageUnavailable
@@ -211,12 +211,16 @@ def test_the_krew_manifest_carries_the_archives_sha256_and_the_archive_holds_the
         assert member.read() == (release_dir / PLUGIN).read_bytes()
 
 
-def test_the_packaged_charts_version_is_the_apps(release_dir: Path) -> None:
+def test_the_packaged_charts_version_is_the_apps_and_its_times_the_releases(
+    release_dir: Path,
+) -> None:
     with tarfile.open(release_dir / f"graceful-drain-{VERSION}.tgz") as tar:
         chart_file = tar.extractfile("graceful-drain/Chart.yaml")
         assert chart_file is not None
         chart = yaml.safe_load(chart_file.read())
+        times = {int(member.mtime) for member in tar.getmembers()}
     assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    assert times == {source_date_epoch()}  # reproducible: not the time helm ran
 
 
 def test_the_plugin_file_runs_with_python3(release_dir: Path, tmp_path: Path) -> None:
