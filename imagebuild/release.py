@@ -66,6 +66,7 @@ ARCHITECTURES = ("amd64", "arm64")
 _VARIANTS = {"arm64": "v8"}
 _MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
 PROJECT_URL = "https://github.com/stonal/graceful-drain"
+PEX_TIMEOUT_SECONDS = 300
 
 
 def platform(architecture: str) -> oci.Json:
@@ -242,7 +243,17 @@ def build_plugin(out: Path, wheel: Path, wheel_dirs: list[Path], epoch: int) -> 
             "--output-file", str(plugin),
         ]  # fmt: skip
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-        result = subprocess.run(command, env=env, stdout=sys.stderr, check=False)
+        try:
+            # Bounded: once (2026-12-06) a pex run made no progress for 25 minutes where it
+            # takes 10 to 20 s; a hang fails the release in minutes rather than CI's hour.
+            result = subprocess.run(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr, check=False,
+                timeout=PEX_TIMEOUT_SECONDS,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as error:
+            raise ImageUnavailable(
+                f"pex made no plugin within {PEX_TIMEOUT_SECONDS} s: {' '.join(command)}"
+            ) from error
         if result.returncode != 0:
             raise ImageUnavailable(f"pex exited {result.returncode}: {' '.join(command)}")
     return plugin

@@ -4,6 +4,11 @@ from the image config), each process started with chroot as the bundle's user, i
 mount namespace where the root filesystem is read-only, /tmp is a tmpfs (the Deployment's
 emptyDir) and the kubeconfig is copied into a tmpfs at /run/secrets. The network namespace is
 the host's, so the controller and the API server meet on loopback as everywhere in these tests.
+
+An image of another architecture (the release's linux/arm64 on an amd64 host) runs the same
+way under user-mode emulation: the emulator (Debian's qemu-user-static, a static binary) is
+copied into the root filesystem and started by chroot with the program it runs; a script
+names its interpreter, as the kernel would read the `#!` line (no binfmt_misc here).
 """
 
 from __future__ import annotations
@@ -57,10 +62,22 @@ class ImageRoot:
     layout: Path
     tag: str
     bundle: Path
+    emulator: str = ""  # inside the root filesystem, for an image of another architecture
 
     @classmethod
-    def unpacked(cls, layout: Path, tag: str, bundle: Path) -> ImageRoot:
-        return cls(layout, tag, unpack(layout, tag, bundle))
+    def unpacked(
+        cls, layout: Path, tag: str, bundle: Path, emulator: Path | None = None
+    ) -> ImageRoot:
+        """`tag` unpacked into `bundle`; with `emulator` (a static qemu-user binary on the
+        host), copied into its /usr/bin to run every program of the image."""
+        image = cls(layout, tag, unpack(layout, tag, bundle))
+        if emulator is None:
+            return image
+        inside = f"/usr/bin/{emulator.name}"
+        target = image.rootfs / inside.lstrip("/")
+        shutil.copyfile(emulator, target)
+        target.chmod(0o755)
+        return cls(layout, tag, bundle, inside)
 
     def runtime_config(self) -> dict[str, Any]:
         config: dict[str, Any] = json.loads((self.bundle / "config.json").read_text())
@@ -96,7 +113,26 @@ class ImageRoot:
         and a container's `args:` give it; the Deployment's `command: [graceful-drain,
         controller]` names the same console script)."""
         path = [] if kubeconfig is None else ["--kubeconfig", KUBECONFIG_INSIDE]
-        return self.command([*self.image_config()["Entrypoint"], *args, *path], kubeconfig)
+        program, *rest = self.image_config()["Entrypoint"]
+        return self.command([*self.emulated(program), *rest, *args, *path], kubeconfig)
+
+    def emulated(self, program: str) -> list[str]:
+        """`program` (a name on the image's PATH, or a path) as the command line that runs it:
+        itself, or under the emulator the program found and, for a script, its interpreter."""
+        if not self.emulator:
+            return [program]
+        found = program
+        if "/" not in program:
+            env = dict(item.split("=", 1) for item in self.runtime_config()["process"]["env"])
+            found = next(
+                f"{directory}/{program}"
+                for directory in env["PATH"].split(":")
+                if (self.rootfs / directory.lstrip("/") / program).is_file()
+            )
+        with (self.rootfs / found.lstrip("/")).open("rb") as file:
+            head = file.readline(256)
+        interpreter = head[2:].split() if head.startswith(b"#!") else []
+        return [self.emulator, *(part.decode() for part in interpreter), found]
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """The bundle's environment (the image's Env, as umoci sets it) and `env`; HOME is /

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,9 +37,11 @@ from imagebuild.registry import (
     push_layout,
     resolve,
 )
+from imagebuild.rootfs import host_architecture
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
 from realcluster.registry import Registry
+from tests.conftest import REQUIRE_REAL_CLUSTER
 from tests.e2e.conftest import built_or_skip
 from tests.release.built import current_release
 from tests.unit.chart.rendered import CHART
@@ -240,3 +244,54 @@ async def test_the_chart_installed_from_an_oci_registry_runs_the_pushed_image_an
             await helm(real_cluster, "uninstall", RELEASE, "--namespace", RELEASE, "--wait")
             await kubectl(real_cluster.kubeconfig_path, "delete", "namespace", RELEASE,
                           "--wait=false")  # fmt: skip
+
+
+# --- the other architecture's image, run under emulation --------------------------------------
+
+OTHER = {"amd64": "arm64", "arm64": "amd64"}  # the release's two architectures
+QEMU_MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
+MACHINE_PROBE = "import platform; print(platform.machine())"
+
+
+def emulator_or_skip(architecture: str) -> Path:
+    """Debian's qemu-user-static binary for `architecture` (./scripts/build-image installs
+    the package); skipped without it, failed under REQUIRE_REAL_CLUSTER=1 (CI)."""
+    name = f"qemu-{QEMU_MACHINE[architecture]}-static"
+    found = shutil.which(name)
+    if found is None:
+        message = f"{name} is not installed (Debian's qemu-user-static; ./scripts/build-image)"
+        if os.environ.get(REQUIRE_REAL_CLUSTER) == "1":
+            pytest.fail(f"{REQUIRE_REAL_CLUSTER}=1: {message}")
+        pytest.skip(message)
+    return Path(found)
+
+
+@pytest.mark.image
+async def test_the_other_architectures_image_from_the_registry_protects_a_drain_emulated(
+    registry: Registry, installation: Installation, real_cluster: RealCluster,
+    namespace: str, recorder: AvailabilityRecorder, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The release's image for the architecture this machine is not (linux/arm64 here),
+    pulled by platform from the registry as such a node would, unpacked, and run under
+    user-mode emulation (image.py): its own Python and platform wheels (cryptography,
+    msgspec, httptools, uvloop) answer the webhook, and a `kubectl drain` is protected as by
+    the native image."""
+    architecture = OTHER[host_architecture()]
+    emulator = emulator_or_skip(architecture)
+    layout = image_or_skip(published_layout)
+    repository = Repository(registry.url, IMAGE_NAME)
+    [image] = await asyncio.to_thread(push_layout, layout, repository)
+
+    def pull_and_unpack_other() -> ImageRoot:
+        pulled = tmp_path / "layout"
+        pull(repository, image.digest, pulled, architecture, ("linux", architecture))
+        return ImageRoot.unpacked(pulled, architecture, tmp_path / "bundle", emulator)
+
+    launcher = await asyncio.to_thread(pull_and_unpack_other)
+    probe = launcher.run(launcher.command([*launcher.emulated(f"{spec.VENV}/bin/python"),
+                                           "-c", MACHINE_PROBE]))  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == QEMU_MACHINE[architecture]
+    await assert_drain_is_protected(
+        installation, real_cluster, namespace, recorder, launcher=launcher
+    )
