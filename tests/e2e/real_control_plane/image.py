@@ -123,10 +123,9 @@ class ImageRoot:
             return [program]
         found = program
         if "/" not in program:
-            env = dict(item.split("=", 1) for item in self.runtime_config()["process"]["env"])
             found = next(
                 f"{directory}/{program}"
-                for directory in env["PATH"].split(":")
+                for directory in self.environment({})["PATH"].split(":")
                 if (self.rootfs / directory.lstrip("/") / program).is_file()
             )
         with (self.rootfs / found.lstrip("/")).open("rb") as file:
