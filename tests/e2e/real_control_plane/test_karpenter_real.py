@@ -17,9 +17,12 @@ import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
 
 from graceful_drain.controller.decision.deadline import (
     KARPENTER_TERMINATION_ANNOTATION,
@@ -30,6 +33,7 @@ from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
 )
 from graceful_drain.controller.decision.reasons import Reason
+from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.reconcile.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
@@ -39,7 +43,15 @@ from graceful_drain.controller.reconcile.events import (
 from graceful_drain.kube.timefmt import format_rfc3339, parse_go_duration
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
-from realcluster.addons import KARPENTER_NAMESPACE, Descheduler, Karpenter, node_pool, on_pool
+from realcluster.addons import (
+    KARPENTER_NAMESPACE,
+    Descheduler,
+    Karpenter,
+    kubectl_apply,
+    node_pool,
+    on_pool,
+    service_account_kubeconfig,
+)
 from realcluster.binaries import ensure_built
 from realcluster.cluster import RealCluster
 from tests.conftest import run_kubectl
@@ -55,6 +67,7 @@ from .harness import (
     kubectl_json,
     pods,
     until,
+    until_audited,
     web,
 )
 
@@ -660,3 +673,61 @@ async def run_descheduler(cluster: RealCluster) -> Outcome:
             await client.close()
             for node in ("node-a", "node-b"):
                 await kubectl(kubeconfig, "label", "node", node, f"{label}-", check=False)
+
+
+# --- NodeClaims readable only later ---------------------------------------------------------
+
+
+def read_only_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": "late-reader", "namespace": ""}]},
+    ]  # fmt: skip
+
+
+async def test_nodeclaims_granted_after_the_controller_started_are_read_without_a_restart(
+    real_cluster: RealCluster, karpenter: Karpenter, namespace: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    """kube-apiserver refuses the controller's NodeClaim list (403: its role does not name
+    them yet); once a role grants them, the controller's cache asks again and reads them,
+    with no restart (it used to ask once, at start, and never again)."""
+    account = f"system:serviceaccount:{namespace}:late-reader"
+    informers = read_only_role(f"{namespace}-informers", [
+        {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["replicasets", "deployments"],
+         "verbs": ["list", "watch"]},
+    ])  # fmt: skip
+    nodeclaims = read_only_role(f"{namespace}-nodeclaims", [
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "watch"]},
+    ])  # fmt: skip
+    for binding in (informers[1], nodeclaims[1]):
+        binding["subjects"][0]["namespace"] = namespace
+    await kubectl(real_cluster.kubeconfig_path, "create", "serviceaccount", "late-reader",
+                  "-n", namespace)  # fmt: skip
+    kubectl_apply(real_cluster, informers)
+    kubeconfig = service_account_kubeconfig(real_cluster, namespace, "late-reader",
+                                            tmp_path / "late-reader.kubeconfig")  # fmt: skip
+    cache = ClusterCache(AsyncClient(KubeConfig.from_file(str(kubeconfig))),
+                         nodeclaims_recheck=0.2)  # fmt: skip
+    try:
+        await cache.start()
+        assert cache.nodeclaims is not None
+        await until_audited(real_cluster, lambda r: (
+            (r.get("user") or {}).get("username") == account
+            and (r.get("objectRef") or {}).get("resource") == "nodeclaims"
+            and (r.get("responseStatus") or {}).get("code") == 403
+        ))  # fmt: skip
+        assert not cache.nodeclaims.synced
+        kubectl_apply(real_cluster, nodeclaims)
+        async with asyncio.timeout(SCENARIO_BOUND):
+            await cache.nodeclaims.wait_synced()
+    finally:
+        await cache.stop()
+        await kubectl(real_cluster.kubeconfig_path, "delete", "clusterrolebinding,clusterrole",
+                      informers[0]["metadata"]["name"], nodeclaims[0]["metadata"]["name"],
+                      "--ignore-not-found")  # fmt: skip
