@@ -678,7 +678,8 @@ async def run_descheduler(cluster: RealCluster) -> Outcome:
 # --- NodeClaims readable only later ---------------------------------------------------------
 
 
-def read_only_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def read_only_role(name: str, namespace: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ClusterRole of `rules` bound to the ServiceAccount `namespace`/late-reader."""
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": name}, "rules": rules},
@@ -686,7 +687,7 @@ def read_only_role(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any
          "metadata": {"name": name},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": "late-reader", "namespace": ""}]},
+         "subjects": [{"kind": "ServiceAccount", "name": "late-reader", "namespace": namespace}]},
     ]  # fmt: skip
 
 
@@ -697,16 +698,14 @@ async def test_nodeclaims_granted_after_the_controller_started_are_read_without_
     them yet); once a role grants them, the controller's cache asks again and reads them,
     with no restart (it used to ask once, at start, and never again)."""
     account = f"system:serviceaccount:{namespace}:late-reader"
-    informers = read_only_role(f"{namespace}-informers", [
+    informers = read_only_role(f"{namespace}-informers", namespace, [
         {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["replicasets", "deployments"],
          "verbs": ["list", "watch"]},
     ])  # fmt: skip
-    nodeclaims = read_only_role(f"{namespace}-nodeclaims", [
+    nodeclaims = read_only_role(f"{namespace}-nodeclaims", namespace, [
         {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "watch"]},
     ])  # fmt: skip
-    for binding in (informers[1], nodeclaims[1]):
-        binding["subjects"][0]["namespace"] = namespace
     await kubectl(real_cluster.kubeconfig_path, "create", "serviceaccount", "late-reader",
                   "-n", namespace)  # fmt: skip
     kubectl_apply(real_cluster, informers)
