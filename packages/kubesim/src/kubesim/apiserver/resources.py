@@ -22,6 +22,8 @@ class Subresource:
     verbs: tuple[str, ...]
     group: str | None = None  # the Kind's group when it differs (pods/eviction -> policy)
     version: str | None = None
+    # Its options come in the query, never as a body (pods/log, exec, attach, portforward).
+    bodiless: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,14 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                      _status("Pod"),
                      Subresource("eviction", "Eviction", CREATE_ONLY, "policy", "v1"),
                      Subresource("binding", "Binding", CREATE_ONLY),
+                     # Answered by podlogs.py: the log from the pod's status; exec, attach
+                     # and portforward refused, naming kubesim (it runs no container).
+                     Subresource("log", "Pod", ("get",), bodiless=True),
+                     Subresource("exec", "PodExecOptions", ("create", "get"), bodiless=True),
+                     Subresource("attach", "PodAttachOptions", ("create", "get"),
+                                 bodiless=True),
+                     Subresource("portforward", "PodPortForwardOptions", ("create", "get"),
+                                 bodiless=True),
                  ), categories=("all",)),
     ResourceType("", "v1", "Event", "events", True, ("ev",)),
     ResourceType("", "v1", "Service", "services", True, ("svc",),

@@ -28,7 +28,7 @@ from kubesim.apiserver.protobuf.decode import decode_body
 from kubesim.types import Obj
 
 from .. import jsoncodec
-from . import discovery, managed_fields, tables, validation
+from . import discovery, managed_fields, podlogs, tables, validation
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import (
@@ -223,6 +223,10 @@ class ApiServer:
         self.openapi: Callable[[str, str], Obj | RawResponse | None] | None = None
         self.register_subresource("", "pods", "binding", self._pod_binding)
         self.register_subresource("", "serviceaccounts", "token", self._token_request)
+        self.register_subresource("", "pods", "log", self._pod_log)
+        for sub, what in (("exec", "exec into"), ("attach", "attach to"),
+                          ("portforward", "forward a port of")):  # fmt: skip
+            self.register_subresource("", "pods", sub, self._unsimulated(what))
 
     def register_subresource(
         self, group: str, plural: str, sub: str, handler: SubresourceHandler
@@ -919,6 +923,74 @@ class ApiServer:
              "code": 201},
             201,
         )  # fmt: skip
+
+    async def _pod_log(self, ctx: RequestContext) -> web.StreamResponse:
+        """pods/log: the simulated container's lines (`podlogs.py`)."""
+        options = podlogs.log_options(ctx.request.query)
+        pod = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
+        name = podlogs.container_name(pod, options.container)
+        run = podlogs.instance(pod, name, options.previous)
+        if run is None:
+            return web.Response(body=b"", content_type="text/plain")
+        container = podlogs.spec_of(pod, name)
+        lines = podlogs.started_lines(container, run) + podlogs.exited_lines(container, run)
+        chosen = podlogs.select(lines, options, dt.datetime.now(dt.UTC))
+        body = podlogs.render(chosen, options)
+        limit = options.limit_bytes
+        if not options.follow or run.finished is not None:
+            return web.Response(body=body[:limit], content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(ctx.request)
+        written = len(body[:limit])
+        await response.write(body[:limit])
+        ended = await self._until_exited(pod, name, run.container_id)
+        if ended is not None and (limit is None or written < limit):
+            rest = podlogs.render(podlogs.exited_lines(container, ended), options)
+            await response.write(rest if limit is None else rest[: limit - written])
+        await response.write_eof()
+        return response
+
+    async def _until_exited(
+        self, pod: Obj, name: str, container_id: str
+    ) -> podlogs.Instance | None:
+        """Wait for a followed container instance to terminate (None: the pod went first)."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        uid = meta.get("uid")
+        watcher = self.store.watch(
+            ("", "pods"),
+            int(meta.get("resourceVersion") or 0),
+            lambda obj: (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) == key,
+        )
+        try:
+            while True:
+                event = await watcher.queue.get()
+                if event is None or event.type == "DELETED":
+                    return None
+                obj = event.object
+                if obj["metadata"].get("uid") != uid:
+                    return None
+                for previous in (False, True):
+                    try:
+                        found = podlogs.instance(obj, name, previous)
+                    except ApiError:
+                        continue
+                    if (
+                        found is not None
+                        and found.finished
+                        and (found.container_id == container_id)
+                    ):
+                        return found
+        finally:
+            self.store.stop_watch(("", "pods"), watcher)
+
+    def _unsimulated(self, what: str) -> SubresourceHandler:
+        async def refuse(ctx: RequestContext) -> web.StreamResponse:
+            self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)  # a missing pod: 404
+            raise podlogs.unsimulated_stream(what, ctx.info.name)
+
+        return refuse
 
     async def _token_request(self, ctx: RequestContext) -> web.Response:
         sa = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)

@@ -97,6 +97,8 @@ class JobController(PodOwnerController):
     api_version = "batch/v1"
     plural = "jobs"
     kind = "Job"
+    observes_generation = False
+    kept_empty = ("uncountedTerminatedPods",)  # written as {} by the real controller
 
     def __init__(self, client: KubeClient) -> None:
         super().__init__(client)
@@ -172,6 +174,7 @@ class JobController(PodOwnerController):
             status["completionTime"] = now
             event = ("Normal", "Completed", "Job completed")
         status["conditions"] = conditions
+        status["uncountedTerminatedPods"] = {}
         status["terminating"] = terminating
         status["ready"] = sum(1 for p in active if is_pod_ready(p))
         status["active"] = len(active) + created or None
