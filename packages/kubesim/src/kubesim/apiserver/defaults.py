@@ -174,6 +174,19 @@ def job(obj: Obj) -> None:
         spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID_LABEL: uid}}
 
 
+def cronjob(obj: Obj) -> None:
+    """batch/v1 SetDefaults_CronJob, and the job template's pod template defaulted as any
+    pod template (the Job's own defaults wait for the Job)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+    pod_template(job_spec.setdefault("template", {}))
+    obj.setdefault("status", {})
+
+
 def namespace(obj: Obj) -> None:
     obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     obj.setdefault("status", {}).setdefault("phase", "Active")
@@ -295,6 +308,7 @@ DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "StatefulSet"): statefulset,
     ("apps", "DaemonSet"): daemonset,
     ("batch", "Job"): job,
+    ("batch", "CronJob"): cronjob,
     ("autoscaling", "HorizontalPodAutoscaler"): horizontal_pod_autoscaler,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): default_crd,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (

@@ -135,6 +135,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # batch/v1
     ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
                  categories=("all",), has_generation=True),
+    ResourceType("batch", "v1", "CronJob", "cronjobs", True, ("cj",),
+                 subresources=(_status("CronJob"),), categories=("all",), has_generation=True),
     # policy/v1
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",),
                  subresources=(_status("PodDisruptionBudget"),), has_generation=True),

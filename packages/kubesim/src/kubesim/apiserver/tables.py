@@ -54,6 +54,7 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
         printers.print_controller_revision,
     ),
     ("batch", "Job"): (printer_columns.JOB, printers.print_job),
+    ("batch", "CronJob"): (printer_columns.CRON_JOB, printers.print_cron_job),
     ("policy", "PodDisruptionBudget"): (
         printer_columns.POD_DISRUPTION_BUDGET,
         printers.print_pod_disruption_budget,
