@@ -39,7 +39,8 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     # Resources like SelfSubjectAccessReview are computed, never stored.
     virtual: bool = False
-    # Which stored resource this one shares storage with (events.k8s.io/v1 events).
+    # Which stored resource this one shares storage with (events.k8s.io/v1 events,
+    # autoscaling/v1 HorizontalPodAutoscalers), as (group, plural).
     storage_of: tuple[str, str] | None = None
     has_generation: bool = False
     # A custom resource's additionalPrinterColumns (None for the built-in types).
@@ -128,10 +129,13 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("DaemonSet"),), categories=("all",),
                  has_generation=True),
     ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
-    # autoscaling/v2 (kube-apiserver also serves autoscaling/v1; kubesim converts no versions)
+    # autoscaling/v2, the preferred version, and v1 sharing its storage (hpa_versions.py)
     ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                  True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
                  categories=("all",)),
+    ResourceType("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                 True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
+                 categories=("all",), storage_of=("autoscaling", "horizontalpodautoscalers")),
     # batch/v1
     ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
                  categories=("all",), has_generation=True),
@@ -212,6 +216,13 @@ class ResourceRegistry:
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return [t for t in self.types if t.group == group and t.version == version]
+
+    def storage_type(self, rt: ResourceType) -> ResourceType:
+        """The type whose storage `rt` shares (itself if it has its own)."""
+        if rt.storage_of is None:
+            return rt
+        return next(t for t in self.types if t.storage_of is None
+                    and (t.group, t.plural) == rt.storage_of)  # fmt: skip
 
     def stored(self) -> list[ResourceType]:
         return [t for t in self.types if not t.virtual and t.storage_of is None]

@@ -28,7 +28,7 @@ from kubesim.apiserver.protobuf.decode import decode_body
 from kubesim.types import Obj
 
 from .. import jsoncodec
-from . import discovery, managed_fields, podlogs, tables, validation
+from . import discovery, hpa_versions, managed_fields, podlogs, tables, validation
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import (
@@ -451,19 +451,23 @@ class ApiServer:
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         if rt.storage_of is not None and rt.group == "events.k8s.io":
             return to_events_v1(obj)
+        if rt.storage_of is not None and rt.group == "autoscaling":
+            return hpa_versions.to_v1(obj)
         return obj
 
     def _in(self, rt: ResourceType, obj: Any) -> Any:
-        if rt.storage_of is not None and rt.group == "events.k8s.io" and isinstance(obj, dict):
+        if rt.storage_of is None or not isinstance(obj, dict):
+            return obj
+        if rt.group == "events.k8s.io":
             return to_core_event(obj)
+        if rt.group == "autoscaling":
+            return hpa_versions.to_v2(obj)
         return obj
 
     def _stored_type(self, rt: ResourceType) -> ResourceType:
         if rt.storage_of is None:
             return rt
-        stored = self.resources.lookup(rt.storage_of[0], "v1", rt.storage_of[1])
-        assert stored is not None
-        return stored
+        return self.resources.storage_type(rt)
 
     def _respond_object(self, ctx: RequestContext, obj: Obj, status: int = 200) -> web.Response:
         out = self._out(ctx.rt, obj)
