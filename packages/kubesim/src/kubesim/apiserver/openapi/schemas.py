@@ -24,7 +24,7 @@ from kubesim.apiserver.protobuf import generated
 from kubesim.types import Obj
 
 REF_PREFIX = "#/components/schemas/"
-SCHEMAS_REVISION = 1  # in the documents' hashes: raise it when what is built here changes
+SCHEMAS_REVISION = 2  # in the documents' hashes: raise it when what is built here changes
 SCALARS: dict[str, Obj] = {
     "string": {"type": "string"},
     "bool": {"type": "boolean"},
@@ -48,12 +48,14 @@ SPECIAL: dict[str, tuple[str, Obj]] = {
                          {"type": "object", "description": "FieldsV1 stores a set of fields in "
                           "a data structure like a Trie, in JSON format."}),
     "meta.v1.Duration": ("io.k8s.apimachinery.pkg.apis.meta.v1.Duration", {"type": "string"}),
+    # No `type`, as kube-openapi writes them: explain prints their names.
     "resource.Quantity": ("io.k8s.apimachinery.pkg.api.resource.Quantity",
-                          {"type": "string", "description": "Quantity is a fixed-point "
-                           "representation of a number (`100m`, `1Gi`, `2`)."}),
+                          {"oneOf": [{"type": "string"}, {"type": "number"}],
+                           "description": "Quantity is a fixed-point representation of a "
+                                          "number (`100m`, `1Gi`, `2`)."}),
     "intstr.IntOrString": ("io.k8s.apimachinery.pkg.util.intstr.IntOrString",
-                           {"type": "string", "format": "int-or-string",
-                            "x-kubernetes-int-or-string": True,
+                           {"oneOf": [{"type": "integer"}, {"type": "string"}],
+                            "format": "int-or-string",
                             "description": "IntOrString is a type that can hold an int32 or a "
                                            "string."}),
     "runtime.RawExtension": ("io.k8s.apimachinery.pkg.runtime.RawExtension",
