@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.kubesim.test_serve_cli import kubesim_serve
-from tests.e2e.real_control_plane.harness import KubectlRun, kubectl, pinned_kubectl
+from tests.e2e.real_control_plane.harness import kubectl, pinned_kubectl
 
 pytestmark = pytest.mark.e2e
 
