@@ -24,7 +24,7 @@ from kubesim.apiserver.protobuf import generated
 from kubesim.types import Obj
 
 REF_PREFIX = "#/components/schemas/"
-SCHEMAS_REVISION = 2  # in the documents' hashes: raise it when what is built here changes
+SCHEMAS_REVISION = 3  # in the documents' hashes: raise it when what is built here changes
 SCALARS: dict[str, Obj] = {
     "string": {"type": "string"},
     "bool": {"type": "boolean"},
@@ -142,6 +142,10 @@ def component_schemas(kinds: tuple[tuple[str, str], ...]) -> Obj:
             }  # fmt: skip
             continue
         schema = _message_schema(message, pending)
+        # TypeMeta is no protobuf field: the kind's two strings, first as kube-openapi has them.
+        type_meta = {key: {"type": "string", "description": COMMON_DESCRIPTIONS[key]}
+                     for key in ("apiVersion", "kind")}  # fmt: skip
+        schema["properties"] = {**type_meta, **schema["properties"]}
         schema["x-kubernetes-group-version-kind"] = [_gvk(api_version, kind)]
         schemas[schema_name(message)] = schema
     while pending:
