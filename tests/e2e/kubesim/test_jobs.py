@@ -127,3 +127,24 @@ async def test_a_pod_that_finishes_restarts_under_its_restart_policy(sim: KubeSi
             assert again["status"]["phase"] == "Running"
     finally:
         await client.close()
+
+
+async def test_a_suspended_job_runs_once_resumed(sim: KubeSim) -> None:
+    client = KubeClient(sim.url, sim.admin_token, sim.ca_pem, user_agent="jobs-test")
+    try:
+        async with Cluster(sim, nodes=["node-a"]):
+            jobs = resource_path("batch/v1", "jobs", NS)
+            await client.create(jobs, job("later", suspend=True))
+            later = await job_until(client, "later", lambda j: "Suspended" in condition_types(j))
+            [suspended] = later["status"]["conditions"]
+            assert (suspended["status"], suspended["reason"]) == ("True", "JobSuspended")
+            assert "startTime" not in later["status"] and "active" not in later["status"]
+            await client.patch(f"{jobs}/later", {"spec": {"suspend": False}})
+            done = await job_until(client, "later", lambda j: "Complete" in condition_types(j))
+            resumed = done["status"]["conditions"][0]
+            assert (resumed["type"], resumed["status"], resumed["reason"]) == (
+                "Suspended", "False", "JobResumed",
+            )  # fmt: skip
+            assert done["status"]["succeeded"] == 1 and "startTime" in done["status"]
+    finally:
+        await client.close()

@@ -9,10 +9,10 @@ Past `backoffLimit` failures the Job gets the interim FailureTarget condition an
 pods are deleted; Failed follows once none is terminating. Success is SuccessCriteriaMet,
 then Complete (with `completionTime`) once none is terminating, as kube-controller-manager
 1.31+ writes them (JobManagedBy, JobPodReplacementPolicy), with the Completed or
-BackoffLimitExceeded event. Not simulated:
-the failure back-off before a replacement, pod failure policies, Indexed completion,
-suspension, and `status.uncountedTerminatedPods` (the status write and the finalizer removal
-are two steps here)."""
+BackoffLimitExceeded event. A suspended Job runs no pod (Suspended: JobSuspended, then
+JobResumed). Not simulated: the failure back-off before a replacement, pod failure
+policies, Indexed completion, and `status.uncountedTerminatedPods` (the status write and the
+finalizer removal are two steps here)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,28 @@ def ttl_remaining(job: Obj, now: dt.datetime) -> float | None:
     return (at - now).total_seconds() + ttl
 
 
+def spec_of(job: Obj) -> Obj:
+    return dict(job.get("spec") or {})
+
+
+def _suspension(
+    conditions: list[Obj], suspended: bool, now: str
+) -> tuple[list[Obj], tuple[str, str, str]] | None:
+    """The Suspended condition's change, and its event: True (JobSuspended) while
+    `spec.suspend`, False (JobResumed) once resumed; None when nothing changes."""
+    current = next((c for c in conditions if c.get("type") == "Suspended"), None)
+    if suspended and (current is None or current.get("status") != "True"):
+        reason, message, status, event = "JobSuspended", "Job suspended", "True", "Suspended"
+    elif not suspended and current is not None and current.get("status") == "True":
+        reason, message, status, event = "JobResumed", "Job resumed", "False", "Resumed"
+    else:
+        return None
+    changed = {"type": "Suspended", "status": status, "reason": reason, "message": message,
+               "lastProbeTime": now, "lastTransitionTime": now}  # fmt: skip
+    kept = [c for c in conditions if c.get("type") != "Suspended"]
+    return [*kept, changed], ("Normal", event, message)
+
+
 class JobController(PodOwnerController):
     """The Job controller, with the TTL-after-finished controller's one job (upstream's is a
     controller of its own, `ttl-after-finished-controller`): a finished Job whose
@@ -118,7 +140,9 @@ class JobController(PodOwnerController):
         spec = job.get("spec") or {}
         status = jsoncodec.copy(job.get("status") or {})
         now = rfc3339(now_dt)
-        status.setdefault("startTime", now)
+        suspended = bool(spec_of(job).get("suspend"))
+        if not suspended:
+            status.setdefault("startTime", now)
         conditions: list[Obj] = list(status.get("conditions") or [])
         # Counted first, then released: the status is the record of a pod that has left.
         tracked = [p for p in pods if is_finished(p) and TRACKING_FINALIZER in
@@ -149,6 +173,11 @@ class JobController(PodOwnerController):
                 await self.delete_pod(job, pod)
                 terminating += 1
             active = []
+        elif suspended:
+            for pod in active:  # a suspended Job runs no pod
+                await self.delete_pod(job, pod)
+                terminating += 1
+            active = []
         elif success is None:
             wanted = (
                 parallelism
@@ -166,6 +195,11 @@ class JobController(PodOwnerController):
                 success = _condition("SuccessCriteriaMet", *COMPLETIONS_REACHED, now)
                 conditions.append(success)
         event: tuple[str, str, str] | None = None
+        suspension = _suspension(conditions, suspended, now)
+        if suspension is not None:
+            conditions, event = suspension
+            if not suspended:
+                status["startTime"] = now  # a resumed Job starts afresh (activeDeadline)
         if terminating == 0 and target is not None:
             conditions.append(_condition("Failed", target["reason"], target["message"], now))
             event = ("Warning", target["reason"], target["message"])
@@ -186,6 +220,7 @@ class JobController(PodOwnerController):
             await self._release(pod)
         if event is not None:
             await self.recorder.emit(job, *event)
+        if finished_condition({"status": status}) is not None:
             remaining = ttl_remaining({**job, "status": status}, now_dt)
             return None if remaining is None else max(remaining, 0.0)
         return None
