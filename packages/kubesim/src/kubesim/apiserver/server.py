@@ -962,11 +962,15 @@ class ApiServer:
         meta = pod["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
         uid = meta.get("uid")
-        watcher = self.store.watch(
-            ("", "pods"),
-            int(meta.get("resourceVersion") or 0),
-            lambda obj: (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) == key,
-        )
+
+        def same_pod(obj: Obj) -> bool:
+            return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) == key
+
+        try:
+            watcher = self.store.watch(("", "pods"), int(meta.get("resourceVersion") or 0),
+                                       same_pod)  # fmt: skip
+        except ApiError:  # history compacted since it was read: from its current state
+            watcher = self.store.watch(("", "pods"), None, same_pod)
         try:
             while True:
                 event = await watcher.queue.get()
