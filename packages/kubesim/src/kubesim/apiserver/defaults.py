@@ -172,6 +172,10 @@ def job(obj: Obj) -> None:
         labels.update({JOB_CONTROLLER_UID_LABEL: uid, JOB_NAME_LABEL: name,
                        "controller-uid": uid, "job-name": name})  # fmt: skip
         spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID_LABEL: uid}}
+        spec.setdefault("manualSelector", False)
+    # A Job without labels of its own takes its template's (SetDefaults_Job).
+    if not obj["metadata"].get("labels") and template["metadata"].get("labels"):
+        obj["metadata"]["labels"] = dict(template["metadata"]["labels"])
 
 
 def cronjob(obj: Obj) -> None:
@@ -182,7 +186,9 @@ def cronjob(obj: Obj) -> None:
     spec.setdefault("suspend", False)
     spec.setdefault("successfulJobsHistoryLimit", 3)
     spec.setdefault("failedJobsHistoryLimit", 1)
-    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+    job_template = spec.setdefault("jobTemplate", {})
+    job_template.setdefault("metadata", {})  # an ObjectMeta struct: `{}` when empty
+    job_spec = job_template.setdefault("spec", {})
     pod_template(job_spec.setdefault("template", {}))
     obj.setdefault("status", {})
 
