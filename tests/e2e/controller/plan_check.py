@@ -133,12 +133,13 @@ def _prefer(deployment: Obj, node: str) -> Obj:
 
 
 def _job(name: str) -> Obj:
-    """A one-pod Job whose pod keeps running (nothing completes it)."""
+    """A one-pod Job whose pod keeps running (for an hour: without `run-for` it would exit
+    after a second, on kubesim's kubelet as in kwok's stages)."""
     labels = {"app": name}
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
         "spec": {"backoffLimit": 6, "template": {
-            "metadata": {"labels": labels},
+            "metadata": {"labels": labels, "annotations": {"sim.kubesim.io/run-for": "1h"}},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
                      "containers": [{"name": "job", "image": "registry.example/job:1"}]},
         }},

@@ -59,6 +59,9 @@ def namespaced(namespace: str) -> list[Obj]:
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
          "spec": {"suspend": True, "template": {"spec": {**POD_SPEC,
                                                          "restartPolicy": "Never"}}}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+         "spec": {"schedule": "0 0 1 1 *", "suspend": True, "jobTemplate": {"spec": {
+             "template": {"spec": {**POD_SPEC, "restartPolicy": "Never"}}}}}},
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
          "spec": {"minAvailable": 1, "selector": selector}},
         {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,

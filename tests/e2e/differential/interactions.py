@@ -502,10 +502,19 @@ INTERACTIONS: list[tuple[str, Interaction]] = [
 # Catalogues of their own, added here (imported last: they build on the helpers above).
 from .interactions_admission import ADMISSION  # noqa: E402
 from .interactions_api import API_INTERACTIONS  # noqa: E402
+from .interactions_batch import BATCH_INTERACTIONS  # noqa: E402
 from .interactions_coordination import COORDINATION  # noqa: E402
 from .interactions_delete import DELETE  # noqa: E402
 from .interactions_rollout import ROLLOUT  # noqa: E402
 from .interactions_watch import COMPACTING, WATCH  # noqa: E402
 
-INTERACTIONS += [*WATCH, *DELETE, *ADMISSION, *ROLLOUT, *COORDINATION, *API_INTERACTIONS]
+INTERACTIONS += [
+    *WATCH,
+    *DELETE,
+    *ADMISSION,
+    *ROLLOUT,
+    *COORDINATION,
+    *API_INTERACTIONS,
+    *BATCH_INTERACTIONS,
+]
 INTERACTIONS += COMPACTING  # keep last (see there)

@@ -233,3 +233,45 @@ async def test_kubectl_apply_server_side_matches(kubeconfigs: Both) -> None:
     conflict = on_real[3][2]
     assert 'conflict with "kubectl-patch" using v1: .data.mode' in conflict, conflict
     assert on_real[5][1] == "c"
+
+
+PDB = """apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels:
+      app: web
+"""
+
+
+async def test_kubectl_apply_twice_and_autoscale(kubeconfigs: Both) -> None:
+    """What `kubectl apply` says of an unchanged PodDisruptionBudget (its selector's `replace`
+    patch strategy: `configured` on both), and `kubectl autoscale` (kubectl 1.32 writes
+    autoscaling/v1) read back through v2 (the real HPA controller writes the status, kubesim
+    runs none: the spec is compared)."""
+
+    async def run(kubeconfig: Path, namespace: str) -> tuple[list[str], Any]:
+        said = []
+        for _ in range(2):
+            applied = await kubectl(kubeconfig, "apply", "-n", namespace, "-f", "-", stdin=PDB)
+            said.append(applied.stdout.strip())
+        made = await kubectl(kubeconfig, "create", "deployment", "web", "--image=nginx",
+                             "-n", namespace)  # fmt: skip
+        said.append(made.stdout.strip())
+        scaled = await kubectl(kubeconfig, "autoscale", "deployment", "web", "--max=3",
+                               "--cpu-percent=60", "-n", namespace)  # fmt: skip
+        said.append(scaled.stdout.strip())
+        spec = await kubectl(kubeconfig, "get", "hpa", "web", "-n", namespace, "-o",
+                             "jsonpath={.spec}")  # fmt: skip
+        return said, yaml.safe_load(spec.stdout)
+
+    (said_sim, spec_sim), (said_real, spec_real) = await on_both(kubeconfigs, run)
+    assert said_real[:2] == [
+        "poddisruptionbudget.policy/web created",
+        "poddisruptionbudget.policy/web configured",
+    ]
+    assert said_sim == said_real
+    assert spec_sim == spec_real

@@ -34,6 +34,8 @@ SESSION: tuple[tuple[str, ...], ...] = (
     # The pod templates as stored: what the protobuf bodies of `create` decoded to, defaulted.
     ("get", "deployment", "web", "-o", "jsonpath={.spec.template.spec}"),
     ("get", "job", "hello", "-o", "jsonpath={.spec.template.spec}"),
+    # The README's Job completes (kwok's job-pod-exit stage, kubesim's kubelet).
+    ("wait", "--for=condition=complete", "job/hello", f"--timeout={ROLLOUT_TIMEOUT}"),
 )
 
 

@@ -60,8 +60,14 @@ def job(name: str) -> Obj:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name},
-        "spec": {"template": template(name, "Never")},
+        "spec": {"template": running(template(name, "Never"))},
     }
+
+
+def running(pod_template: Obj) -> Obj:
+    """Runs until stopped: a Job's pod without `run-for` finishes by itself after 1 s."""
+    pod_template["metadata"]["annotations"] = {"sim.kubesim.io/run-for": "1h"}
+    return pod_template
 
 
 def of_app(app: str, predicate: Callable[[list[Obj]], bool]) -> Callable[[list[Obj]], bool]:

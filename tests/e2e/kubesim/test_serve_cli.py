@@ -43,7 +43,7 @@ async def test_serve_alone_is_a_cluster_for_the_newcomer_session(tmp_path: Path)
         assert started.startswith("kubesim: serving https://127.0.0.1:")
         assert started.endswith(
             ": a cluster: the API server, 2 Ready nodes (node-1, node-2), the scheduler, "
-            "controllers deployment, replicaset, statefulset, daemonset, job, disruption, "
+            "controllers deployment, replicaset, statefulset, daemonset, job, cronjob, disruption, "
             f"endpoints, node-lifecycle; kubeconfig: {kubeconfig}"
         )
         steps = await run_session(kubeconfig, "default")

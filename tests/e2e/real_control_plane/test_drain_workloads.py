@@ -40,6 +40,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
 Obj = dict[str, Any]
 EXIT_DELAY = "sim.kubesim.io/exit-delay"
+RUN_FOR = "sim.kubesim.io/run-for"
 EVICTING = re.compile(r"^evicting pod (?P<namespace>[^/\s]+)/(?P<name>\S+)$")
 
 
@@ -70,8 +71,14 @@ def workloads(namespace: str) -> list[tuple[str, str, Obj]]:
          "spec": {"replicas": 1, "serviceName": "db", "selector": selector("db"),
                   "template": _template("db", "2s")}}),
         ("batch/v1", "jobs", {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("batch"),
-         "spec": {"template": _template("batch", "0s", restart_policy="Never")}}),
+         "spec": {"template": _running(_template("batch", "0s", restart_policy="Never"))}}),
     ]  # fmt: skip
+
+
+def _running(template: Obj) -> Obj:
+    """A Job pod that runs until it is stopped (one without `run-for` finishes after 1 s)."""
+    template["metadata"]["annotations"][RUN_FOR] = "1h"
+    return template
 
 
 def app_of(pod: Obj) -> str:

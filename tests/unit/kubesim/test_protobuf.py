@@ -411,6 +411,8 @@ def served_kinds() -> list[tuple[str, str]]:
             continue
         kinds.append((rt.api_version, rt.kind))
         for sub in rt.subresources:
+            if sub.bodiless:  # its options come in the query: no body to decode
+                continue
             group = rt.group if sub.group is None else sub.group
             version = sub.version or rt.version
             kinds.append((f"{group}/{version}" if group else version, sub.kind))

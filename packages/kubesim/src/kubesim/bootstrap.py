@@ -1,4 +1,5 @@
-"""What a fresh cluster holds before anyone writes: namespaces and bootstrap RBAC.
+"""What a fresh cluster holds before anyone writes: namespaces, bootstrap RBAC and (for
+`kubesim serve`) the `default/kubernetes` Service with its Endpoints and EndpointSlice.
 
 The RBAC objects mirror plugin/pkg/auth/authorizer/rbac/bootstrappolicy upstream
 for the roles clients rely on (cluster-admin, discovery, basic-user, public-info,
@@ -119,3 +120,28 @@ def rbac_objects() -> list[Obj]:
             ["system:serviceaccounts"],
         ),
     ]
+
+
+def kubernetes_service(host: str, port: int) -> list[Obj]:
+    """The API server's own Service, as kube-apiserver's bootstrap controller keeps it
+    (pkg/controlplane/controller/kubernetesservice): port 443 `https` to the serving port,
+    with an Endpoints and an EndpointSlice of its address. kubesim allocates no cluster IP."""
+    meta = {"name": "kubernetes", "namespace": "default"}
+    ports = [{"name": "https", "port": port, "protocol": "TCP"}]
+    return [
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {**meta, "labels": {"component": "apiserver", "provider": "kubernetes"}},
+         "spec": {"ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                             "targetPort": port}],
+                  "type": "ClusterIP", "sessionAffinity": "None",
+                  "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                  "internalTrafficPolicy": "Cluster"}},
+        {"apiVersion": "v1", "kind": "Endpoints",
+         "metadata": {**meta, "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+         "subsets": [{"addresses": [{"ip": host}], "ports": ports}]},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {**meta, "labels": {"kubernetes.io/service-name": "kubernetes"}},
+         "addressType": "IPv4",
+         "endpoints": [{"addresses": [host], "conditions": {"ready": True}}],
+         "ports": ports},
+    ]  # fmt: skip

@@ -165,6 +165,7 @@ async def _serve(args: argparse.Namespace, scenario: Scenario | None) -> int:
         port=args.port,
         server_minor_version=args.server_version,
         kubeconfig_path=args.kubeconfig.resolve(),
+        kubernetes_service=True,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -41,7 +41,7 @@ from .apiserver.registry import Registry
 from .apiserver.resources import ResourceRegistry
 from .apiserver.server import ApiServer
 from .apiserver.store import ObjectStore
-from .bootstrap import SYSTEM_NAMESPACES, namespace, rbac_objects
+from .bootstrap import SYSTEM_NAMESPACES, kubernetes_service, namespace, rbac_objects
 from .client import KubeClient
 from .kubeconfig import write_kubeconfig
 from .pki import CertificateAuthority
@@ -63,7 +63,11 @@ class KubeSim(Lifecycle):
         bookmark_interval: float = 5.0,
         history_limit: int = 10_000,
         rbac: bool = True,
+        kubernetes_service: bool = False,
     ) -> None:
+        """`kubernetes_service`: keep `default/kubernetes` (its Service, Endpoints and
+        EndpointSlice) pointing at the serving address, as kube-apiserver does; `kubesim
+        serve` has it, library users (tests) opt in."""
         self.host = host
         self.port = port
         self.resources = ResourceRegistry()
@@ -98,6 +102,7 @@ class KubeSim(Lifecycle):
         self._local_runner: web.ServerRunner | None = None
         self._local_socket: str | None = None
         self._holds_gc = False  # python_gc: the collector is tuned while this runs
+        self._kubernetes_service = kubernetes_service
         self._bootstrap()
 
     def _rebuild_openapi(self) -> None:
@@ -126,6 +131,8 @@ class KubeSim(Lifecycle):
         await self._local_runner.setup()
         await web.UnixSite(self._local_runner, self._local_socket).start()
         self.gc.start()
+        if self._kubernetes_service:
+            self._keep_kubernetes_service()
         self.write_kubeconfig(self.kubeconfig_path)
         if not self._holds_gc:
             python_gc.hold()
@@ -219,6 +226,12 @@ class KubeSim(Lifecycle):
         if rt is None:
             return None
         return self.registry.find(rt, namespace if rt.namespaced else "", name)
+
+    def _keep_kubernetes_service(self) -> None:
+        for obj in kubernetes_service(self.host, self.port):
+            existing = self.get(obj["apiVersion"], obj["kind"], "kubernetes", "default")
+            if existing is None:
+                self.create(obj)
 
     def _bootstrap(self) -> None:
         for name in SYSTEM_NAMESPACES:

@@ -172,6 +172,25 @@ def job(obj: Obj) -> None:
         labels.update({JOB_CONTROLLER_UID_LABEL: uid, JOB_NAME_LABEL: name,
                        "controller-uid": uid, "job-name": name})  # fmt: skip
         spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID_LABEL: uid}}
+        spec.setdefault("manualSelector", False)
+    # A Job without labels of its own takes its template's (SetDefaults_Job).
+    if not obj["metadata"].get("labels") and template["metadata"].get("labels"):
+        obj["metadata"]["labels"] = dict(template["metadata"]["labels"])
+
+
+def cronjob(obj: Obj) -> None:
+    """batch/v1 SetDefaults_CronJob, and the job template's pod template defaulted as any
+    pod template (the Job's own defaults wait for the Job)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_template = spec.setdefault("jobTemplate", {})
+    job_template.setdefault("metadata", {})  # an ObjectMeta struct: `{}` when empty
+    job_spec = job_template.setdefault("spec", {})
+    pod_template(job_spec.setdefault("template", {}))
+    obj.setdefault("status", {})
 
 
 def namespace(obj: Obj) -> None:
@@ -295,6 +314,7 @@ DEFAULTERS: dict[tuple[str, str], Callable[[Obj], None]] = {
     ("apps", "StatefulSet"): statefulset,
     ("apps", "DaemonSet"): daemonset,
     ("batch", "Job"): job,
+    ("batch", "CronJob"): cronjob,
     ("autoscaling", "HorizontalPodAutoscaler"): horizontal_pod_autoscaler,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): default_crd,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): (

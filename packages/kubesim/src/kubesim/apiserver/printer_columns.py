@@ -503,6 +503,38 @@ JOB = (
     ),
 )  # fmt: skip
 
+CRON_JOB = (
+    NAME,
+    ColumnDefinition("Schedule", "string",
+                     "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
+    ColumnDefinition(
+        "Timezone", "string",
+        "The time zone name for the given schedule, see "
+        "https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this "
+        "will default to the time zone of the kube-controller-manager process. The set of valid "
+        "time zone names and the time zone offset is loaded from the system-wide time zone "
+        "database by the API server during CronJob validation and the controller manager "
+        "during execution. If no system-wide time zone database can be found a bundled version "
+        "of the database is used instead. If the time zone name becomes invalid during the "
+        "lifetime of a CronJob or due to a change in host configuration, the controller will "
+        "stop creating new new Jobs and will create a system event with the reason "
+        "UnknownTimeZone. More information can be found in "
+        "https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones",
+    ),
+    ColumnDefinition(
+        "Suspend", "boolean",
+        "This flag tells the controller to suspend subsequent executions, it does not apply to "
+        "already started executions.  Defaults to false.",
+    ),
+    ColumnDefinition("Active", "integer", "A list of pointers to currently running jobs."),
+    ColumnDefinition("Last Schedule", "string",
+                     "Information when was the last time the job was successfully scheduled."),
+    AGE,
+    JOB[5],
+    JOB[6],
+    JOB[7],
+)  # fmt: skip
+
 POD_DISRUPTION_BUDGET = (
     NAME,
     ColumnDefinition(

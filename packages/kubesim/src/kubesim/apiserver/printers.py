@@ -590,6 +590,23 @@ def print_job(job: Obj, now: datetime) -> Row:
     return Row(cells)
 
 
+def print_cron_job(cronjob: Obj, now: datetime) -> Row:
+    spec = cronjob.get("spec") or {}
+    status = cronjob.get("status") or {}
+    last = status.get("lastScheduleTime")
+    suspend = spec.get("suspend")
+    job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    names, images = _container_cells(job_spec.get("template") or {})
+    cells = [
+        _name(cronjob), spec.get("schedule", ""), spec.get("timeZone") or "<none>",
+        "<unset>" if suspend is None else ("True" if suspend else "False"),
+        len(status.get("active") or []),
+        human_duration(now - parse_timestamp(last)) if last else "<none>",
+        _age(cronjob, now), names, images, format_label_selector(job_spec.get("selector")),
+    ]  # fmt: skip
+    return Row(cells)
+
+
 def print_pod_disruption_budget(budget: Obj, now: datetime) -> Row:
     spec = budget.get("spec") or {}
     shown = [

@@ -22,6 +22,8 @@ class Subresource:
     verbs: tuple[str, ...]
     group: str | None = None  # the Kind's group when it differs (pods/eviction -> policy)
     version: str | None = None
+    # Its options come in the query, never as a body (pods/log, exec, attach, portforward).
+    bodiless: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,8 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     # Resources like SelfSubjectAccessReview are computed, never stored.
     virtual: bool = False
-    # Which stored resource this one shares storage with (events.k8s.io/v1 events).
+    # Which stored resource this one shares storage with (events.k8s.io/v1 events,
+    # autoscaling/v1 HorizontalPodAutoscalers), as (group, plural).
     storage_of: tuple[str, str] | None = None
     has_generation: bool = False
     # A custom resource's additionalPrinterColumns (None for the built-in types).
@@ -91,6 +94,14 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                      _status("Pod"),
                      Subresource("eviction", "Eviction", CREATE_ONLY, "policy", "v1"),
                      Subresource("binding", "Binding", CREATE_ONLY),
+                     # Answered by podlogs.py: the log from the pod's status; exec, attach
+                     # and portforward refused, naming kubesim (it runs no container).
+                     Subresource("log", "Pod", ("get",), bodiless=True),
+                     Subresource("exec", "PodExecOptions", ("create", "get"), bodiless=True),
+                     Subresource("attach", "PodAttachOptions", ("create", "get"),
+                                 bodiless=True),
+                     Subresource("portforward", "PodPortForwardOptions", ("create", "get"),
+                                 bodiless=True),
                  ), categories=("all",)),
     ResourceType("", "v1", "Event", "events", True, ("ev",)),
     ResourceType("", "v1", "Service", "services", True, ("svc",),
@@ -118,13 +129,18 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  subresources=(_status("DaemonSet"),), categories=("all",),
                  has_generation=True),
     ResourceType("apps", "v1", "ControllerRevision", "controllerrevisions", True),
-    # autoscaling/v2 (kube-apiserver also serves autoscaling/v1; kubesim converts no versions)
+    # autoscaling/v2, the preferred version, and v1 sharing its storage (hpa_versions.py)
     ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                  True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
                  categories=("all",)),
+    ResourceType("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                 True, ("hpa",), subresources=(_status("HorizontalPodAutoscaler"),),
+                 categories=("all",), storage_of=("autoscaling", "horizontalpodautoscalers")),
     # batch/v1
     ResourceType("batch", "v1", "Job", "jobs", True, subresources=(_status("Job"),),
                  categories=("all",), has_generation=True),
+    ResourceType("batch", "v1", "CronJob", "cronjobs", True, ("cj",),
+                 subresources=(_status("CronJob"),), categories=("all",), has_generation=True),
     # policy/v1
     ResourceType("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",),
                  subresources=(_status("PodDisruptionBudget"),), has_generation=True),
@@ -200,6 +216,13 @@ class ResourceRegistry:
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return [t for t in self.types if t.group == group and t.version == version]
+
+    def storage_type(self, rt: ResourceType) -> ResourceType:
+        """The type whose storage `rt` shares (itself if it has its own)."""
+        if rt.storage_of is None:
+            return rt
+        return next(t for t in self.types if t.storage_of is None
+                    and (t.group, t.plural) == rt.storage_of)  # fmt: skip
 
     def stored(self) -> list[ResourceType]:
         return [t for t in self.types if not t.virtual and t.storage_of is None]

@@ -28,7 +28,7 @@ from kubesim.apiserver.protobuf.decode import decode_body
 from kubesim.types import Obj
 
 from .. import jsoncodec
-from . import discovery, managed_fields, tables, validation
+from . import discovery, hpa_versions, managed_fields, podlogs, tables, validation
 from .audit import AuditLog, AuditRecord, now_stamp
 from .auth import TokenAuthenticator, UserInfo, service_account_user
 from .errors import (
@@ -223,6 +223,10 @@ class ApiServer:
         self.openapi: Callable[[str, str], Obj | RawResponse | None] | None = None
         self.register_subresource("", "pods", "binding", self._pod_binding)
         self.register_subresource("", "serviceaccounts", "token", self._token_request)
+        self.register_subresource("", "pods", "log", self._pod_log)
+        for sub, what in (("exec", "exec into"), ("attach", "attach to"),
+                          ("portforward", "forward a port of")):  # fmt: skip
+            self.register_subresource("", "pods", sub, self._unsimulated(what))
 
     def register_subresource(
         self, group: str, plural: str, sub: str, handler: SubresourceHandler
@@ -447,19 +451,23 @@ class ApiServer:
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         if rt.storage_of is not None and rt.group == "events.k8s.io":
             return to_events_v1(obj)
+        if rt.storage_of is not None and rt.group == "autoscaling":
+            return hpa_versions.to_v1(obj)
         return obj
 
     def _in(self, rt: ResourceType, obj: Any) -> Any:
-        if rt.storage_of is not None and rt.group == "events.k8s.io" and isinstance(obj, dict):
+        if rt.storage_of is None or not isinstance(obj, dict):
+            return obj
+        if rt.group == "events.k8s.io":
             return to_core_event(obj)
+        if rt.group == "autoscaling":
+            return hpa_versions.to_v2(obj)
         return obj
 
     def _stored_type(self, rt: ResourceType) -> ResourceType:
         if rt.storage_of is None:
             return rt
-        stored = self.resources.lookup(rt.storage_of[0], "v1", rt.storage_of[1])
-        assert stored is not None
-        return stored
+        return self.resources.storage_type(rt)
 
     def _respond_object(self, ctx: RequestContext, obj: Obj, status: int = 200) -> web.Response:
         out = self._out(ctx.rt, obj)
@@ -919,6 +927,78 @@ class ApiServer:
              "code": 201},
             201,
         )  # fmt: skip
+
+    async def _pod_log(self, ctx: RequestContext) -> web.StreamResponse:
+        """pods/log: the simulated container's lines (`podlogs.py`)."""
+        options = podlogs.log_options(ctx.request.query)
+        pod = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)
+        name = podlogs.container_name(pod, options.container)
+        run = podlogs.instance(pod, name, options.previous)
+        if run is None:
+            return web.Response(body=b"", content_type="text/plain")
+        container = podlogs.spec_of(pod, name)
+        lines = podlogs.started_lines(container, run) + podlogs.exited_lines(container, run)
+        chosen = podlogs.select(lines, options, dt.datetime.now(dt.UTC))
+        body = podlogs.render(chosen, options)
+        limit = options.limit_bytes
+        if not options.follow or run.finished is not None:
+            return web.Response(body=body[:limit], content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(ctx.request)
+        written = len(body[:limit])
+        await response.write(body[:limit])
+        ended = await self._until_exited(pod, name, run.container_id)
+        if ended is not None and (limit is None or written < limit):
+            rest = podlogs.render(podlogs.exited_lines(container, ended), options)
+            await response.write(rest if limit is None else rest[: limit - written])
+        await response.write_eof()
+        return response
+
+    async def _until_exited(
+        self, pod: Obj, name: str, container_id: str
+    ) -> podlogs.Instance | None:
+        """Wait for a followed container instance to terminate (None: the pod went first)."""
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        uid = meta.get("uid")
+
+        def same_pod(obj: Obj) -> bool:
+            return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) == key
+
+        try:
+            watcher = self.store.watch(("", "pods"), int(meta.get("resourceVersion") or 0),
+                                       same_pod)  # fmt: skip
+        except ApiError:  # history compacted since it was read: from its current state
+            watcher = self.store.watch(("", "pods"), None, same_pod)
+        try:
+            while True:
+                event = await watcher.queue.get()
+                if event is None or event.type == "DELETED":
+                    return None
+                obj = event.object
+                if obj["metadata"].get("uid") != uid:
+                    return None
+                for previous in (False, True):
+                    try:
+                        found = podlogs.instance(obj, name, previous)
+                    except ApiError:
+                        continue
+                    if (
+                        found is not None
+                        and found.finished
+                        and (found.container_id == container_id)
+                    ):
+                        return found
+        finally:
+            self.store.stop_watch(("", "pods"), watcher)
+
+    def _unsimulated(self, what: str) -> SubresourceHandler:
+        async def refuse(ctx: RequestContext) -> web.StreamResponse:
+            self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)  # a missing pod: 404
+            raise podlogs.unsimulated_stream(what, ctx.info.name)
+
+        return refuse
 
     async def _token_request(self, ctx: RequestContext) -> web.Response:
         sa = self.registry.get(ctx.rt, ctx.namespace, ctx.info.name)

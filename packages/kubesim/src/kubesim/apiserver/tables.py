@@ -18,6 +18,7 @@ from kubesim.types import Obj
 
 from . import custom_tables, printer_columns, printers
 from .event_versions import to_core_event
+from .hpa_versions import V1, to_v2
 from .resources import ResourceType
 
 Printer = Callable[[Obj, datetime], printers.Row]
@@ -27,9 +28,12 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
     ("", "Node"): (printer_columns.NODE, printers.print_node),
     ("apps", "Deployment"): (printer_columns.DEPLOYMENT, printers.print_deployment),
     ("apps", "ReplicaSet"): (printer_columns.REPLICA_SET, printers.print_replica_set),
+    # Printed from the stored (v2) form whichever version was asked for.
     ("autoscaling", "HorizontalPodAutoscaler"): (
         printer_columns.HORIZONTAL_POD_AUTOSCALER,
-        printers.print_horizontal_pod_autoscaler,
+        lambda hpa, now: printers.print_horizontal_pod_autoscaler(
+            to_v2(hpa) if hpa.get("apiVersion") == V1 else hpa, now
+        ),
     ),
     ("", "Namespace"): (printer_columns.NAMESPACE, printers.print_namespace),
     ("", "Secret"): (printer_columns.SECRET, printers.print_secret),
@@ -54,6 +58,7 @@ PRINTERS: dict[tuple[str, str], tuple[tuple[printer_columns.ColumnDefinition, ..
         printers.print_controller_revision,
     ),
     ("batch", "Job"): (printer_columns.JOB, printers.print_job),
+    ("batch", "CronJob"): (printer_columns.CRON_JOB, printers.print_cron_job),
     ("policy", "PodDisruptionBudget"): (
         printer_columns.POD_DISRUPTION_BUDGET,
         printers.print_pod_disruption_budget,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubesim import cron
 from kubesim.types import Obj
 
 from .crds import GROUP as CRD_GROUP
@@ -111,6 +112,50 @@ def _lease_causes(obj: Obj) -> list[tuple[str, str]]:
     return causes
 
 
+CRONJOB_NAME_MAX = 52  # 63 less the 11 characters of the Jobs' suffix
+
+
+def _cronjob_causes(obj: Obj) -> list[tuple[str, str]]:
+    """ValidateCronJobCreate's spec rules: the schedule as robfig/cron parses it, the time
+    zone as time.LoadLocation loads it, the name's length, the job template's restartPolicy."""
+    spec = obj.get("spec") or {}
+    causes: list[tuple[str, str]] = []
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if len(name) > CRONJOB_NAME_MAX:
+        causes.append(("metadata.name", f'Invalid value: "{name}": must be no more than '
+                       f"{CRONJOB_NAME_MAX} characters"))  # fmt: skip
+    schedule = spec.get("schedule")
+    if not schedule:
+        causes.append(("spec.schedule", "Required value"))
+    elif str(schedule).strip().startswith(("TZ=", "CRON_TZ=")):
+        causes.append(("spec.schedule", f"Invalid value: {json.dumps(schedule)}: cannot use TZ "
+                       "or CRON_TZ in schedule, use timeZone field instead"))  # fmt: skip
+    else:
+        try:
+            cron.parse(str(schedule))
+        except cron.CronError as err:
+            causes.append(("spec.schedule", f"Invalid value: {json.dumps(schedule)}: {err}"))
+    zone = spec.get("timeZone")
+    if zone is not None:
+        if not zone:
+            causes.append(("spec.timeZone", "Invalid value: \"\": timeZone must be nil or "
+                           "non-empty string"))  # fmt: skip
+        else:
+            try:
+                cron.zone(str(zone))
+            except cron.CronError as err:
+                causes.append(("spec.timeZone", f"Invalid value: {json.dumps(zone)}: {err}"))
+    if spec.get("concurrencyPolicy") not in ("Allow", "Forbid", "Replace"):
+        causes.append(("spec.concurrencyPolicy", "Unsupported value: "
+                       f"{json.dumps(spec.get('concurrencyPolicy'))}: supported values: "
+                       '"Allow", "Forbid", "Replace"'))  # fmt: skip
+    template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
+    if (template.get("spec") or {}).get("restartPolicy") not in ("OnFailure", "Never"):
+        causes.append(("spec.jobTemplate.spec.template.spec.restartPolicy",
+                       'Required value: valid values: "OnFailure", "Never"'))  # fmt: skip
+    return causes
+
+
 def validate(rt: ResourceType, obj: Obj) -> None:
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
@@ -128,6 +173,8 @@ def validate(rt: ResourceType, obj: Obj) -> None:
         if policy not in ("OnFailure", "Never"):
             causes.append(("spec.template.spec.restartPolicy",
                            'Required value: valid values: "OnFailure", "Never"'))  # fmt: skip
+    elif rt.kind == "CronJob" and rt.group == "batch":
+        causes += _cronjob_causes(obj)
     elif rt.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
         causes.append(("spec.containers", "Required value"))
     elif rt.kind == "Event" and not rt.group:

@@ -20,6 +20,13 @@ CRASH_AFTER = PREFIX + "crash-after"  # how long a crash-looping container runs 
 EXIT_DELAY = PREFIX + "exit-delay"  # how long the process takes to exit after SIGTERM
 MEMORY_USAGE = PREFIX + "memory-usage"  # working set, "300Mi" or per container "app=300Mi,b=1Mi"
 OOM_AFTER = PREFIX + "oom-after"  # killed by the cgroup OOM killer this long after start
+RUN_FOR = PREFIX + "run-for"  # the containers exit by themselves this long after start
+EXIT_CODE = PREFIX + "exit-code"  # ... with this code (default 0); Completed if 0, else Error
+
+# A Job's pod without `run-for` finishes by itself after this short run, with exit code 0
+# (`kubectl create job hello --image=busybox -- echo hello` completes); any other pod runs
+# until it is stopped.
+JOB_POD_RUN_FOR = 1.0
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -53,6 +60,8 @@ class PodBehaviour:
     exit_delay: float = 0.0
     memory_usage: str | None = None
     oom_after: float | None = None
+    run_for: float | None = None  # None: runs until stopped
+    exit_code: int = 0
 
     @classmethod
     def from_pod(cls, pod: dict[str, Any]) -> PodBehaviour:
@@ -66,6 +75,11 @@ class PodBehaviour:
                 return default
 
         oom = duration(OOM_AFTER, -1.0)
+        run_for = duration(RUN_FOR, JOB_POD_RUN_FOR if _owned_by_job(pod) else -1.0)
+        try:
+            exit_code = int(str(ann.get(EXIT_CODE, "0")).strip())
+        except ValueError:
+            exit_code = 0
         return cls(
             start_delay=duration(START_DELAY, 0.0),
             ready_delay=duration(READY_DELAY, 0.0),
@@ -75,7 +89,14 @@ class PodBehaviour:
             exit_delay=duration(EXIT_DELAY, 0.0),
             memory_usage=ann.get(MEMORY_USAGE),
             oom_after=oom if oom >= 0 else None,
+            run_for=run_for if run_for >= 0 else None,
+            exit_code=exit_code if 0 <= exit_code <= 255 else 0,
         )
+
+
+def _owned_by_job(pod: dict[str, Any]) -> bool:
+    refs = pod.get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("kind") == "Job" and r.get("controller") for r in refs)
 
 
 def memory_usage_by_container(pod: dict[str, Any]) -> dict[str, str]:

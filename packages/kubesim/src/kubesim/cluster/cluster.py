@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from kubesim.lifecycle import Lifecycle
 
 from ..client import KubeClient
+from .cronjob import CronJobController
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .disruption import DisruptionController
@@ -96,6 +97,7 @@ COMPONENTS: dict[str, ComponentSpec] = {
     "statefulset": ComponentSpec(lambda ctx: StatefulSetController(ctx.client())),
     "daemonset": ComponentSpec(lambda ctx: DaemonSetController(ctx.client())),
     "job": ComponentSpec(lambda ctx: JobController(ctx.client())),
+    "cronjob": ComponentSpec(lambda ctx: CronJobController(ctx.client())),
     "disruption": ComponentSpec(lambda ctx: DisruptionController(ctx.client())),
     "endpoints": ComponentSpec(lambda ctx: EndpointsController(ctx.client())),
     "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),

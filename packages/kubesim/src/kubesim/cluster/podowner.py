@@ -25,6 +25,8 @@ class PodOwnerController(Controller):
     api_version = "apps/v1"
     plural = ""
     kind = ""
+    observes_generation = True  # its status has observedGeneration (a Job's has none)
+    kept_empty: tuple[str, ...] = ()  # status fields written even when empty
 
     def __init__(self, client: KubeClient) -> None:
         super().__init__(client)
@@ -104,9 +106,11 @@ class PodOwnerController(Controller):
 
     async def write_status(self, owner: Obj, status: Obj) -> None:
         """Replace the status when it changed; a 409 retries once on the latest copy."""
-        status = {k: v for k, v in status.items() if v not in (None, [], {})}
+        status = {
+            k: v for k, v in status.items() if v not in (None, [], {}) or k in self.kept_empty
+        }
         generation = int(owner["metadata"].get("generation", 0))
-        if generation:
+        if generation and self.observes_generation:
             status["observedGeneration"] = generation
         if (owner.get("status") or {}) == status:
             return

@@ -279,6 +279,9 @@ class PodWorker:
             exits.append((behaviour.crash_after, 1, "Error"))
         if behaviour.oom_after is not None:
             exits.append((behaviour.oom_after, 137, "OOMKilled"))
+        if behaviour.run_for is not None:
+            code = behaviour.exit_code
+            exits.append((behaviour.run_for, code, "Completed" if code == 0 else "Error"))
         exit_at, code, reason = min(exits) if exits else (None, 0, "")
         ready_at = None if behaviour.never_ready else behaviour.ready_delay
         if ready_at is not None and ready_at > 0 and (exit_at is None or ready_at < exit_at):

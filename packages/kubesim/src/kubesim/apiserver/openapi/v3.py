@@ -1,6 +1,7 @@
 """`/openapi/*`: a minimal OpenAPI v3 document per group version, enough for kubectl.
 
-kubectl asks `/openapi/v3` whether the server supports server-side field
+Each document also holds its kinds' schemas (`openapi.schemas`), which `kubectl explain`
+reads. kubectl asks `/openapi/v3` whether the server supports server-side field
 validation (a `fieldValidation` query parameter on each resource's PATCH
 operation, matched by `x-kubernetes-group-version-kind`). When it does,
 kubectl skips client-side schema validation and sends `fieldValidation=Strict`.
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 
 from kubesim.apiserver.openapi import v2
 from kubesim.apiserver.openapi.paths import QUERY_PARAMS, gv_path, operation_paths
+from kubesim.apiserver.openapi.schemas import SCHEMAS_REVISION, component_schemas, kinds_of
 from kubesim.apiserver.openapi.v2_protobuf import encode_document
 from kubesim.apiserver.resources import ResourceRegistry, ResourceType
 from kubesim.types import Obj
@@ -48,16 +50,39 @@ def _operation(t: ResourceType, action: str) -> Obj:
 
 
 def group_version_document(resources: ResourceRegistry, group: str, version: str) -> Obj:
+    """The group version's paths, and (built once per process, see `schemas`) the schemas
+    of its kinds, for `kubectl explain`."""
     paths: Obj = {}
-    for t in resources.in_group_version(group, version):
+    types = resources.in_group_version(group, version)
+    for t in types:
         for path, methods in operation_paths(t).items():
             paths[path] = {method: _operation(t, method) for method in methods}
+    kinds = kinds_of((t.api_version, t.kind) for t in types)
     return {
         "openapi": "3.0.0",
         "info": {"title": "kubesim", "version": "v1"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": _Lazy(kinds)},
     }
+
+
+class _Lazy(dict[str, Obj]):
+    """The schemas of these kinds, built on first use (a KubeSim that no kubectl asks for
+    them never builds them); equal to and hashed as the kinds alone."""
+
+    def __init__(self, kinds: tuple[tuple[str, str], ...]) -> None:
+        super().__init__()
+        self.kinds = kinds
+
+    def built(self) -> Obj:
+        return component_schemas(self.kinds)
+
+
+def _kinds(value: object) -> object:
+    """json.dumps' fallback for the unbuilt schemas: what they are built from."""
+    if isinstance(value, _Lazy):
+        return {"kinds": value.kinds, "schemas": SCHEMAS_REVISION}
+    raise TypeError(f"not JSON: {value!r}")
 
 
 class OpenApi:
@@ -68,7 +93,9 @@ class OpenApi:
                 path = gv_path(group, version)
                 self._docs[path] = group_version_document(resources, group, version)
         self._hashes = {
-            path: hashlib.sha512(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:64].upper()
+            path: hashlib.sha512(json.dumps(doc, sort_keys=True, default=_kinds).encode())
+            .hexdigest()[:64]
+            .upper()
             for path, doc in self._docs.items()
         }
         self._v2 = v2.swagger_document(resources)
@@ -88,7 +115,11 @@ class OpenApi:
             }
         prefix = "openapi/v3/"
         if path.startswith(prefix):
-            return self._docs.get(path[len(prefix) :])
+            doc = self._docs.get(path[len(prefix) :])
+            if doc is None:
+                return None
+            lazy = doc["components"]["schemas"]
+            return {**doc, "components": {"schemas": lazy.built()}}
         return None
 
     def _v2_answer(self, accept: str) -> Obj | RawResponse:

@@ -95,6 +95,12 @@ PATCH_STRATEGIES: Final[Mapping[str, Mapping[str, FieldTag]]] = {
     "StatefulSet": _workload({}),
     "DaemonSet": _workload({}),
     "Job": _workload({}),
+    # batch/v1 CronJobSpec.jobTemplate holds a JobSpec: its pod template, its conditions.
+    "CronJob": {
+        **_METADATA_ONLY,
+        **_under("spec.jobTemplate.metadata", OBJECT_META),
+        **_under("spec.jobTemplate.spec.template", POD_TEMPLATE_SPEC),
+    },
     "Node": {
         **_METADATA_ONLY,
         "spec.podCIDRs": ("merge", ""),
