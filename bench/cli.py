@@ -170,20 +170,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     baseline_rows: dict[str, list[Row]] | None = None
     compared = baseline.compared_parts(args.only)
-    if args.baseline is not None and not compared:
-        print(f"python -m bench: --baseline compares only {baseline.compared_parts(PARTS)}",
-              file=sys.stderr)  # fmt: skip
+    beside = "webhook" in args.only  # its baseline is a third server in its own rounds
+    if args.baseline is not None and not compared and not beside:
+        comparable = [*baseline.compared_parts(PARTS), "webhook"]
+        print(f"python -m bench: --baseline compares only {comparable}", file=sys.stderr)
         return 2
     if args.baseline is not None:
         try:
             commit = baseline.resolve(args.baseline)
-            progress(f"bench: the baseline {commit[:12]} first ({', '.join(compared)})...")
-            document = baseline.run_parts(commit, _baseline_requests(profile, compared))
+            if compared:
+                progress(f"bench: the baseline {commit[:12]} first ({', '.join(compared)})...")
+                document = baseline.run_parts(commit, _baseline_requests(profile, compared))
+                baseline_rows = baseline.rows_by_table(document)
         except baseline.BaselineError as error:
             print(f"python -m bench: {error}", file=sys.stderr)
             return 2
-        baseline_rows = baseline.rows_by_table(document)
-        header["baseline"] = f"{commit} ({args.baseline}), run first"
+        header["baseline"] = f"{commit} ({args.baseline})" + (", run first" if compared else "")
+        if beside:
+            webhook_profile = dataclasses.replace(profile.webhook, baseline=commit)
+            profile = dataclasses.replace(profile, webhook=webhook_profile)
+            header["baseline"] += "; the webhook's measured in the same rounds"
     tables = run(args.only, profile, progress)
     if baseline_rows is not None:
         this = {table.key: table.rows for table in tables}

@@ -11,14 +11,18 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
+from pathlib import Path
 from typing import Any
 
 _SPAWN = multiprocessing.get_context("spawn")
+ROOT = Path(__file__).resolve().parent.parent  # where `python -m bench...` finds bench
 
 
 class ChildFailed(RuntimeError):
@@ -56,9 +60,15 @@ class Child:
                         raise ChildFailed(f"{self.name} failed: {message.text}")
                     return message
             except (EOFError, OSError):
-                raise ChildFailed(f"{self.name} exited (code {self.process.exitcode})") from None
-            if not self.process.is_alive() and not self.connection.poll(0):
-                raise ChildFailed(f"{self.name} exited (code {self.process.exitcode})")
+                raise ChildFailed(f"{self.name} exited (code {self._exit_code()})") from None
+            if not self._alive() and not self.connection.poll(0):
+                raise ChildFailed(f"{self.name} exited (code {self._exit_code()})")
+
+    def _alive(self) -> bool:
+        return self.process.is_alive()
+
+    def _exit_code(self) -> int | None:
+        return self.process.exitcode
 
     def ask(self, message: Any, timeout: float) -> Any:
         self.connection.send(message)
@@ -70,6 +80,39 @@ class Child:
         if self.process.is_alive():
             self.process.kill()
             self.process.join(5)
+        self.connection.close()
+
+
+class Subprocess(Child):
+    """`python -m module FD` in a plain subprocess (`environment` its whole environment), on
+    Child's protocol over a socket pair: for a child that must not import what a spawned one
+    would (the parent's `__main__`, and so this checkout's product). `first` is sent at once;
+    the child builds its end with `multiprocessing.connection.Connection(FD)`."""
+
+    def __init__(self, name: str, module: str, first: Any, environment: dict[str, str]) -> None:
+        self.name = name
+        parent, child = _SPAWN.Pipe()
+        self.connection = parent
+        descriptor = child.fileno()
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", module, str(descriptor)],
+            pass_fds=(descriptor,), env=environment, cwd=ROOT,
+        )  # fmt: skip
+        child.close()
+        parent.send(first)
+
+    def _alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def _exit_code(self) -> int | None:
+        return self.popen.poll()
+
+    def finish(self, timeout: float = 10.0) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()  # by its own pid
+            self.popen.wait(5)
         self.connection.close()
 
 

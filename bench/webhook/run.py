@@ -11,19 +11,24 @@ reference is the median of the per-round ratios (each round's pair of windows).
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import cached_property
+from pathlib import Path
 
-from bench.procs import Child
+from bench import baseline
+from bench.procs import Child, Subprocess
 from bench.report import Column, Table, fixed, percent
 from bench.stats import Bound, Summary, Target, evaluate, rate, ratio, summarize
-from bench.webhook import breakdown, population
+from bench.webhook import baseline_server, breakdown, population
 from bench.webhook.loadgen import LoadOptions, LoadRequest, LoadResult, latencies_of, loadgen_main
 from bench.webhook.population import PopulationSpec, PreparedRequest
-from bench.webhook.servers import Ready, ServerOptions, server_main
+from bench.webhook.servers import Ready, ServerOptions, raw_nodes, server_main
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.pki import CertificateAuthority
 
@@ -41,6 +46,8 @@ START_TIMEOUT = 300.0  # filling 50,000 pods on a busy machine
 # each this many times for duration * rounds / COST_ROUNDS, so both see the same machine.
 COST_ROUNDS = 2
 SERVERS = ("reference", "webhook")
+BASELINE = "baseline"  # the --baseline commit's webhook server, a third in each round
+BASELINE_TARGET = Target("webhook CPU per request ÷ the baseline's", Bound.BELOW, 1.0)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class WebhookProfile:
     duration: float = 2.5  # of each window
     max_requests: int = 400_000
     uvloop: bool = True
+    # --baseline: a commit whose webhook server is measured in the same rounds (baseline_server.py)
+    baseline: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ COLUMNS = [
     Column("p999", "p99.9 ms", fixed(2)),
     Column("errors", "errors", fixed(0)),
     Column("server_cpu", "server CPU", percent),
+    Column("cpu_us", "server CPU µs/req", fixed(0)),
     Column("client_cpu", "client CPU", percent),
     Column("client_us", "client µs/req", fixed(0)),
     Column("ratio", "vs reference", percent),
@@ -110,7 +120,7 @@ def _measure(
     round_: int = 0,
 ) -> Measurement:
     timed = path == breakdown.TIMED_PATH
-    verify = name == "webhook" and path != breakdown.CANNED_PATH  # canned: a fixed uid
+    verify = name != "reference" and path != breakdown.CANNED_PATH  # canned: a fixed uid
     options = LoadOptions(
         host="127.0.0.1",
         port=port,
@@ -156,20 +166,87 @@ def run(profile: WebhookProfile) -> list[Table]:
     pair = ca.issue_server(["127.0.0.1", "localhost"], common_name="bench-webhook")
     servers: dict[str, tuple[Child, Ready]] = {}
     measurements: list[Measurement] = []
+    kinds = SERVERS if profile.baseline is None else (*SERVERS, BASELINE)
+    with contextlib.ExitStack() as stack:
+        if profile.baseline is not None:
+            folders = stack.enter_context(baseline.exported(profile.baseline))
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
+            servers[BASELINE] = start_baseline(profile, folders, scratch, pair.cert_pem,
+                                               pair.key_pem)  # fmt: skip
+        measurements, canned, timed = _rounds(profile, kinds, servers, pair.cert_pem,
+                                              pair.key_pem, ca.cert_pem, prepared)  # fmt: skip
+    ready = servers["webhook"][1]
+    timed_total = combined(timed)
+    tables = [
+        build_table(measurements, ready, prepared, profile, timed_total.stages),
+        cost_table(measurements, timed_total, combined(canned)),
+    ]
+    if profile.baseline is not None:
+        tables[0].notes.append(baseline_note(profile.baseline, servers[BASELINE][1]))
+    return tables
+
+
+def start_baseline(profile: WebhookProfile, folders: list[Path], scratch: Path, cert_pem: bytes,
+                   key_pem: bytes) -> tuple[Child, Ready]:  # fmt: skip
+    """The baseline commit's webhook server, its cache filled from the same objects."""
+    spec = profile.population
+    layout = population.plan(spec)
+    now = datetime.now(UTC)
+    sources = {
+        "Pod": population.raw_pods(layout, spec),
+        "ReplicaSet": population.raw_replicasets(layout),
+        "Deployment": population.raw_deployments(layout, now),
+        "Node": iter(raw_nodes(population.raw_pods(layout, spec))),
+    }
+    files = {}
+    for kind, items in sources.items():
+        files[kind] = str(scratch / f"{kind}.pickle")
+        baseline_server.write_pages(items, Path(files[kind]))
+    options = baseline_server.BaselineOptions(
+        tuple(str(folder) for folder in folders), cert_pem, key_pem, files,
+        population.ROLLOUT_TIMEOUT, population.ENABLED_ANNOTATION, profile.uvloop,
+    )  # fmt: skip
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join([*options.folders, str(baseline.ROOT)])
+    child = Subprocess("server-baseline", "bench.webhook.baseline_server", options, environment)
+    try:
+        fields = child.receive(START_TIMEOUT)
+    except BaseException:
+        child.finish(1.0)
+        raise
+    return child, Ready(fields["port"], fields["rss_before"], fields["rss_after"],
+                        fields["fill_seconds"], fields["objects"], [])  # fmt: skip
+
+
+def baseline_note(commit: str, ready: Ready) -> str:
+    return (
+        f"baseline: commit {commit[:12]}'s webhook server (its `src/`, exported with git "
+        "archive; bench/webhook/baseline_server.py), measured as a third server in every "
+        "round, its answers checked as the webhook's; its cache filled from the same "
+        f"objects in {ready.fill_seconds:.1f} s, RSS {ready.rss_after / 2**20:.0f} MiB. "
+        "Its ratio to the reference, and the webhook's CPU per request to its own, are the "
+        "medians of the per-round ratios."
+    )
+
+
+def _rounds(
+    profile: WebhookProfile, kinds: tuple[str, ...], servers: dict[str, tuple[Child, Ready]],
+    cert_pem: bytes, key_pem: bytes, ca_pem: bytes, prepared: list[PreparedRequest],
+) -> tuple[list[Measurement], list[Measurement], list[Measurement]]:  # fmt: skip
+    spec = profile.population
+    measurements: list[Measurement] = []
     try:
         for kind in SERVERS:
-            options = ServerOptions(
-                kind, pair.cert_pem, pair.key_pem, spec, tuple(prepared), profile.uvloop
-            )
+            options = ServerOptions(kind, cert_pem, key_pem, spec, tuple(prepared), profile.uvloop)
             child = Child(f"server-{kind}", server_main, options)
             servers[kind] = (child, child.receive(START_TIMEOUT))
         requests = _load_requests(prepared)
         for concurrency in profile.concurrencies:
             for round_ in range(profile.rounds):
-                for kind in SERVERS if round_ % 2 == 0 else SERVERS[::-1]:
+                for kind in kinds if round_ % 2 == 0 else kinds[::-1]:
                     child, ready = servers[kind]
                     measurements.append(_measure(child, ready.port, kind, concurrency,
-                                                 ca.cert_pem, requests, profile,
+                                                 ca_pem, requests, profile,
                                                  round_=round_))  # fmt: skip
         child, ready = servers["webhook"]
         at = _cost_concurrency(measurements)
@@ -178,19 +255,14 @@ def run(profile: WebhookProfile) -> list[Table]:
         timed: list[Measurement] = []
         for _ in range(COST_ROUNDS):
             for path, into in ((breakdown.CANNED_PATH, canned), (breakdown.TIMED_PATH, timed)):
-                into.append(_measure(child, ready.port, "webhook", at, ca.cert_pem, requests,
+                into.append(_measure(child, ready.port, "webhook", at, ca_pem, requests,
                                      short, path))  # fmt: skip
     finally:
         for child, _ in servers.values():
             with contextlib.suppress(Exception):  # already gone: finish() reaps or kills it
                 child.ask("stop", 30.0)
             child.finish()
-    ready = servers["webhook"][1]
-    timed_total = combined(timed)
-    return [
-        build_table(measurements, ready, prepared, profile, timed_total.stages),
-        cost_table(measurements, timed_total, combined(canned)),
-    ]
+    return measurements, canned, timed
 
 
 def combined(windows: list[Measurement]) -> Measurement:
@@ -236,7 +308,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
                          if m.result.window > 0]  # fmt: skip
         if any(used >= CLIENT_SATURATED for used in client_shares):
             saturated.append(f"{server} at concurrency {concurrency}")
-        share = _paired(rounds, reference, lambda m: m.rps) if server == "webhook" else None
+        share = _paired(rounds, reference, lambda m: m.rps) if server != "reference" else None
         server_shares = [m.server_cpu / m.result.window for m in rounds if m.result.window > 0]
         client_micros = [m.result.client_cpu / m.result.completed * 1e6 for m in rounds
                          if m.result.completed]  # fmt: skip
@@ -251,6 +323,7 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
             p999=_median(None if t is None else t.p999 * 1000 for t in tails),
             errors=sum(sum(m.result.errors.values()) for m in rounds),
             server_cpu=_median(server_shares),
+            cpu_us=_median(m.cpu_per_request for m in rounds),
             client_cpu=_median(client_shares),
             client_us=_median(client_micros),
             ratio=share,
@@ -261,6 +334,10 @@ def build_table(measurements: list[Measurement], ready: Ready, prepared: list[Pr
             cpu_ratio = _paired(rounds, reference, lambda m: m.cpu_per_request)
             table.verdicts.append(evaluate(CPU_TARGET, cpu_ratio, where))
             table.verdicts.append(evaluate(P99_TARGET, p99, where))
+            theirs = series.get((BASELINE, concurrency))
+            if theirs:
+                against = _paired(rounds, theirs, lambda m: m.cpu_per_request)
+                table.verdicts.append(evaluate(BASELINE_TARGET, against, where))
         errors: Counter[str] = Counter()
         for m in rounds:
             errors.update(m.result.errors)

@@ -118,11 +118,11 @@ def memory_sources(spec: PopulationSpec, now: datetime) -> dict[type[Resource], 
         Pod: MemoryListWatch(population.raw_pods(layout, spec)),
         ReplicaSet: MemoryListWatch(population.raw_replicasets(layout)),
         Deployment: MemoryListWatch(population.raw_deployments(layout, now)),
-        Node: MemoryListWatch(_raw_nodes(population.raw_pods(layout, spec))),
+        Node: MemoryListWatch(raw_nodes(population.raw_pods(layout, spec))),
     }
 
 
-def _raw_nodes(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def raw_nodes(pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """A Node, not being drained, for every node the pods run on."""
     names = sorted({str((pod.get("spec") or {}).get("nodeName") or "") for pod in pods} - {""})
     return [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}} for name in names]
