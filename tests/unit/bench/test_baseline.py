@@ -11,6 +11,7 @@ from bench import baseline
 from bench.baseline import BaselineError, Comparison, compare
 from bench.report import Row
 from bench.stats import Bound, Target
+from bench.webhook import baseline_server
 
 SYNC = Comparison("memory", "seconds", "time to synced", largest="pods",
                   target=Target("this ÷ baseline", Bound.AT_MOST, 0.5))  # fmt: skip
@@ -108,3 +109,31 @@ def test_the_command_line_refuses_a_bad_baseline_with_exit_2() -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "--baseline 'no-such-ref': not a commit" in done.stderr
+
+
+def test_the_command_line_refuses_a_baseline_for_parts_it_cannot_compare() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "detector", "--baseline", "HEAD",
+         "--no-write"],
+        cwd=Path(baseline.ROOT), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--baseline compares only ['memory', 'drain', 'webhook']" in done.stderr
+
+
+def test_the_baseline_servers_list_pages_come_back_as_written(tmp_path: Path) -> None:
+    items = [{"metadata": {"name": f"pod-{i}"}} for i in range(7)]
+    path = tmp_path / "Pod.pickle"
+    assert baseline_server.write_pages(items, path, page=3) == 7
+    assert [len(page) for page in baseline_server.read_pages(path)] == [3, 3, 1]
+    assert [item for page in baseline_server.read_pages(path) for item in page] == items
+
+
+def test_the_baseline_server_refuses_a_product_from_outside_the_commits_folders(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(RuntimeError, match="imported graceful_drain from"):
+        baseline_server._check_origin((str(tmp_path),))
+    import graceful_drain
+
+    baseline_server._check_origin((str(Path(graceful_drain.__file__).parent.parent),))

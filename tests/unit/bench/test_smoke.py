@@ -93,3 +93,23 @@ def test_drain_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     karpenter = tables["drain_karpenter"]
     assert karpenter["rows"] == []
     assert karpenter["notes"][0].startswith("Real Karpenter: not run")
+
+
+def test_webhook_benchmark_smoke_with_a_baseline_commit_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # HEAD's webhook server as the baseline: a third server in every round, on HEAD's
+    # exported code, its answers checked like the webhook's
+    argv = ["--smoke", "--only", "webhook", "--baseline", "HEAD", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    document: dict[str, Any] = json.loads((tmp_path / "latest.json").read_text("utf-8"))
+    webhook = tables_by_key(document)["webhook"]
+    servers = [(row["server"], row["concurrency"]) for row in webhook["rows"]]
+    assert servers == [(server, concurrency) for concurrency in (1, 4)
+                       for server in ("reference", "webhook", "baseline")]  # fmt: skip
+    baseline_rows = [row for row in webhook["rows"] if row["server"] == "baseline"]
+    assert all(row["requests"] > 0 and row["errors"] == 0 for row in baseline_rows)
+    assert all(row["ratio"] is not None for row in baseline_rows)  # against the reference
+    assert any(note.startswith("baseline: commit") for note in webhook["notes"])
+    assert "the webhook's measured in the same rounds" in document["machine"]["baseline"]
