@@ -32,8 +32,8 @@ from bench.webhook.servers import Ready, ServerOptions, raw_nodes, server_main
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.pki import CertificateAuthority
 
-THROUGHPUT_TARGET = Target("webhook req/s ÷ reference req/s", Bound.AT_LEAST, 0.5)
-CPU_TARGET = Target("webhook CPU per request ÷ reference's", Bound.AT_MOST, 2.2)
+THROUGHPUT_TARGET = Target("webhook req/s ÷ reference req/s", Bound.AT_LEAST, 1.0)
+CPU_TARGET = Target("webhook CPU per request ÷ reference's", Bound.AT_MOST, 0.85)
 P99_TARGET = Target("webhook p99", Bound.BELOW, 5.0, " ms")
 # The stages timed under load, the stack around them and the timing's own cost account for the
 # webhook's CPU.
