@@ -36,6 +36,7 @@ from typing import Any
 from bench.procs import ChildError, receive_async, rss_bytes
 
 PAGE = 500
+BOOKMARK_SECONDS = 60.0  # kube-apiserver's watch cache sends one a minute
 KINDS = ("Pod", "ReplicaSet", "Deployment", "Node")  # lightkube's class names
 NO_API_SERVER = "https://127.0.0.1:9"
 # name -> the modules (under graceful_drain.) that held it, newest layout first
@@ -48,6 +49,7 @@ PRODUCT: dict[str, tuple[str, ...]] = {
     "ReloadingTLS": ("controller.tls.context", "controller.tls"),
     "webhook_site": ("controller.app",),
     "ListChunk": ("kube.informer",),
+    "RawWatchEvent": ("kube.client",),
     "configure_logging": ("logs",),
 }
 OPTIONAL = {  # what older commits lack
@@ -119,10 +121,12 @@ def _check_origin(folders: tuple[str, ...]) -> None:
 
 
 class PagedListWatch:
-    """List pages read from a file; a watch that stays open without events until cancelled."""
+    """List pages read from a file; a watch that stays open, with a bookmark a minute and no
+    changes, until cancelled."""
 
-    def __init__(self, chunk: Any, path: Path | None) -> None:
+    def __init__(self, chunk: Any, event: Any, path: Path | None) -> None:
         self._chunk = chunk
+        self._event = event
         self._path = path
 
     async def list(self) -> AsyncIterator[Any]:
@@ -132,10 +136,10 @@ class PagedListWatch:
         yield self._chunk("1", [])
 
     async def watch(self, resource_version: str, timeout_seconds: int) -> AsyncIterator[Any]:
-        await asyncio.Event().wait()  # until cancelled
-        nothing: tuple[Any, ...] = ()
-        for event in nothing:
-            yield event
+        # as servers.MemoryListWatch: a bookmark a minute, else the informer re-lists
+        while True:
+            await asyncio.sleep(BOOKMARK_SECONDS)  # the API server's pace, not a synchronisation
+            yield self._event("BOOKMARK", {"metadata": {"resourceVersion": resource_version}})
 
 
 class _InstantPatcher:
@@ -177,7 +181,8 @@ async def _serve(connection: Connection, options: BaselineOptions) -> None:
 
         def list_watch(resource: Any, _scope: Any) -> PagedListWatch:
             path = options.objects.get(resource.__name__)
-            return PagedListWatch(names["ListChunk"], None if path is None else Path(path))
+            return PagedListWatch(names["ListChunk"], names["RawWatchEvent"],
+                                  None if path is None else Path(path))  # fmt: skip
 
         cache = names["ClusterCache"](
             client, enabled_annotation=options.enabled_annotation, list_watch=list_watch

@@ -52,6 +52,7 @@ from graceful_drain.kube.informer import ListChunk, ListWatch
 from graceful_drain.logs import configure_logging
 
 LIST_PAGE = 500
+BOOKMARK_SECONDS = 60.0  # kube-apiserver's watch cache sends one a minute
 # Nothing listens here: a pod missing from the cache fails its live GET at once (CACHE_COLD), which
 # the load generator then counts as a wrong answer.
 NO_API_SERVER = "https://127.0.0.1:9"
@@ -88,7 +89,7 @@ class Ready:
 
 class MemoryListWatch:
     """A ListWatch whose list pages come from an iterable of raw objects, and whose watch
-    stays open without events until cancelled."""
+    stays open, with a bookmark a minute and no changes, until cancelled."""
 
     def __init__(self, items: Iterable[dict[str, Any]], page: int = LIST_PAGE) -> None:
         self._items = items
@@ -106,10 +107,11 @@ class MemoryListWatch:
     async def watch(
         self, resource_version: str, timeout_seconds: int
     ) -> AsyncIterator[RawWatchEvent]:
-        await asyncio.Event().wait()  # until cancelled
-        nothing: tuple[RawWatchEvent, ...] = ()
-        for event in nothing:
-            yield event
+        # No changes, but a bookmark a minute as the API server sends: an informer that hears
+        # nothing for its silence limit re-lists, and this list's items are read only once.
+        while True:
+            await asyncio.sleep(BOOKMARK_SECONDS)  # the API server's pace, not a synchronisation
+            yield RawWatchEvent("BOOKMARK", {"metadata": {"resourceVersion": resource_version}})
 
 
 def memory_sources(spec: PopulationSpec, now: datetime) -> dict[type[Resource], ListWatch]:

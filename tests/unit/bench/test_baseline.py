@@ -137,3 +137,28 @@ def test_the_baseline_server_refuses_a_product_from_outside_the_commits_folders(
     import graceful_drain
 
     baseline_server._check_origin((str(Path(graceful_drain.__file__).parent.parent),))
+
+
+async def test_the_memory_watches_send_bookmarks_so_the_informer_never_relists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a silent watch would make the informer re-list after its silence limit, and a list
+    # of the webhook server's (a generator) can be read only once: its cache would empty
+    from bench.webhook import servers
+
+    from graceful_drain.kube.client import RawWatchEvent
+    from graceful_drain.kube.informer import ListChunk
+
+    monkeypatch.setattr(servers, "BOOKMARK_SECONDS", 0.0)
+    monkeypatch.setattr(baseline_server, "BOOKMARK_SECONDS", 0.0)
+    watches = [
+        servers.MemoryListWatch([]).watch("7", 60),
+        baseline_server.PagedListWatch(ListChunk, RawWatchEvent, None).watch("7", 60),
+    ]
+    for watch in watches:
+        for _ in range(2):
+            event = await anext(watch)
+            assert (event.type, event.object) == (
+                "BOOKMARK",
+                {"metadata": {"resourceVersion": "7"}},
+            )
