@@ -49,8 +49,9 @@ def test_ratio_is_against_the_reference_at_the_same_concurrency() -> None:
 
 
 def test_targets_are_judged_at_concurrency_32_only() -> None:
+    # at least the reference's rate, at most 0.85x its CPU per request (64 against 80 µs)
     met = table_of([measurement("reference", 32, 10000, 3.0, server_share=0.8),
-                    measurement("webhook", 32, 6000, 4.0)])  # fmt: skip
+                    measurement("webhook", 32, 11000, 4.0, server_share=0.7)])  # fmt: skip
     verdicts = met["verdicts"]
     assert isinstance(verdicts, list)
     assert [(v.where, v.met) for v in verdicts] == [("concurrency 32", True)] * 3
@@ -67,6 +68,28 @@ def test_targets_are_judged_at_concurrency_32_only() -> None:
     assert "6,400 req/s" in notes
     assert "reference's own p99 in the same rounds was 3.0 ms" in notes
     assert "round by round, the webhook's p99 is 4.00x it" in notes
+
+
+def test_a_baseline_server_gets_its_ratio_and_the_webhook_is_judged_against_it() -> None:
+    table = table_of([measurement("reference", 32, 10000, 3.0, server_share=0.8),
+                      measurement("webhook", 32, 11000, 4.0, server_share=0.7),
+                      measurement("baseline", 32, 8000, 4.0, server_share=0.8)])  # fmt: skip
+    rows = table["rows"]
+    assert isinstance(rows, list)
+    baseline = next(row for row in rows if row["server"] == "baseline")
+    assert baseline["ratio"] == pytest.approx(0.8)  # of the reference's req/s
+    assert baseline["cpu_us"] == pytest.approx(100.0)
+    verdicts = table["verdicts"]
+    assert isinstance(verdicts, list)
+    against = verdicts[-1]
+    assert "baseline" in against.target.describe()
+    assert against.met and against.value == pytest.approx(63.6 / 100, abs=0.01)
+    slower = table_of([measurement("reference", 32, 10000, 3.0, server_share=0.8),
+                       measurement("webhook", 32, 11000, 4.0, server_share=0.7),
+                       measurement("baseline", 32, 12000, 4.0, server_share=0.7)])  # fmt: skip
+    verdicts = slower["verdicts"]
+    assert isinstance(verdicts, list)
+    assert not verdicts[-1].met  # 63.6 against 58.3 µs per request
 
 
 def test_rounds_are_medians_and_ratios_pair_each_rounds_windows() -> None:
