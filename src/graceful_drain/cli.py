@@ -116,7 +116,7 @@ SUBCOMMANDS: list[Subcommand] = [
         termination_cli.NAME,
         termination_cli.HELP,
         termination_cli.configure,
-        termination_cli.run,
+        termination_cli.run_process,
     ),
     Subcommand(
         "demo",
