@@ -27,18 +27,16 @@ interpreter's finalisation stands between the verdict and the exit status.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import math
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
@@ -52,10 +50,12 @@ from graceful_drain.termination.classify import (
     DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_ROLLOUT_TIMEOUT,
 )
-from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import IdentityError, resolve_identity
 from graceful_drain.termination.verdict import Verdict
+
+if TYPE_CHECKING:  # the client stack loads when a detection runs, not for --help
+    from graceful_drain.termination.detector import Detector, ReaderFactory
 
 NAME = "termination-cause"
 HELP = "say why this pod is terminating: drain gracefully (exit 0) or shed load (10, 11)"
@@ -210,6 +210,8 @@ def render(verdict: Verdict, *, as_json: bool) -> str:
 
 def write_atomically(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
+    import tempfile  # only with --output
+
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -290,6 +292,10 @@ def run(
         except GracePeriodError as error:
             print(f"graceful-drain {NAME}: error: {error}", file=sys.stderr)
             return EXIT_CODES[Outcome.USAGE_ERROR]
+    import asyncio
+
+    from graceful_drain.termination.detector import Detector, DetectorConfig
+
     config = DetectorConfig(
         grace_period_seconds=grace,
         deadline_seconds=args.deadline,
