@@ -70,6 +70,7 @@ shed-load (or report-only) verdict whose evidence names the error.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
@@ -152,15 +153,19 @@ def _at_sigterm(
     notes: list[EvidenceItem] = []
 
     voluntary = _voluntary_reading(pod, owner)
-    chosen = _first(
-        _override(events.kubelet_eviction, voluntary, Fact.KUBELET_EVICTION_OVERRIDE,
-                  "an Evicted event was recorded for this UID", notes),
-        _record(pod, events, voluntary, notes, evictions_only=True),
-        _override(node.finding, voluntary, Fact.NODE_PRESSURE_OVERRIDE,
-                  "the node is under pressure", notes),
-        _record(pod, events, voluntary, notes),
-        malformed[0] if malformed else None,
+    tiers: tuple[Callable[[], Finding | None], ...] = (
+        # 1. an eviction record: the Evicted event, then the kubelet's status
+        lambda: _override(events.kubelet_eviction, voluntary, Fact.KUBELET_EVICTION_OVERRIDE,
+                          "an Evicted event was recorded for this UID", notes),
+        lambda: _record(pod, events, voluntary, notes, evictions_only=True),
+        # 2. node pressure
+        lambda: _override(node.finding, voluntary, Fact.NODE_PRESSURE_OVERRIDE,
+                          "the node is under pressure", notes),
+        # 3. any other record; 4. malformed evidence
+        lambda: _record(pod, events, voluntary, notes),
+        lambda: malformed[0] if malformed else None,
     )  # fmt: skip
+    chosen = _first(tiers)
     if chosen is None and voluntary is not None:
         chosen = _gate(evidence, voluntary, events, grace_period_seconds, event_retention_seconds)
         if chosen is not voluntary:
@@ -176,8 +181,13 @@ def _at_sigterm(
     return _verdict(chosen, action, Trigger.SIGTERM, now, items)
 
 
-def _first(*findings: Finding | None) -> Finding | None:
-    return next((finding for finding in findings if finding is not None), None)
+def _first(tiers: tuple[Callable[[], Finding | None], ...]) -> Finding | None:
+    """The first tier that decides; the later ones are not read (nor noted)."""
+    for tier in tiers:
+        finding = tier()
+        if finding is not None:
+            return finding
+    return None
 
 
 def _pod_gone(evidence: Evidence) -> bool:

@@ -1389,3 +1389,18 @@ def test_seed_voluntary_is_reached_once_a_voluntary_marker_is_present() -> None:
     seed = next(c for c in SEED_CASES if c.name == "no event, no pressure, within retention")
     verdict = classify(replace(seed.evidence(), owner=MARKER), NOW, seed.grace)
     assert (verdict.cause, verdict.action) == (Cause.VOLUNTARY, Action.DRAIN_GRACEFULLY)
+
+
+def test_only_the_deciding_record_notes_what_it_overrode() -> None:
+    """An Evicted event, node pressure and a deletion: the event decides (the seed's first
+    check), and the evidence notes that override once; pressure is recorded, not noted."""
+    verdict = classify(
+        evidence(pod=pod(deleted=True), events=events(evicted()), node=node("MemoryPressure")),
+        NOW,
+        GRACE,
+    )
+    assert verdict.deciding_item.fact is Fact.KUBELET_EVICTED_EVENT
+    facts = [item.fact for item in verdict.evidence]
+    assert facts.count(Fact.KUBELET_EVICTION_OVERRIDE) == 1
+    assert Fact.NODE_PRESSURE_OVERRIDE not in facts
+    assert Fact.NODE_PRESSURE in facts
