@@ -193,6 +193,12 @@ async def test_a_kubectl_drain_eviction_is_a_drain(
     assert_never_refused(real_cluster, namespace)
 
 
+# Half the pods' 30 s grace period, the most the detector may take: these tests assert which
+# evidence decides, so every read must answer even on a loaded machine (the default 5 s
+# from process start can run out there, and then every verdict is the timeout's shed).
+UNHURRIED = ("--deadline", "15")
+
+
 def pressure_condition(status: str) -> Obj:
     """The kubelet's MemoryPressure condition (nodestatus setters.go), as it writes it."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -235,7 +241,7 @@ async def test_a_kubectl_drain_of_a_node_under_memory_pressure_sheds(
         try:
             # Again, just before: kwok's heartbeat rewrites a node's conditions every ~10 min.
             await set_memory_pressure(real_cluster, node, "True")
-            code, verdict = await run_detector(kubeconfig, terminating)
+            code, verdict = await run_detector(kubeconfig, terminating, *UNHURRIED)
         finally:
             await draining
     finally:
@@ -278,7 +284,7 @@ async def test_a_kubelet_style_evicted_event_with_a_capitalised_source_sheds(
     await kubectl(admin, "delete", "pod", meta["name"], "-n", namespace, "--wait=false")
     terminating = await until_terminating(real_cluster, pod)
 
-    code, verdict = await run_detector(kubeconfig, terminating)
+    code, verdict = await run_detector(kubeconfig, terminating, *UNHURRIED)
 
     assert code == 10
     assert (verdict["cause"], verdict["resource"]) == ("involuntary_eviction", "memory")
@@ -303,7 +309,7 @@ async def test_a_kubectl_drain_with_the_events_read_forbidden_sheds(
     pod = await slow_exiting_web(real_cluster, namespace)
     terminating, draining = await drained(real_cluster, pod)
     try:
-        code, verdict = await run_detector(kubeconfig, terminating)
+        code, verdict = await run_detector(kubeconfig, terminating, *UNHURRIED)
     finally:
         await draining
 
