@@ -53,6 +53,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realcluster]
 
 SERVICE_ACCOUNT = "my-app"  # the name deploy/detector's examples bind
 EXIT_DELAY = "25s"  # below terminationGracePeriodSeconds (30 s)
+# Half the pods' 30 s grace period, the most the detector may take: the tests that assert
+# which evidence decides need every read answered, even on a loaded machine (the default 5 s
+# from process start can run out there, and then the verdict is the timeout's shed).
+UNHURRIED = ("--deadline", "15")
 
 
 def detector_overlay(directory: Path, namespace: str) -> Path:
@@ -181,7 +185,7 @@ async def test_a_kubectl_drain_eviction_is_a_drain(
     draining = asyncio.create_task(kubectl(real_cluster.kubeconfig_path, *drain, check=False))
     try:
         terminating = await until_terminating(real_cluster, pod)
-        code, verdict = await run_detector(kubeconfig, terminating)
+        code, verdict = await run_detector(kubeconfig, terminating, *UNHURRIED)
     finally:
         await draining
 
@@ -191,12 +195,6 @@ async def test_a_kubectl_drain_eviction_is_a_drain(
     assert (verdict["cause"], verdict["action"]) == ("voluntary", "drain_gracefully")
     assert decisive(verdict)["fact"] == "disruption_target"
     assert_never_refused(real_cluster, namespace)
-
-
-# Half the pods' 30 s grace period, the most the detector may take: these tests assert which
-# evidence decides, so every read must answer even on a loaded machine (the default 5 s
-# from process start can run out there, and then every verdict is the timeout's shed).
-UNHURRIED = ("--deadline", "15")
 
 
 def pressure_condition(status: str) -> Obj:
@@ -336,7 +334,7 @@ async def test_a_deletion_or_a_scale_down_is_a_drain(
         await kubectl(admin, "scale", "deployment", "web", "-n", namespace, "--replicas=0")
     terminating = await until_terminating(real_cluster, pod)
 
-    code, verdict = await run_detector(kubeconfig, terminating)
+    code, verdict = await run_detector(kubeconfig, terminating, *UNHURRIED)
 
     assert "DisruptionTarget" not in {
         c["type"] for c in terminating["status"].get("conditions") or []
