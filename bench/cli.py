@@ -64,6 +64,7 @@ SMOKE = Profile(
         cli_healthy_runs=1,
         cli_hanging_runs=1,
         cli_deadline=1.5,
+        startup_rounds=2,
     ),
     drain=drain.DrainProfile(
         clients=("kubectl",),
@@ -143,7 +144,7 @@ def runners(profile: Profile) -> dict[str, Callable[[], list[Table]]]:
         "webhook": lambda: webhook.run(profile.webhook),
         "memory": lambda: [memory.run(profile.memory), decode.run(profile.decode)],
         "drain": lambda: drain.run(profile.drain),
-        "detector": lambda: [detector.run(profile.detector)],
+        "detector": lambda: detector.run(profile.detector),
     }
 
 

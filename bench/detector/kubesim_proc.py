@@ -12,6 +12,7 @@ workload's ServiceAccount hang (kubesim fault injection), "heal" removes that; "
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ import yaml
 
 from bench.procs import receive_async, run_child
 from kubesim.apiserver.faults import FaultRule
+from kubesim.apiserver.meta import rfc3339
 from kubesim.client import KubeClient, resource_path
+from kubesim.cluster.nodestatus import update_conditions
 from kubesim.sim import KubeSim
 
 NAMESPACE = SERVICE_ACCOUNT = "my-app"  # as the shipped manifests name them
@@ -64,7 +67,12 @@ def seed(sim: KubeSim) -> dict[str, Any]:
                 "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE}})  # fmt: skip
     for name in RBAC_FILES:
         sim.create(yaml.safe_load((DEPLOY_DIR / name).read_text(encoding="utf-8")))
-    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    # The node as a kubelet leaves it after its first status sync: the detector needs its
+    # conditions (no pressure) before any drain verdict.
+    conditions, _ = update_conditions((), (), rfc3339(datetime.now(UTC)))
+    sim.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
+                "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+                "status": {"conditions": conditions}})  # fmt: skip
     template: dict[str, Any] = {"metadata": {"labels": APP},
                 "spec": {"containers": [{"name": "web", "image": "nginx"}]}}  # fmt: skip
     deployment = sim.create({

@@ -17,13 +17,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.detector import startup
 from bench.detector.detect_proc import Detection, DetectOptions, detect_main
 from bench.detector.kubesim_proc import Workload, kubesim_main
+from bench.machine import load_average
 from bench.procs import Child
 from bench.report import Column, Table, fixed
 from bench.stats import Bound, Target, evaluate, summarize
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src"
 EXPECTED = ("voluntary", "drain_gracefully")
 FALLBACK = ("indeterminate", "shed_load_and_exit_fast")
 CLI_MARGIN = 30.0  # bound on waiting for one CLI process beyond its deadline
@@ -38,6 +41,7 @@ class DetectorProfile:
     cli_healthy_runs: int = 5
     cli_hanging_runs: int = 3
     cli_deadline: float = 2.0
+    startup_rounds: int = 20  # start-up and verdict → exit: rounds of every command
 
 
 COLUMNS = [
@@ -71,8 +75,8 @@ def _library(workload: Workload, runs: int, deadline: float) -> list[Detection]:
         child.finish()
 
 
-def _cli(workload: Workload, runs: int, deadline: float) -> list[Detection]:
-    env = {
+def _cli_env(workload: Workload) -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
         "POD_NAME": workload.pod,
@@ -80,6 +84,26 @@ def _cli(workload: Workload, runs: int, deadline: float) -> list[Detection]:
         "POD_UID": workload.uid,
         "NODE_NAME": workload.node,
     }
+
+
+def _startup(workload: Workload, profile: DetectorProfile) -> Table:
+    commands = {
+        startup.BARE: [sys.executable, "-c", "pass"],
+        "graceful-drain --version": startup.cli_command("--version"),
+        "termination-cause --help": startup.cli_command("termination-cause", "--help"),
+        startup.CLASSIFICATION: startup.cli_command(
+            "termination-cause", "--json", "--kubeconfig", workload.kubeconfig,
+            "--deadline", str(profile.cli_deadline),
+        ),
+    }  # fmt: skip
+    series = startup.measure(
+        commands, _cli_env(workload), profile.startup_rounds, profile.cli_deadline + CLI_MARGIN
+    )
+    return startup.build_table(series, load_average())
+
+
+def _cli(workload: Workload, runs: int, deadline: float) -> list[Detection]:
+    env = _cli_env(workload)
     command = [
         sys.executable, "-c", "import sys; from graceful_drain.cli import main; sys.exit(main())",
         "termination-cause", "--json", "--kubeconfig", workload.kubeconfig,
@@ -104,7 +128,7 @@ def _verdict_of(output: str) -> tuple[str, str]:
         return "no verdict", "none"
 
 
-def run(profile: DetectorProfile) -> Table:
+def run(profile: DetectorProfile) -> list[Table]:
     series: list[Series] = []
     sim = Child("kubesim-detector", kubesim_main, True)
     try:
@@ -115,6 +139,7 @@ def run(profile: DetectorProfile) -> Table:
         series.append(Series("CLI process", "healthy", profile.cli_deadline,
                              _cli(workload, profile.cli_healthy_runs, profile.cli_deadline),
                              EXPECTED))  # fmt: skip
+        startup_table = _startup(workload, profile)
         sim.ask("hang", 10.0)
         hanging = (profile.hanging_runs, profile.hanging_deadline)
         series.append(Series("library", "hanging", profile.hanging_deadline,
@@ -126,7 +151,7 @@ def run(profile: DetectorProfile) -> Table:
         sim.ask("stop", 30.0)
     finally:
         sim.finish()
-    return build_table(series)
+    return [build_table(series), startup_table]
 
 
 def build_table(series: list[Series]) -> Table:

@@ -7,6 +7,11 @@ plugin offers only what an operator runs from a workstation (PLUGIN_SUBCOMMANDS)
 Adding one: write `configure(parser)` and `run(args) -> exit code`, and append a `Subcommand`
 to SUBCOMMANDS. A ConfigError raised by `run` is printed as `graceful-drain NAME: error: ...`
 and exits 2, like argparse's own usage errors.
+
+Start-up is kept light (the termination-cause detector runs inside a pod's grace period):
+`main` configures only the subcommand it runs (none for `--help` and `--version`), and each
+subcommand imports what it needs when it is configured or run, never at this module's
+import (tests/unit/test_import_graph.py holds it).
 """
 
 from __future__ import annotations
@@ -18,8 +23,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from graceful_drain import __version__, completion
-from graceful_drain.config import EXIT_CONFIG_ERROR, add_controller_arguments, check_files, resolve
+from graceful_drain import completion
 from graceful_drain.errors import ConfigError
 from graceful_drain.termination import cli as termination_cli
 
@@ -35,7 +39,38 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int]
 
 
+EXIT_CONFIG_ERROR = 2  # as graceful_drain.config's, which this module does not import
+
+
+def _version() -> str:
+    from graceful_drain import __version__  # read on first use
+
+    return __version__
+
+
+class _VersionAction(argparse._VersionAction):
+    """argparse's "version" action, with the version read only when asked for."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser._print_message(f"{parser.prog} {_version()}\n", sys.stdout)
+        parser.exit()
+
+
+def _add_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.config import add_controller_arguments  # the controller's settings
+
+    add_controller_arguments(parser)
+
+
 def _run_controller(args: argparse.Namespace) -> int:
+    from graceful_drain.config import check_files, resolve
+
     config = resolve(args, os.environ)
     check_files(config)
     from graceful_drain.controller.app import preflight, run_controller  # loads the server stack
@@ -93,7 +128,7 @@ def _run_completion(args: argparse.Namespace) -> int:
 
 
 def _run_version(args: argparse.Namespace) -> int:
-    print(f"{PLUGIN_PROG} {__version__}")
+    print(f"{PLUGIN_PROG} {_version()}")
     return 0
 
 
@@ -109,14 +144,14 @@ SUBCOMMANDS: list[Subcommand] = [
     Subcommand(
         "controller",
         "run the eviction webhook controller",
-        add_controller_arguments,
+        _add_controller_arguments,
         _run_controller,
     ),
     Subcommand(
         termination_cli.NAME,
         termination_cli.HELP,
         termination_cli.configure,
-        termination_cli.run,
+        termination_cli.run_process,
     ),
     Subcommand(
         "demo",
@@ -141,26 +176,41 @@ PLUGIN_DESCRIPTION = (
 )
 
 
+ALL = object()  # build_parser(only=ALL): configure every subcommand
+
+
 def build_parser(
     subcommands: Sequence[Subcommand] = SUBCOMMANDS,
     prog: str = PROG,
     description: str = "Node drains never take the last Ready pod of a Deployment.",
+    *,
+    only: object = ALL,
 ) -> argparse.ArgumentParser:
+    """The parser; ``only`` (a subcommand's name, or None for none) configures just that
+    subcommand, so that running one imports nothing the others need."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
         sub = commands.add_parser(subcommand.name, help=subcommand.help)
-        subcommand.configure(sub)
+        if only is ALL or only == subcommand.name:
+            subcommand.configure(sub)
         sub.set_defaults(_subcommand=subcommand, _parser=sub)
     return parser
+
+
+def _chosen(argv: Sequence[str], subcommands: Sequence[Subcommand]) -> str | None:
+    """The subcommand `argv` runs (its first word), or None (``--help``, ``--version``)."""
+    names = {subcommand.name for subcommand in subcommands}
+    return argv[0] if argv and argv[0] in names else None
 
 
 def main(
     argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
 ) -> int:
-    parser = parser or build_parser()
-    args, unknown = parser.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = parser or build_parser(only=_chosen(arguments, SUBCOMMANDS))
+    args, unknown = parser.parse_known_args(arguments)
     subcommand: Subcommand = args._subcommand
     if unknown:  # the subcommand's usage, not the top-level one (which hides its flags)
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -175,9 +225,12 @@ def main(
 
 def kubectl_plugin_main() -> int:
     """`kubectl-graceful_drain`: kubectl runs it for `kubectl graceful-drain ARGS`."""
-    return main(
-        sys.argv[1:], parser=build_parser(PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION)
-    )
+    arguments = sys.argv[1:]
+    parser = build_parser(
+        PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION,
+        only=_chosen(arguments, PLUGIN_SUBCOMMANDS),
+    )  # fmt: skip
+    return main(arguments, parser=parser)
 
 
 if __name__ == "__main__":

@@ -79,3 +79,17 @@ def test_the_logged_configuration_has_every_field_in_the_flags_units() -> None:
     assert fields["namespaces"] == ["a", "b"]
     assert fields["self_signed_mount"] == "/var/run/graceful-drain/webhook-tls"
     assert fields["self_signed"] is True
+
+
+def test_the_light_version_is_the_distributions() -> None:
+    """graceful_drain.__version__ reads the metadata file itself (no importlib.metadata at
+    start-up); it must say what importlib.metadata says."""
+    import importlib.metadata
+
+    assert __version__ == importlib.metadata.version("graceful-drain")
+
+
+def test_the_command_lines_config_error_status_is_configs() -> None:
+    from graceful_drain import cli, config
+
+    assert cli.EXIT_CONFIG_ERROR == config.EXIT_CONFIG_ERROR

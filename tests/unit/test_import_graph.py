@@ -14,6 +14,10 @@ matches a real import fails the suite, so it is deleted the moment the fix lands
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,6 +267,14 @@ RULES: tuple[Rule, ...] = (
         ("graceful_drain.termination",),
         ("graceful_drain.controller",),
     ),
+    # ... and it starts inside a pod's grace period: none of the operator's commands, their
+    # HTTP client (aiohttp) or the process configuration, even lazily.
+    Forbidden(
+        "termination imports neither inspection, aiohttp, config nor the command line",
+        ("graceful_drain.termination",),
+        ("graceful_drain.inspection", "aiohttp", "graceful_drain.config", "graceful_drain.cli"),
+        except_in=("graceful_drain.termination.cli",),
+    ),
     # `plan`, `status` and the demo are built on the controller, never the other way round;
     # the command line builds the controller's plain values (controller/settings.py) and
     # hands them down.
@@ -345,6 +357,9 @@ def test_the_code_keeps_the_rule(rule: Rule, graph: Graph) -> None:
 CONTROLS: dict[str, dict[str, str]] = {
     "kube imports no domain and no config": {
         "graceful_drain/kube/cache.py": "def f():\n    from graceful_drain.config import X\n",
+    },
+    "termination imports neither inspection, aiohttp, config nor the command line": {
+        "graceful_drain/termination/reader.py": "def f():\n    import aiohttp\n",
     },
     "termination imports nothing of the controller": {
         "graceful_drain/termination/evidence.py": (
@@ -472,3 +487,116 @@ def test_the_walk_reaches_every_package(graph: Graph) -> None:
         assert any(within(m, (package,)) for m in graph), package
     assert "graceful_drain.controller.serving.webhook" in graph
     assert "realcluster.cluster" in graph
+
+
+# --- start-up: what an entry point loads -------------------------------------------------
+#
+# The rules above see every import wherever it stands, so they cannot tell a lazy import
+# from an eager one.  These run each light entry point in a fresh interpreter and list the
+# modules it loaded: the detector starts inside a pod's grace period, and `--help` and
+# `--version` answer at once.  Each has a control: the same program loading one forbidden
+# module more, which must be reported.
+
+HEAVY = (
+    "graceful_drain.inspection",
+    "graceful_drain.controller",
+    "graceful_drain.config",
+    "graceful_drain.demo",
+    "aiohttp",
+    "kubesim",
+    "structlog",
+)
+LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml")
+DUMP = "import json, sys\nprint(json.dumps(sorted(sys.modules)), flush=True)\n"
+
+
+def cli_program(*argv: str) -> str:
+    """`graceful-drain ARGV` in-process, then the loaded modules (an argparse exit too)."""
+    return (
+        "import sys\nfrom graceful_drain.cli import main\n"
+        f"try:\n    main({list(argv)!r})\nexcept SystemExit:\n    pass\n" + DUMP
+    )
+
+
+# A real classification, with no cluster to reach (nothing readable): the detector's whole
+# path; the modules are listed where the process would end (termination.cli.exit_now).
+DETECTION = (
+    "import os, sys\nimport graceful_drain.termination.cli as t\n"
+    "def listed(code):\n"
+    "    import json\n"
+    "    print(json.dumps(sorted(sys.modules)), flush=True)\n"
+    "    os._exit(0)\n"
+    "t.exit_now = listed\n"
+    "from graceful_drain.cli import main\n"
+    "main(['termination-cause', '--grace-period', '2'])\n"
+)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Running `program` in a fresh interpreter loads nothing of `forbidden`."""
+
+    name: str
+    program: str
+    forbidden: tuple[str, ...]
+
+    def breaches(self, loaded: Iterable[str]) -> list[str]:
+        return sorted(f"loads {module}" for module in loaded if within(module, self.forbidden))
+
+
+STARTUP_RULES = (
+    Loaded("graceful-drain --help loads no subcommand", cli_program("--help"), LIGHT),
+    Loaded("graceful-drain --version loads no subcommand", cli_program("--version"), LIGHT),
+    Loaded(
+        "termination-cause --help loads no client",
+        cli_program("termination-cause", "--help"),
+        LIGHT,
+    ),
+    Loaded(
+        "importing the detector's command line is light",
+        "import graceful_drain.cli\n" + DUMP,
+        LIGHT,
+    ),
+    Loaded("a classification loads only the detector", DETECTION, HEAVY),
+    Loaded(
+        "the library's detect loads only the detector",
+        "import graceful_drain.termination.detector, graceful_drain.termination.handler\n" + DUMP,
+        HEAVY,
+    ),
+)
+STARTUP_NAMES = [rule.name for rule in STARTUP_RULES]
+
+
+def loaded_by(program: str, env: Mapping[str, str] | None = None) -> list[str]:
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(SRC),
+        "POD_NAME": "web-0",
+        "POD_NAMESPACE": "shop",
+        "POD_UID": "uid-1",
+        "KUBECONFIG": "/nonexistent/kubeconfig",
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=environment, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr
+    loaded: list[str] = json.loads(lines[-1])
+    assert "graceful_drain" in loaded, "the program loaded nothing of graceful_drain"
+    return loaded
+
+
+@pytest.mark.parametrize("rule", STARTUP_RULES, ids=STARTUP_NAMES)
+def test_an_entry_point_loads_only_what_it_needs(rule: Loaded) -> None:
+    assert rule.breaches(loaded_by(rule.program)) == [], rule.name
+
+
+@pytest.mark.parametrize("rule", STARTUP_RULES, ids=STARTUP_NAMES)
+def test_an_entry_point_that_loads_more_is_reported(rule: Loaded) -> None:
+    """The control: the same program, with one forbidden module loaded first."""
+    heavy = "import graceful_drain.inspection.commands\n"
+    assert "loads graceful_drain.inspection.commands" in rule.breaches(
+        loaded_by(heavy + rule.program)
+    )

@@ -8,66 +8,55 @@ Treating an eviction as a drain is the unsafe error; the reverse only costs a
 brief connection reset.  So **drain requires positive evidence of a voluntary
 disruption**; everything else sheds load.
 
-Decision order at SIGTERM (first tier that decides wins; docs/termination-detector.md,
-"What it reads"):
+Decision order at SIGTERM — the seed's (docs/termination-detector.md, "The decision
+order"): eviction event → node pressure → voluntary signals; the first that decides wins.
 
-1. **The pod's own object**, used only when its UID equals ``Evidence.pod_uid``
-   (a pod with the same name but another UID is another incarnation and is
-   ignored entirely).  A ``DisruptionTarget=True`` condition maps by reason:
-   ``EvictionByEvictionAPI`` → voluntary; ``PreemptionByScheduler`` → preempted;
-   ``DeletionByTaintManager`` / ``DeletionByPodGC`` → involuntary_eviction;
-   ``TerminationByKubelet`` → refined by the kubelet's status reason/message:
-   eviction (resource parsed) → involuntary_eviction, critical-pod preemption →
-   preempted, node shutdown or unknown → involuntary_eviction.  An unrecognised
-   reason decides nothing but rules out a voluntary reading, and so does a
-   DisruptionTarget whose status is neither ``"True"`` nor ``"False"`` (the API's
-   ``"Unknown"``, or anything it does not define: something happened); ``"False"``
-   reads as no condition.  Without the condition, a kubelet status (``Evicted``,
-   ``Preempting``, node shutdown) decides as above; otherwise ``deletionTimestamp``
-   set → voluntary (delete, rollout, scale-down); unset → "the kubelet started it",
-   undecided.
-2. **Events for this UID** (consulted when tier 1 did not decide): an ``Evicted``
-   event from source ``kubelet``, whatever its type → involuntary_eviction (resource from the
-   ``starved_resource`` annotation or the message); a kubelet ``Preempting`` or a
-   scheduler ``Preempted`` (action ``Preempting``) → preempted.
-3. **Node pressure** (True MemoryPressure/DiskPressure/PIDPressure conditions or
-   the matching ``node.kubernetes.io/*-pressure`` taints) is corroboration only.
-   Exact rule: it never overrides a decision of tiers 1-2; when they are
-   undecided it *upgrades* the otherwise-unknown case from indeterminate to
-   involuntary_eviction with the pressured resource ("event propagation
-   lags"), and it beats tier 4.  The action is the same either
-   way (shed load): pressure changes the label, never turns a drain into a shed.
-4. **graceful-drain's rollout marker** (``restarted-at`` on the owning
-   Deployment) → voluntary, but only when the stamp is a strict RFC 3339 time within
-   the window the controller honours (``rollout_timeout`` either side of ``now``), and
-   (a) the pod object is not usable (a
-   readable, matching pod is authoritative: a rollout sets deletionTimestamp, so
-   an unset one means the rollout is not why we are stopping) and (b) the
-   absence of a kubelet Evicted event is informative (retention rule below).
-   The marker is about the Deployment, not this pod; without (b) a kubelet
-   eviction during a rollout could not be excluded.
+1. **An eviction record of this UID**: any ``Evicted`` event whose involved object is
+   this UID, whatever its type and source (``kubelet``, ``Kubelet``, none at all) →
+   involuntary_eviction, resource from the ``starved_resource`` annotation or the
+   message; then the kubelet's own eviction record in the pod's status.  One exception,
+   told apart by what the event says: Karpenter's record of its own Eviction API call
+   (type ``Normal``, message ``Evicted pod``) when the pod's own object confirms that
+   call (``DisruptionTarget`` ``EvictionByEvictionAPI``); without that confirmation it
+   counts like any other.
+2. **Node pressure**: a ``MemoryPressure``/``DiskPressure``/``PIDPressure`` condition not
+   ``"False"`` (True, or Unknown: the kubelet is not reporting), or a
+   ``node.kubernetes.io/*-pressure`` taint → involuntary_eviction with the resource.
+3. **Any other involuntary record of this UID**: a ``DisruptionTarget=True`` naming the
+   scheduler (preempted), the taint manager or PodGC (involuntary_eviction), the kubelet
+   (refined by its status: eviction, critical-pod preemption, node shutdown); the
+   kubelet's status (``Preempting``, node shutdown); a preemption event (the scheduler's
+   ``Preempted``, a ``Preempting``) → preempted or involuntary_eviction.
+4. **Malformed evidence**: a field of the wrong type, a list item that is not an object,
+   a key the API server always writes but missing, a timestamp not strict RFC 3339 or
+   implausible (before Kubernetes existed, or more than the grace period and an hour
+   ahead) → shed, ``evidence_malformed``, naming the field (never "as if absent").
+5. **Voluntary signals**, read only if nothing above decided: ``DisruptionTarget=True``
+   ``EvictionByEvictionAPI`` (a drain), else a ``deletionTimestamp`` (delete, rollout,
+   scale-down) — unless a DisruptionTarget of another status or reason, or a status
+   reason no API deletion writes, says something else happened — else, when this pod's
+   object is gone (404, or another incarnation under its name), graceful-drain's rollout
+   marker (``restarted-at`` on the owning Deployment, a strict RFC 3339 time within
+   ``rollout_timeout`` either side of ``now``).  **The gate**: a voluntary signal is a
+   drain only when an eviction and pressure were excluded — the events were read and
+   parsed whole within the deadline, this pod's UID is known, the absence of an Evicted
+   event is informative under the retention rule, and the node was read.  Otherwise:
+   ``cannot_determine``, indeterminate, shed load.
 
-Fallback: nothing decided → indeterminate, shed load (the conservative
-fallback: assume eviction unless a voluntary marker is present).
+Fallback: nothing decided → indeterminate, shed load (the conservative fallback: assume
+eviction unless a voluntary marker is present).
 
-The one exception to "higher tier wins" (the record overrides), applied in one place
-(:func:`_override`) to whatever voluntary finding was chosen (DisruptionTarget
-``EvictionByEvictionAPI``, ``deletionTimestamp``, the rollout marker): it yields to a
-kubelet termination record in the pod's status (``Evicted``, ``Preempting``, node
-shutdown), else to a kubelet ``Evicted`` event for this UID, else to a preemption
-record for this UID (a scheduler ``Preempted`` or kubelet ``Preempting`` event).
-The kubelet and the scheduler's preemption do set or keep no voluntary mark,
-and the Eviction API's ``UpdatePodCondition`` *replaces* an existing DisruptionTarget,
-so a pod the kubelet evicted (or the scheduler preempted) and a drain then evicted
-again reads as ``EvictionByEvictionAPI``; the earlier record is then the truer one, and
-the safe direction besides.
+When a record of tiers 1-3 decides while a voluntary signal was there, the evidence says
+so (``kubelet_eviction_override``, ``node_pressure_override``, ``preemption_override``,
+``kubelet_termination_override``).  The Eviction API's ``UpdatePodCondition``
+*replaces* an existing DisruptionTarget, so a pod the kubelet evicted (or the scheduler
+preempted) and a drain then evicted again reads as ``EvictionByEvictionAPI``; the
+earlier record is the truer one, and the safe direction besides.
 
-Retention rule: the absence of a kubelet Evicted event for this UID is
-informative only if events were readable, the UID is known, and the window in
-which such an event would have been emitted (at most ``grace_period_seconds``
-before ``now``) lies within ``event_retention_seconds`` — i.e.
-``0 < event_retention_seconds`` and ``grace_period_seconds <= event_retention_seconds``.
-Past retention the absence is "cannot determine", never "not evicted".
+Retention rule: the absence of an Evicted event for this UID is informative only if
+``0 < event_retention_seconds`` and ``grace_period_seconds <= event_retention_seconds``
+(the window in which the event would have been written lies within retention).  Past
+retention the absence is "cannot determine", never "not evicted".
 
 OOM kills deliver SIGKILL, never SIGTERM: at SIGTERM a ``lastState`` OOMKilled is
 recorded as context only.  With ``Trigger.AFTER_RESTART`` the classifier reports
@@ -81,11 +70,12 @@ shed-load (or report-only) verdict whose evidence names the error.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.timefmt import as_utc
-from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable
+from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, UnavailableReason
 from graceful_drain.termination.kubelet import KubeletTermination
 from graceful_drain.termination.readings import (
     EventsReading,
@@ -98,6 +88,7 @@ from graceful_drain.termination.readings import (
     read_node,
     read_owner,
     read_pod,
+    read_shapes,
     termination_item,
     usable_pod,
 )
@@ -153,24 +144,68 @@ def _at_sigterm(
     rollout_timeout: timedelta,
 ) -> Verdict:
     pod = read_pod(evidence)
-    events = read_events(evidence, now, grace_period_seconds, event_retention_seconds)
-    node = read_node(evidence)
-    owner = read_owner(
-        evidence, pod.usable is not None, events.absence_informative, now, rollout_timeout
+    events = read_events(
+        evidence, now, grace_period_seconds, event_retention_seconds, eviction_api=pod.eviction_api
     )
+    node = read_node(evidence)
+    owner = read_owner(evidence, _pod_gone(evidence), now, rollout_timeout)
+    malformed = read_shapes(evidence, now, grace_period_seconds)
     notes: list[EvidenceItem] = []
 
-    chosen = pod.finding or events.finding or node.finding or owner.finding
-    if chosen is not None and chosen.cause is Cause.VOLUNTARY:
-        chosen = _override(chosen, pod, events, notes)
+    voluntary = _voluntary_reading(pod, owner)
+    tiers: tuple[Callable[[], Finding | None], ...] = (
+        # 1. an eviction record: the Evicted event, then the kubelet's status
+        lambda: _override(events.kubelet_eviction, voluntary, Fact.KUBELET_EVICTION_OVERRIDE,
+                          "an Evicted event was recorded for this UID", notes),
+        lambda: _record(pod, events, voluntary, notes, evictions_only=True),
+        # 2. node pressure
+        lambda: _override(node.finding, voluntary, Fact.NODE_PRESSURE_OVERRIDE,
+                          "the node is under pressure", notes),
+        # 3. any other record; 4. malformed evidence
+        lambda: _record(pod, events, voluntary, notes),
+        lambda: malformed[0] if malformed else None,
+    )  # fmt: skip
+    chosen = _first(tiers)
+    if chosen is None and voluntary is not None:
+        chosen = _gate(evidence, voluntary, events, grace_period_seconds, event_retention_seconds)
+        if chosen is not voluntary:
+            notes.append(chosen.item)
     if chosen is None:
         chosen = _fallback(evidence, (pod, events, node, owner))
         notes.append(chosen.item)
 
-    items = pod.items + events.items + node.items + owner.items + notes
+    items = pod.items + events.items + node.items + owner.items
+    items += [finding.item for finding in malformed] + notes
     drain = chosen.cause is Cause.VOLUNTARY
     action = Action.DRAIN_GRACEFULLY if drain else Action.SHED_LOAD_AND_EXIT_FAST
     return _verdict(chosen, action, Trigger.SIGTERM, now, items)
+
+
+def _first(tiers: tuple[Callable[[], Finding | None], ...]) -> Finding | None:
+    """The first tier that decides; the later ones are not read (nor noted)."""
+    for tier in tiers:
+        finding = tier()
+        if finding is not None:
+            return finding
+    return None
+
+
+def _pod_gone(evidence: Evidence) -> bool:
+    """This pod's object is gone: the API answered 404, or the name holds another
+    incarnation.  A read that failed otherwise (timeout, 403, error) proves nothing."""
+    pod = evidence.pod
+    if isinstance(pod, Unavailable):
+        return pod.reason is UnavailableReason.NOT_FOUND
+    return bool(evidence.pod_uid) and pod.uid is not None and pod.uid != evidence.pod_uid
+
+
+def _voluntary_reading(pod: PodReading, owner: Reading) -> Finding | None:
+    """What reads as voluntary, before the gate: the pod's own object (DisruptionTarget
+    EvictionByEvictionAPI, a deletionTimestamp), else the rollout marker of a pod gone."""
+    for finding in (pod.finding, owner.finding):
+        if finding is not None and finding.cause is Cause.VOLUNTARY:
+            return finding
+    return None
 
 
 _KUBELET_RECORD_OVERRIDES = {
@@ -180,24 +215,45 @@ _KUBELET_RECORD_OVERRIDES = {
 }
 
 
-def _override(
-    voluntary: Finding, pod: PodReading, events: EventsReading, notes: list[EvidenceItem]
-) -> Finding:
-    """The one place a voluntary reading yields: to a kubelet, preemption or node-shutdown
-    record of this UID (module docstring, "the record overrides")."""
-    record: Finding | None = None
+def _record(
+    pod: PodReading,
+    events: EventsReading,
+    voluntary: Finding | None,
+    notes: list[EvidenceItem],
+    *,
+    evictions_only: bool = False,
+) -> Finding | None:
+    """Tier 3: any other record of an involuntary termination of this UID — the kubelet's
+    status, a DisruptionTarget naming the scheduler, the taint manager or PodGC, a
+    preemption event.  ``evictions_only``: tier 1's share, the kubelet's eviction record
+    in the pod's status (the same record as its Evicted event)."""
+    if evictions_only and pod.kubelet_kind is not KubeletTermination.EVICTION:
+        return None
+    if pod.finding is not None and pod.finding.cause is not Cause.VOLUNTARY:
+        return pod.finding
     if pod.kubelet_record is not None and pod.kubelet_kind in _KUBELET_RECORD_OVERRIDES:
-        record = pod.kubelet_record
         fact, what = _KUBELET_RECORD_OVERRIDES[pod.kubelet_kind]
         detail = f"the pod's status records {what} by the kubelet"
-    elif events.kubelet_eviction is not None:
-        record, fact = events.kubelet_eviction, Fact.KUBELET_EVICTION_OVERRIDE
-        detail = "the kubelet recorded an Evicted event for this UID"
-    elif events.preemption is not None:
-        record, fact = events.preemption, Fact.PREEMPTION_OVERRIDE
-        detail = "this UID was preempted (a preemption event)"
-    if record is None:
-        return voluntary
+        return _override(pod.kubelet_record, voluntary, fact, detail, notes)
+    if evictions_only:
+        return None
+    return _override(
+        events.preemption, voluntary, Fact.PREEMPTION_OVERRIDE,
+        "this UID was preempted (a preemption event)", notes,
+    )  # fmt: skip
+
+
+def _override(
+    record: Finding | None,
+    voluntary: Finding | None,
+    fact: Fact,
+    detail: str,
+    notes: list[EvidenceItem],
+) -> Finding | None:
+    """A record of an involuntary termination decides before any voluntary reading; when
+    there is one, the evidence says what was overridden (module docstring)."""
+    if record is None or voluntary is None:
+        return record
     notes.append(
         make_item(
             Source.CLASSIFIER,
@@ -210,6 +266,45 @@ def _override(
         )
     )
     return record
+
+
+def _gate(
+    evidence: Evidence,
+    voluntary: Finding,
+    events: EventsReading,
+    grace_period_seconds: int,
+    event_retention_seconds: int,
+) -> Finding:
+    """ "Voluntary" only when an eviction and node pressure were both excluded: the events
+    read whole within the deadline (and their absence informative under the retention
+    rule), the node read.  Otherwise: cannot determine, shed load."""
+    doubts: list[str] = []
+    if isinstance(evidence.events, Unavailable):
+        doubts.append(f"the events were not read ({evidence.events})")
+    elif not evidence.pod_uid:
+        doubts.append("this pod's UID is unknown, so no event can be attributed to it")
+    elif not events.absence_informative:
+        doubts.append(
+            f"the grace period ({grace_period_seconds}s) exceeds the events' retention "
+            f"({event_retention_seconds}s), so an Evicted event may have expired"
+        )
+    if isinstance(evidence.node, Unavailable):
+        doubts.append(f"the node was not read ({evidence.node}), so pressure cannot be excluded")
+    if not doubts:
+        return voluntary
+    return Finding(
+        Cause.INDETERMINATE,
+        None,
+        make_item(
+            Source.CLASSIFIER,
+            Fact.CANNOT_DETERMINE,
+            f"The evidence reads as voluntary ({voluntary.item.fact.value}), but "
+            + "; and ".join(doubts)
+            + ": a kubelet eviction cannot be excluded, so the cause cannot be determined; "
+            "shed load.",
+            overridden=voluntary.item.fact.value,
+        ),
+    )
 
 
 def _fallback(evidence: Evidence, readings: tuple[Reading, ...]) -> Finding:

@@ -15,22 +15,28 @@ printed before it, whatever the API server does.  It is capped at half the grace
 the shortest one known (``--grace-period``, else ``$TERMINATION_GRACE_PERIOD_SECONDS``,
 else an assumed 4 s; and once the pod is read, its deletion's grace period and the time
 left until its deletionTimestamp).
+
+The process exits as soon as the verdict is printed: a preStop hook waits for the exit,
+not for the output.  Whatever must be recorded (``--record-event``, ``--output``) is done
+before the verdict is printed; then stdout and stderr are flushed and the process ends
+with ``os._exit`` from inside the event loop, so that neither the loop's shutdown (a
+cancelled read, a DNS lookup still running in the default executor) nor the
+interpreter's finalisation stands between the verdict and the exit status.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import math
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
@@ -44,10 +50,12 @@ from graceful_drain.termination.classify import (
     DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_ROLLOUT_TIMEOUT,
 )
-from graceful_drain.termination.detector import Detector, DetectorConfig, ReaderFactory
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import IdentityError, resolve_identity
 from graceful_drain.termination.verdict import Verdict
+
+if TYPE_CHECKING:  # the client stack loads when a detection runs, not for --help
+    from graceful_drain.termination.detector import Detector, ReaderFactory
 
 NAME = "termination-cause"
 HELP = "say why this pod is terminating: drain gracefully (exit 0) or shed load (10, 11)"
@@ -202,6 +210,8 @@ def render(verdict: Verdict, *, as_json: bool) -> str:
 
 def write_atomically(path: Path, text: str) -> None:
     directory = path.parent if str(path.parent) else Path(".")
+    import tempfile  # only with --output
+
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -212,9 +222,26 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-async def _detect(detector: Detector, trigger: Trigger, started: float, record: bool) -> Verdict:
+ExitNow = Callable[[int], NoReturn]
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` at once: flush what was printed, skip the rest."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: the status counts
+            stream.flush()
+    os._exit(code)
+
+
+async def _detect(
+    detector: Detector,
+    trigger: Trigger,
+    started: float,
+    args: argparse.Namespace,
+    finish: ExitNow | None,
+) -> Verdict:
     verdict = await detector.detect(trigger, started_at=started)
-    if record:
+    if args.record_event:
         remaining = detector.budget_seconds() - (time.monotonic() - started)
         if remaining < RECORD_MIN_SECONDS:
             print(f"{NAME}: no time left to record the verdict as an Event", file=sys.stderr)
@@ -222,6 +249,16 @@ async def _detect(detector: Detector, trigger: Trigger, started: float, record: 
             failure = await detector.record(verdict, timeout_seconds=remaining)
             if failure is not None:
                 print(f"{NAME}: verdict not recorded as an Event ({failure})", file=sys.stderr)
+    text = render(verdict, as_json=args.json)
+    if args.output is not None:
+        try:
+            write_atomically(args.output, text)
+        except OSError as error:
+            print(f"{NAME}: could not write {args.output}: {error}", file=sys.stderr)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if finish is not None:
+        finish(exit_code_of(verdict))
     return verdict
 
 
@@ -232,8 +269,11 @@ def run(
     reader_factory: ReaderFactory | None = None,
     now: Callable[[], datetime] = utc_now,
     started_at: float | None = None,
+    finish: ExitNow | None = None,
 ) -> int:
-    """Run the subcommand; returns the exit status.  The keyword arguments are for tests."""
+    """Run the subcommand; returns the exit status.  ``finish`` ends the process with the
+    status as soon as the verdict is out (:func:`run_process`); the other keyword
+    arguments are for tests."""
     started = time.monotonic() - process_age_seconds() if started_at is None else started_at
     environment = os.environ if env is None else env
     try:
@@ -252,6 +292,10 @@ def run(
         except GracePeriodError as error:
             print(f"graceful-drain {NAME}: error: {error}", file=sys.stderr)
             return EXIT_CODES[Outcome.USAGE_ERROR]
+    import asyncio
+
+    from graceful_drain.termination.detector import Detector, DetectorConfig
+
     config = DetectorConfig(
         grace_period_seconds=grace,
         deadline_seconds=args.deadline,
@@ -262,13 +306,11 @@ def run(
     )
     detector = Detector(identity, config, reader_factory=reader_factory, now=now)
     trigger = Trigger.AFTER_RESTART if args.after_restart else Trigger.SIGTERM
-    verdict = asyncio.run(_detect(detector, trigger, started, args.record_event))
-    text = render(verdict, as_json=args.json)
-    sys.stdout.write(text)
-    sys.stdout.flush()
-    if args.output is not None:
-        try:
-            write_atomically(args.output, text)
-        except OSError as error:
-            print(f"{NAME}: could not write {args.output}: {error}", file=sys.stderr)
+    verdict = asyncio.run(_detect(detector, trigger, started, args, finish))
     return exit_code_of(verdict)
+
+
+def run_process(args: argparse.Namespace) -> int:
+    """The subcommand as ``graceful-drain termination-cause`` runs it: the process ends
+    the moment the verdict is printed (a usage error returns its status as usual)."""
+    return run(args, finish=exit_now)

@@ -49,7 +49,6 @@ from graceful_drain.termination.reader import (
     LightkubeReader,
     failure_of,
 )
-from graceful_drain.termination.recording import verdict_event
 from graceful_drain.termination.signals import CANCEL_WAIT_SECONDS, collect_evidence
 from graceful_drain.termination.verdict import Verdict
 
@@ -189,6 +188,8 @@ class Detector:
 
         Best effort and bounded by ``timeout_seconds``; never raises.
         """
+        from graceful_drain.termination.recording import verdict_event  # only when recording
+
         event = verdict_event(self.identity, verdict, self._now())
         try:
             reader = self._reader_factory(timeout_seconds + CLIENT_TIMEOUT_MARGIN_SECONDS)

@@ -5,27 +5,28 @@ results to :func:`graceful_drain.termination.classify.classify` as an :class:`Ev
 Each signal is either a snapshot or :class:`Unavailable` (timed out, forbidden, not
 found, other error) — unavailability is itself evidence and is reported as such.
 
-Every ``from_object`` accepts anything ``json.loads`` can return and never raises:
-fields of the wrong type read as absent.  A timestamp that cannot be parsed reads
-as absent too, which for ``deletionTimestamp`` is the safe direction (an unset
-deletionTimestamp can never lead to a drain verdict).  Where absent would be the unsafe
-reading, malformed evidence fails closed instead (docs/termination-detector.md,
-"Malformed evidence"): an events list without an ``items`` list is
-:class:`Unavailable`, not "no events"; a DisruptionTarget status other than ``"True"``
-or ``"False"`` is :attr:`ConditionState.UNKNOWN` ("something happened"), not absent;
-a restarted-at stamp must be strict RFC 3339 to be a time at all.
+Every ``from_object`` accepts anything ``json.loads`` can return and never raises, and
+fails closed on shape (docs/termination-detector.md, "Malformed evidence"): a field of
+the wrong type, a list item that is not an object, a key that the API server always
+sets but that is missing, or a timestamp that is not strict RFC 3339 is recorded by
+its path in the snapshot's ``malformed`` (as ``"<path>: <problem>"``), and the
+classifier then sheds load naming it, never reads it as absent.  Every timestamp read
+is kept with its path in ``times``, so that the classifier can reject implausible ones
+(the year 3000) against its own clock.  A DisruptionTarget status other than
+``"True"`` or ``"False"`` is :attr:`ConditionState.UNKNOWN` ("something happened").
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
-from graceful_drain.kube.rawjson import as_int, as_list, as_mapping, as_str, get_path
-from graceful_drain.kube.timefmt import parse_rfc3339, parse_timestamp
+from graceful_drain.kube.rawjson import FieldReader, JsonObject, as_list
+from graceful_drain.kube.timefmt import parse_rfc3339
 from graceful_drain.termination.kubelet import (
     KUBELET_COMPONENT,
     PRESSURE_CONDITIONS,
@@ -69,6 +70,92 @@ class Trigger(StrEnum):
 
     SIGTERM = "sigterm"
     AFTER_RESTART = "after_restart"
+
+
+# --- reading raw JSON strictly -------------------------------------------------------
+
+
+class ShapeReader(FieldReader):
+    """kube.rawjson's FieldReader, failing closed: every problem is kept as
+    ``"<path>: <problem>"`` (wrong type, missing where the API server always sets the key,
+    a list item that is not an object, a timestamp that is not strict RFC 3339), and every
+    timestamp read is kept with its path for the classifier's plausibility check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[tuple[str, datetime]] = []
+
+    def _wrong(self, path: str) -> None:
+        self.malformed.append(f"{path}: of the wrong type")
+
+    def problem(self, path: str, problem: str) -> None:
+        self.malformed.append(f"{path}: {problem}")
+
+    def root(self, raw: object, what: str) -> JsonObject | None:
+        if isinstance(raw, Mapping):
+            return raw
+        self.problem(what, f"not an object ({type(raw).__name__})")
+        return None
+
+    def obj(
+        self, parent: JsonObject | None, key: str, path: str, *, required: bool = False
+    ) -> JsonObject | None:
+        value = self.mapping(parent, key, path)
+        if value is None and required and not self.is_set(parent, key):
+            self.problem(path, "missing")
+        return value
+
+    def objects(
+        self, parent: JsonObject | None, key: str, path: str, *, required: bool = False
+    ) -> list[tuple[str, JsonObject]]:
+        """The list's items with their paths; an item that is not an object is malformed."""
+        if required and not self.is_set(parent, key):
+            self.problem(path, "missing")
+        found: list[tuple[str, JsonObject]] = []
+        for index, item in enumerate(self.sequence(parent, key, path)):
+            if isinstance(item, Mapping):
+                found.append((f"{path}[{index}]", item))
+            else:
+                self.problem(f"{path}[{index}]", f"not an object ({type(item).__name__})")
+        return found
+
+    def text(
+        self, parent: JsonObject | None, key: str, path: str, *, required: bool = False
+    ) -> str | None:
+        """A non-empty string; "" reads as absent (the API server omits empty strings)."""
+        value = self.optional_string(parent, key, path)
+        if required and not value and (value is not None or not self.is_set(parent, key)):
+            self.problem(path, "missing")
+        return value or None
+
+    def integer_or_none(self, parent: JsonObject | None, key: str, path: str) -> int | None:
+        return self.optional_integer(parent, key, path)
+
+    def time(self, parent: JsonObject | None, key: str, path: str) -> datetime | None:
+        value = None if parent is None else parent.get(key)
+        if value is None:
+            return None
+        moment = parse_rfc3339(value)
+        if moment is None:
+            if isinstance(value, str):
+                self.problem(path, f"not an RFC 3339 time ({raw_text(value)!r})")
+            else:
+                self._wrong(path)
+            return None
+        self.times.append((path, moment))
+        return moment
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a strict read found wrong (``"<path>: <problem>"``), and every time it read."""
+
+    malformed: tuple[str, ...] = ()
+    times: tuple[tuple[str, datetime], ...] = ()
+
+    @classmethod
+    def of(cls, reader: ShapeReader) -> Shape:
+        return cls(tuple(reader.malformed), tuple(reader.times))
 
 
 # --- the pod's own object -------------------------------------------------------------
@@ -115,12 +202,21 @@ class DisruptionTargetCondition:
         return self.state is ConditionState.TRUE
 
     @classmethod
-    def from_object(cls, raw: object) -> DisruptionTargetCondition:
+    def read(cls, reader: ShapeReader, raw: JsonObject, path: str) -> DisruptionTargetCondition:
+        status = raw.get("status")
+        if status is None:
+            reader.problem(f"{path}.status", "missing")
+        elif not isinstance(status, str):
+            reader.problem(f"{path}.status", "of the wrong type")
+        # Every writer of DisruptionTarget (the Eviction API, the scheduler, the taint
+        # manager, PodGC, the kubelet) sets its reason and message.
         return cls(
-            status=raw_text(get_path(raw, "status")),
-            reason=as_str(get_path(raw, "reason")),
-            message=as_str(get_path(raw, "message")),
-            last_transition_time=parse_timestamp(get_path(raw, "lastTransitionTime")),
+            status=raw_text(status),
+            reason=reader.text(raw, "reason", f"{path}.reason", required=True),
+            message=reader.text(raw, "message", f"{path}.message", required=True),
+            last_transition_time=reader.time(
+                raw, "lastTransitionTime", f"{path}.lastTransitionTime"
+            ),
         )
 
 
@@ -138,15 +234,18 @@ class ContainerTermination:
         return self.reason == OOM_KILLED_REASON
 
     @classmethod
-    def from_status(cls, raw: object) -> ContainerTermination | None:
-        terminated = get_path(raw, "lastState", "terminated")
-        if not as_mapping(terminated):
+    def read(cls, reader: ShapeReader, raw: JsonObject, path: str) -> ContainerTermination | None:
+        last = reader.obj(raw, "lastState", f"{path}.lastState")
+        terminated = reader.obj(last, "terminated", f"{path}.lastState.terminated")
+        name = reader.text(raw, "name", f"{path}.name", required=True)
+        if terminated is None:
             return None
+        where = f"{path}.lastState.terminated"
         return cls(
-            container=as_str(get_path(raw, "name")),
-            reason=as_str(get_path(terminated, "reason")),
-            exit_code=as_int(get_path(terminated, "exitCode")),
-            finished_at=parse_timestamp(get_path(terminated, "finishedAt")),
+            container=name,
+            reason=reader.text(terminated, "reason", f"{where}.reason"),
+            exit_code=reader.integer_or_none(terminated, "exitCode", f"{where}.exitCode"),
+            finished_at=reader.time(terminated, "finishedAt", f"{where}.finishedAt"),
         )
 
 
@@ -164,47 +263,62 @@ class PodSnapshot:
     message: str | None = None
     last_terminations: tuple[ContainerTermination, ...] = ()
     owner_replicaset: str | None = None
+    shape: Shape = field(default_factory=Shape)
 
     @classmethod
     def from_object(cls, raw: object) -> PodSnapshot:
-        metadata = get_path(raw, "metadata")
-        status = get_path(raw, "status")
-        conditions = [
-            c
-            for c in as_list(get_path(status, "conditions"))
-            if get_path(c, "type") == DISRUPTION_TARGET
+        reader = ShapeReader()
+        pod = reader.root(raw, "(the pod)")
+        metadata = reader.obj(pod, "metadata", "metadata", required=True)
+        spec = reader.obj(pod, "spec", "spec", required=True)
+        status = reader.obj(pod, "status", "status", required=True)
+        target: DisruptionTargetCondition | None = None
+        # A scheduled pod always has conditions (PodScheduled at least).
+        conditions = reader.objects(status, "conditions", "status.conditions", required=True)
+        for path, condition in conditions:
+            kind = reader.text(condition, "type", f"{path}.type", required=True)
+            if kind == DISRUPTION_TARGET:
+                target = DisruptionTargetCondition.read(reader, condition, path)
+            else:
+                reader.text(condition, "status", f"{path}.status", required=True)
+        terminations = [
+            ContainerTermination.read(reader, item, path)
+            for path, item in reader.objects(
+                status, "containerStatuses", "status.containerStatuses"
+            )
         ]
-        terminations = (
-            ContainerTermination.from_status(s)
-            for s in as_list(get_path(status, "containerStatuses"))
-        )
         return cls(
-            uid=as_str(get_path(metadata, "uid")),
-            name=as_str(get_path(metadata, "name")),
-            namespace=as_str(get_path(metadata, "namespace")),
-            node_name=as_str(get_path(raw, "spec", "nodeName")),
-            # Strict: a cut or reshaped stamp ("2026-11-11T12:00") must not read as a deletion.
-            deletion_timestamp=parse_rfc3339(get_path(metadata, "deletionTimestamp")),
-            deletion_grace_period_seconds=as_int(get_path(metadata, "deletionGracePeriodSeconds")),
-            disruption_target=(
-                DisruptionTargetCondition.from_object(conditions[-1]) if conditions else None
+            uid=reader.text(metadata, "uid", "metadata.uid", required=True),
+            name=reader.text(metadata, "name", "metadata.name", required=True),
+            namespace=reader.text(metadata, "namespace", "metadata.namespace", required=True),
+            node_name=reader.text(spec, "nodeName", "spec.nodeName"),
+            deletion_timestamp=reader.time(
+                metadata, "deletionTimestamp", "metadata.deletionTimestamp"
             ),
-            phase=as_str(get_path(status, "phase")),
-            reason=as_str(get_path(status, "reason")),
-            message=as_str(get_path(status, "message")),
+            deletion_grace_period_seconds=reader.integer_or_none(
+                metadata, "deletionGracePeriodSeconds", "metadata.deletionGracePeriodSeconds"
+            ),
+            disruption_target=target,
+            phase=reader.text(status, "phase", "status.phase"),
+            reason=reader.text(status, "reason", "status.reason"),
+            message=reader.text(status, "message", "status.message"),
             last_terminations=tuple(t for t in terminations if t is not None),
-            owner_replicaset=_owner_replicaset(get_path(metadata, "ownerReferences")),
+            owner_replicaset=_owner_replicaset(reader, metadata),
+            shape=Shape.of(reader),
         )
 
 
-def _owner_replicaset(raw: object) -> str | None:
-    replicasets = [r for r in as_list(raw) if get_path(r, "kind") == "ReplicaSet"]
-    controllers = [r for r in replicasets if get_path(r, "controller") is True]
-    for ref in controllers + replicasets:
-        name = as_str(get_path(ref, "name"))
-        if name is not None:
-            return name
-    return None
+def _owner_replicaset(reader: ShapeReader, metadata: JsonObject | None) -> str | None:
+    references = reader.objects(metadata, "ownerReferences", "metadata.ownerReferences")
+    replicasets: list[tuple[bool, str]] = []
+    for path, ref in references:
+        kind = reader.text(ref, "kind", f"{path}.kind", required=True)
+        name = reader.text(ref, "name", f"{path}.name", required=True)
+        controller = reader.boolean(ref, "controller", f"{path}.controller")
+        if kind == "ReplicaSet" and name is not None:
+            replicasets.append((controller, name))
+    ordered = sorted(replicasets, key=lambda pair: not pair[0])  # the controller first
+    return ordered[0][1] if ordered else None
 
 
 # --- events ---------------------------------------------------------------------------
@@ -226,13 +340,15 @@ class EventRecord:
     first_timestamp: datetime | None = None
     last_timestamp: datetime | None = None
     event_time: datetime | None = None
-    # Every component the event names as its source (source_component is the first): the
-    # event is the kubelet's if any of them says so, so one damaged field cannot hide it.
+    # Every component the event names as its source (source_component is the first).
     reporters: tuple[str, ...] = ()
 
     @property
     def from_kubelet(self) -> bool:
-        return KUBELET_COMPONENT in (self.source_component, *self.reporters)
+        """Whether any source the event names is the kubelet, whatever its case."""
+        return KUBELET_COMPONENT in (
+            r.lower() for r in (self.source_component, *self.reporters) if r
+        )
 
     @property
     def observed_at(self) -> datetime | None:
@@ -240,41 +356,66 @@ class EventRecord:
 
     @classmethod
     def from_object(cls, raw: object) -> EventRecord:
-        involved = get_path(raw, "involvedObject")
-        if not as_mapping(involved):
-            involved = get_path(raw, "regarding")
+        return cls.read(ShapeReader(), raw, "(the event)")
+
+    @classmethod
+    def read(cls, reader: ShapeReader, raw: object, path: str) -> EventRecord:
+        event = reader.root(raw, path)
+        core = event is not None and "involvedObject" in event
+        involved = reader.obj(
+            event,
+            "involvedObject" if core else "regarding",
+            f"{path}.{'involvedObject' if core else 'regarding'}",
+            required=True,
+        )
+        where = f"{path}.{'involvedObject' if core else 'regarding'}"
+        source = reader.obj(event, "source", f"{path}.source")
+        deprecated = reader.obj(event, "deprecatedSource", f"{path}.deprecatedSource")
         reporters = tuple(
             text
             for text in (
-                as_str(get_path(raw, "source", "component")),
-                as_str(get_path(raw, "reportingController")),
-                as_str(get_path(raw, "deprecatedSource", "component")),
-                as_str(get_path(raw, "reportingComponent")),
+                reader.text(source, "component", f"{path}.source.component"),
+                reader.text(event, "reportingController", f"{path}.reportingController"),
+                reader.text(deprecated, "component", f"{path}.deprecatedSource.component"),
+                reader.text(event, "reportingComponent", f"{path}.reportingComponent"),
             )
             if text is not None
         )
+        metadata = reader.obj(event, "metadata", f"{path}.metadata")
+        annotations = reader.obj(metadata, "annotations", f"{path}.metadata.annotations")
+        series = reader.obj(event, "series", f"{path}.series")
+        times = {
+            key: reader.time(parent, key, f"{path}.{prefix}{key}")
+            for parent, prefix, key in (
+                (event, "", "firstTimestamp"),
+                (event, "", "deprecatedFirstTimestamp"),
+                (series, "series.", "lastObservedTime"),
+                (event, "", "lastTimestamp"),
+                (event, "", "deprecatedLastTimestamp"),
+                (event, "", "eventTime"),
+            )
+        }
         return cls(
-            reason=as_str(get_path(raw, "reason")),
-            type=as_str(get_path(raw, "type")),
+            reason=reader.text(event, "reason", f"{path}.reason", required=True),
+            type=reader.text(event, "type", f"{path}.type"),
             source_component=reporters[0] if reporters else None,
             reporters=reporters,
-            involved_uid=as_str(get_path(involved, "uid")),
-            involved_kind=as_str(get_path(involved, "kind")),
-            involved_name=as_str(get_path(involved, "name")),
-            message=_first_str(get_path(raw, "message"), get_path(raw, "note")),
-            action=as_str(get_path(raw, "action")),
-            starved_resource=as_str(
-                get_path(raw, "metadata", "annotations", STARVED_RESOURCE_ANNOTATION)
+            involved_uid=reader.text(involved, "uid", f"{where}.uid", required=True),
+            involved_kind=reader.text(involved, "kind", f"{where}.kind"),
+            involved_name=reader.text(involved, "name", f"{where}.name"),
+            message=reader.text(event, "message", f"{path}.message")
+            or reader.text(event, "note", f"{path}.note"),
+            action=reader.text(event, "action", f"{path}.action"),
+            starved_resource=reader.text(
+                annotations,
+                STARVED_RESOURCE_ANNOTATION,
+                f"{path}.metadata.annotations.{STARVED_RESOURCE_ANNOTATION}",
             ),
-            first_timestamp=_first_time(
-                get_path(raw, "firstTimestamp"), get_path(raw, "deprecatedFirstTimestamp")
-            ),
-            last_timestamp=_first_time(
-                get_path(raw, "series", "lastObservedTime"),
-                get_path(raw, "lastTimestamp"),
-                get_path(raw, "deprecatedLastTimestamp"),
-            ),
-            event_time=parse_timestamp(get_path(raw, "eventTime")),
+            first_timestamp=times["firstTimestamp"] or times["deprecatedFirstTimestamp"],
+            last_timestamp=times["lastObservedTime"]
+            or times["lastTimestamp"]
+            or times["deprecatedLastTimestamp"],
+            event_time=times["eventTime"],
         )
 
 
@@ -283,25 +424,32 @@ class EventsSnapshot:
     """Events read for this pod (the collector filters by UID; the classifier re-checks)."""
 
     events: tuple[EventRecord, ...] = ()
+    shape: Shape = field(default_factory=Shape)
 
     @classmethod
-    def from_object(cls, raw: object) -> EventsSnapshot | Unavailable:
+    def from_object(cls, raw: object) -> EventsSnapshot:
         """An EventList (``{"items": [...]}``) or a bare list of events.
 
-        Anything else — no ``items``, ``items`` not a list, not an object at all — is
-        Unavailable: a body that does not list events says nothing about which events
-        exist, and reading it as "no Evicted event" would let a drain verdict through.
+        Anything else — no ``items``, ``items`` not a list, not an object at all, an item
+        that is not an object — is malformed: a body that does not list events whole says
+        nothing about which events exist, and reading it as "no Evicted event" would let a
+        drain verdict through.
         """
+        reader = ShapeReader()
         if isinstance(raw, list | tuple):
-            items: object = raw
+            listed: list[tuple[str, object]] = [(f"[{i}]", item) for i, item in enumerate(raw)]
         else:
-            items = get_path(raw, "items")
-        if not isinstance(items, list | tuple):
-            shape = "no items list" if items is None else f"items is a {type(items).__name__}"
-            return Unavailable(
-                UnavailableReason.ERROR, f"the events list answer is malformed ({shape})"
-            )
-        return cls(tuple(EventRecord.from_object(item) for item in items))
+            body = reader.root(raw, "(the events list)")
+            items = None if body is None else body.get("items")
+            if body is not None and not isinstance(items, list | tuple):
+                reader.problem("items", "missing" if items is None else "of the wrong type")
+            listed = [(f"items[{i}]", item) for i, item in enumerate(as_list(items))]
+        events = tuple(
+            EventRecord.read(reader, item, path)
+            for path, item in listed
+            if reader.root(item, path) is not None  # a non-object item is malformed, not read
+        )
+        return cls(events, Shape.of(reader))
 
 
 # --- the node -------------------------------------------------------------------------
@@ -326,11 +474,12 @@ class NodeTaint:
 
 @dataclass(frozen=True)
 class NodePressure:
-    """One pressure signal on the node: a True condition or a pressure taint."""
+    """One pressure signal on the node: a pressure condition not "False", or a taint."""
 
     resource: PressuredResource
     via: str  # "condition" or "taint"
     name: str  # e.g. MemoryPressure or node.kubernetes.io/memory-pressure
+    status: str | None = None  # the condition's status ("True", "Unknown", ...)
 
 
 @dataclass(frozen=True)
@@ -338,12 +487,15 @@ class NodeSnapshot:
     name: str | None
     conditions: tuple[NodeCondition, ...] = ()
     taints: tuple[NodeTaint, ...] = ()
+    shape: Shape = field(default_factory=Shape)
 
     def pressures(self) -> tuple[NodePressure, ...]:
+        """Pressure conditions whose status is anything but "False" (True, Unknown, or a
+        value the API does not define: not known to be unpressured), and pressure taints."""
         found = [
-            NodePressure(PRESSURE_CONDITIONS[c.type], "condition", c.type)
+            NodePressure(PRESSURE_CONDITIONS[c.type], "condition", c.type, c.status)
             for c in self.conditions
-            if c.type is not None and c.type in PRESSURE_CONDITIONS and c.status == "True"
+            if c.type is not None and c.type in PRESSURE_CONDITIONS and c.status != "False"
         ]
         found += [
             NodePressure(PRESSURE_TAINTS[t.key], "taint", t.key)
@@ -354,28 +506,34 @@ class NodeSnapshot:
 
     @classmethod
     def from_object(cls, raw: object) -> NodeSnapshot:
+        reader = ShapeReader()
+        node = reader.root(raw, "(the node)")
+        metadata = reader.obj(node, "metadata", "metadata", required=True)
+        spec = reader.obj(node, "spec", "spec", required=True)  # a struct: always written
+        status = reader.obj(node, "status", "status", required=True)
         conditions = tuple(
             NodeCondition(
-                type=as_str(get_path(c, "type")),
-                status=as_str(get_path(c, "status")),
-                reason=as_str(get_path(c, "reason")),
-                message=as_str(get_path(c, "message")),
-                last_transition_time=parse_timestamp(get_path(c, "lastTransitionTime")),
+                type=reader.text(c, "type", f"{path}.type", required=True),
+                status=reader.text(c, "status", f"{path}.status", required=True),
+                reason=reader.text(c, "reason", f"{path}.reason"),
+                message=reader.text(c, "message", f"{path}.message"),
+                last_transition_time=reader.time(
+                    c, "lastTransitionTime", f"{path}.lastTransitionTime"
+                ),
             )
-            for c in as_list(get_path(raw, "status", "conditions"))
-            if as_mapping(c)
+            for path, c in reader.objects(status, "conditions", "status.conditions", required=True)
         )
         taints = tuple(
             NodeTaint(
-                key=as_str(get_path(t, "key")),
-                effect=as_str(get_path(t, "effect")),
-                value=as_str(get_path(t, "value")),
-                time_added=parse_timestamp(get_path(t, "timeAdded")),
+                key=reader.text(t, "key", f"{path}.key", required=True),
+                effect=reader.text(t, "effect", f"{path}.effect"),
+                value=reader.text(t, "value", f"{path}.value"),
+                time_added=reader.time(t, "timeAdded", f"{path}.timeAdded"),
             )
-            for t in as_list(get_path(raw, "spec", "taints"))
-            if as_mapping(t)
+            for path, t in reader.objects(spec, "taints", "spec.taints")
         )
-        return cls(as_str(get_path(raw, "metadata", "name")), conditions, taints)
+        name = reader.text(metadata, "name", "metadata.name", required=True)
+        return cls(name, conditions, taints, Shape.of(reader))
 
 
 # --- the owning Deployment ------------------------------------------------------------
@@ -392,6 +550,7 @@ class OwnerRollout:
     deployment: str | None
     restarted_at_raw: str | None = None  # as read (raw_text); None when absent
     restarted_at: datetime | None = None  # only a strict RFC 3339 stamp parses
+    shape: Shape = field(default_factory=Shape)
 
     @property
     def marker_present(self) -> bool:
@@ -405,10 +564,14 @@ class OwnerRollout:
     def from_object(cls, raw: object) -> OwnerRollout:
         """From the raw Deployment.  A present stamp is recorded as present whatever it
         holds; only a strict RFC 3339 one has a time (the classifier trusts no other)."""
-        name = as_str(get_path(raw, "metadata", "name"))
-        stamp = get_path(raw, "metadata", "annotations", RESTARTED_AT_ANNOTATION)
+        reader = ShapeReader()
+        deployment = reader.root(raw, "(the deployment)")
+        metadata = reader.obj(deployment, "metadata", "metadata", required=True)
+        name = reader.text(metadata, "name", "metadata.name", required=True)
+        annotations = reader.obj(metadata, "annotations", "metadata.annotations")
+        stamp = None if annotations is None else annotations.get(RESTARTED_AT_ANNOTATION)
         # A Deployment whose name cannot be read is still a Deployment: "" not None.
-        return cls(name or "", raw_text(stamp), parse_rfc3339(stamp))
+        return cls(name or "", raw_text(stamp), parse_rfc3339(stamp), Shape.of(reader))
 
 
 # --- the bundle -----------------------------------------------------------------------
@@ -435,19 +598,3 @@ class Evidence:
         trigger: Trigger = Trigger.SIGTERM,
     ) -> Evidence:
         return cls(pod_uid, why, why, why, why, trigger)
-
-
-def _first_str(*values: object) -> str | None:
-    for value in values:
-        text = as_str(value)
-        if text is not None:
-            return text
-    return None
-
-
-def _first_time(*values: object) -> datetime | None:
-    for value in values:
-        moment = parse_timestamp(value)
-        if moment is not None:
-            return moment
-    return None

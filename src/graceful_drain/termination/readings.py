@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_exact
 from graceful_drain.termination.evidence import (
@@ -39,6 +39,7 @@ DELETION_BY_TAINT_MANAGER = "DeletionByTaintManager"
 DELETION_BY_POD_GC = "DeletionByPodGC"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"
 PREEMPTED_REASON = "Preempted"
+EVICTION_API_RECORD_MESSAGE = "Evicted pod"  # Karpenter's EvictPod event
 
 _RESOURCE_ORDER = (
     PressuredResource.MEMORY,
@@ -81,6 +82,8 @@ class PodReading(Reading):
     # preemption, node shutdown): it overrides a voluntary reading (classify).
     kubelet_record: Finding | None = None
     kubelet_kind: KubeletTermination | None = None
+    # DisruptionTarget=True EvictionByEvictionAPI: the Eviction API was called on this pod.
+    eviction_api: bool = False
 
 
 @dataclass
@@ -170,6 +173,7 @@ def read_pod(evidence: Evidence) -> PodReading:
     if condition is not None and state is not ConditionState.TRUE:
         reading.items.append(_condition_not_true_item(condition))
     if condition_true is not None:
+        reading.eviction_api = condition_true.reason == EVICTION_BY_EVICTION_API
         cause = _condition_cause(condition_true.reason, kubelet_finding)
         item = make_item(
             Source.POD,
@@ -189,7 +193,20 @@ def read_pod(evidence: Evidence) -> PodReading:
         reading.offer(kubelet_finding)
         reading.kubelet_record = kubelet_finding
         reading.kubelet_kind = kind
-    if reading.finding is None and disrupted is None:
+    unrecognised = (pod.reason is not None or pod.message is not None) and kubelet_finding is None
+    if unrecognised:
+        reading.items.append(
+            make_item(
+                Source.POD,
+                Fact.STATUS_REASON_UNRECOGNISED,
+                "The pod's status carries a reason or message that no API deletion writes "
+                "(the kubelet or the node controller recorded something) and that is not "
+                "recognised: it decides nothing and rules out a voluntary reading.",
+                reason=pod.reason,
+                message=pod.message,
+            )
+        )
+    if reading.finding is None and disrupted is None and not unrecognised:
         if pod.deletion_timestamp is not None:
             reading.offer(
                 Finding(
@@ -355,8 +372,25 @@ def termination_item(termination: ContainerTermination, *, at_sigterm: bool) -> 
 # --- tier 2: events -------------------------------------------------------------------
 
 
+def is_eviction_api_record(event: EventRecord) -> bool:
+    """Karpenter's event for an Eviction API call it made (terminator/events: type Normal,
+    reason Evicted, message "Evicted pod"), told apart by what it says, not by its
+    source.  The kubelet's Evicted events are Warnings whose message names the resource."""
+    return (
+        event.reason == EVICTED_REASON
+        and event.type == "Normal"
+        and event.message == EVICTION_API_RECORD_MESSAGE
+        and not event.from_kubelet
+    )
+
+
 def read_events(
-    evidence: Evidence, now: datetime, grace_period_seconds: int, event_retention_seconds: int
+    evidence: Evidence,
+    now: datetime,
+    grace_period_seconds: int,
+    event_retention_seconds: int,
+    *,
+    eviction_api: bool = False,
 ) -> EventsReading:
     reading = EventsReading()
     events = evidence.events
@@ -384,21 +418,25 @@ def read_events(
         return reading
     own = [e for e in _by_time(events) if e.involved_uid == uid]
     for event in own:
-        # The kubelet writes its evictions as Warning events; one of another type (or none)
-        # from the kubelet is still the kubelet's eviction record.
-        if event.reason == EVICTED_REASON and event.from_kubelet:
-            finding = reading.offer(_evicted_event_finding(event, now))
-            reading.kubelet_eviction = reading.kubelet_eviction or finding
-        elif event.reason == EVICTED_REASON:
+        if event.reason != EVICTED_REASON:
+            continue
+        if eviction_api and is_eviction_api_record(event):
             reading.items.append(
                 make_item(
                     Source.EVENTS,
                     Fact.OTHER_EVICTED_EVENT,
-                    f"An Evicted event for this pod from {event.source_component!r} "
-                    f"(type {event.type!r}) is not the kubelet's; not used.",
+                    f"A Normal Evicted event {event.message!r} for this pod (from "
+                    f"{event.source_component!r}): Karpenter's record of its Eviction API "
+                    "call, which the pod's DisruptionTarget EvictionByEvictionAPI confirms; "
+                    "not a kubelet eviction.",
                     **_event_values(event),
                 )
             )
+            continue
+        # The kubelet writes its evictions as Warning events from "kubelet"; any other
+        # Evicted event for this UID (another type, another or no source) counts too.
+        finding = reading.offer(_evicted_event_finding(event, now))
+        reading.kubelet_eviction = reading.kubelet_eviction or finding
     for event in own:
         if _is_preemption(event):
             finding = reading.offer(_preemption_finding(event, now))
@@ -443,9 +481,9 @@ def _by_time(events: EventsSnapshot) -> list[EventRecord]:
 
 
 def _is_preemption(event: EventRecord) -> bool:
-    if event.reason == PREEMPTING_REASON:
-        return event.from_kubelet  # kubelet critical-pod preemption (preemption.go)
-    return event.reason == PREEMPTED_REASON  # scheduler: reason Preempted, action Preempting
+    # kubelet critical-pod preemption (preemption.go: Preempting), the scheduler's Preempted
+    # (action Preempting); whatever the source says.
+    return event.reason in (PREEMPTING_REASON, PREEMPTED_REASON)
 
 
 def _event_values(event: EventRecord) -> dict[str, str | None]:
@@ -550,12 +588,15 @@ def read_node(evidence: Evidence) -> Reading:
                     Source.NODE,
                     Fact.NODE_PRESSURE,
                     f"Node {node.name!r} is under {pressure.resource} pressure "
-                    f"({pressure.via} {pressure.name}); the kubelet evicts under pressure "
-                    "and its event may lag.",
+                    f"({pressure.via} {pressure.name}"
+                    + (f" status {pressure.status!r}" if pressure.status else "")
+                    + "): the kubelet evicts under pressure and may kill this pod before "
+                    "a graceful drain ends; its event may lag.",
                     node=node.name,
                     resource=pressure.resource.value,
                     via=pressure.via,
                     name=pressure.name,
+                    status=pressure.status,
                 ),
             )
         )
@@ -575,11 +616,13 @@ def marker_in_window(restarted_at: datetime, now: datetime, rollout_timeout: tim
 
 def read_owner(
     evidence: Evidence,
-    pod_usable: bool,
-    absence_informative: bool,
+    pod_gone: bool,
     now: datetime,
     rollout_timeout: timedelta,
 ) -> Reading:
+    """The rollout marker; a voluntary finding only when this pod's object is gone (the API
+    answered 404, or the name holds another incarnation).  The classifier's gate (events
+    read whole, node read, retention) applies to it as to every voluntary reading."""
     reading = Reading()
     owner = evidence.owner
     if isinstance(owner, Unavailable):
@@ -614,8 +657,8 @@ def read_owner(
     if owner.restarted_at is None or not marker_in_window(owner.restarted_at, now, rollout_timeout):
         reading.items.append(_rejected_marker_item(owner, now, rollout_timeout))
         return reading
-    reading.items.append(_marker_item(owner, pod_usable, absence_informative))
-    if not pod_usable and absence_informative:
+    reading.items.append(_marker_item(owner, pod_gone))
+    if pod_gone:
         reading.finding = Finding(Cause.VOLUNTARY, None, reading.items[-1])
     return reading
 
@@ -641,17 +684,18 @@ def _rejected_marker_item(
     )
 
 
-def _marker_item(owner: OwnerRollout, pod_usable: bool, absence_informative: bool) -> EvidenceItem:
+def _marker_item(owner: OwnerRollout, pod_gone: bool) -> EvidenceItem:
     detail = (
         f"graceful-drain requested a rollout of Deployment {owner.deployment!r} "
         f"(restarted-at {owner.restarted_at_raw})"
     )
-    if pod_usable:
-        detail += "; not consulted: the pod's own object is authoritative."
-    elif not absence_informative:
-        detail += "; not trusted alone: a kubelet eviction cannot be excluded from events."
+    if not pod_gone:
+        detail += (
+            "; not consulted: the pod's own object is authoritative (or could not be read, "
+            "which proves nothing)."
+        )
     else:
-        detail += ": a voluntary disruption marker."
+        detail += ": a voluntary disruption marker (this pod's object is gone)."
     return make_item(
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
@@ -659,3 +703,64 @@ def _marker_item(owner: OwnerRollout, pod_usable: bool, absence_informative: boo
         deployment=owner.deployment,
         restarted_at=owner.restarted_at_raw,
     )
+
+
+# --- the shape of what was read -------------------------------------------------------
+
+# Kubernetes did not exist before this (its first commit, 2014-06-06): an earlier time is
+# no record it wrote.
+EARLIEST_PLAUSIBLE = datetime(2014, 6, 6, tzinfo=UTC)
+# How far ahead of the detector's clock a time may be, beyond the grace period (clock skew
+# between the node and the API server; a deletionTimestamp is at most the grace period
+# ahead).
+MAX_CLOCK_SKEW = timedelta(hours=1)
+
+
+def plausible_until(now: datetime, grace_period_seconds: int) -> datetime:
+    try:
+        return as_utc(now) + timedelta(seconds=max(grace_period_seconds, 0)) + MAX_CLOCK_SKEW
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def read_shapes(evidence: Evidence, now: datetime, grace_period_seconds: int) -> list[Finding]:
+    """Every malformed field and implausible time in what was read, as shed findings in
+    report order (docs/termination-detector.md, "Malformed evidence")."""
+    latest = plausible_until(now, grace_period_seconds)
+    found: list[Finding] = []
+    signals = (
+        (Source.POD, "pod", evidence.pod),
+        (Source.EVENTS, "events", evidence.events),
+        (Source.NODE, "node", evidence.node),
+        (Source.OWNER, "owner", evidence.owner),
+    )
+    for source, name, snapshot in signals:
+        if isinstance(snapshot, Unavailable):
+            continue
+        shape = snapshot.shape
+        problems = list(shape.malformed)
+        for path, moment in shape.times:
+            utc = as_utc(moment)
+            if utc < EARLIEST_PLAUSIBLE or utc > latest:
+                problems.append(
+                    f"{path}: implausible time {format_rfc3339_exact(moment)} (before "
+                    f"Kubernetes existed, or more than the grace period and "
+                    f"{format_go_duration(MAX_CLOCK_SKEW)} ahead of the clock)"
+                )
+        for problem in problems:
+            field_path, _, what = problem.partition(": ")
+            found.append(
+                Finding(
+                    Cause.INDETERMINATE,
+                    None,
+                    make_item(
+                        source,
+                        Fact.EVIDENCE_MALFORMED,
+                        f"Evidence malformed: the {name}'s {field_path} is {what}. A damaged "
+                        "read proves nothing, never reads as absent: shed load.",
+                        field=f"{name}.{field_path}",
+                        problem=what,
+                    ),
+                )
+            )
+    return found

@@ -7,7 +7,7 @@ The collectors (docs/termination-detector.md, "What it reads"):
   (by name when the UID is unknown; the classifier then attributes none of them).
   Filtering by source and type is the pure layer's job;
 * **node** — the node by name (``NODE_NAME``, else the pod's ``spec.nodeName``):
-  conditions and taints.  Optional: a 403 is evidence, not an error;
+  conditions and taints.  A 403 is evidence, not an error (and then no drain verdict);
 * **owner** — pod → controlling ReplicaSet → controlling Deployment and its
   ``graceful-drain.stonal.com/restarted-at`` marker (kube/owners.py reads the controller
   references).  When the pod itself cannot be read (force-deleted, forbidden, or another

@@ -84,6 +84,7 @@ class Fact(StrEnum):
     KUBELET_STATUS = "kubelet_status"
     DELETION_REQUESTED = "deletion_requested"
     KUBELET_INITIATED = "kubelet_initiated"
+    STATUS_REASON_UNRECOGNISED = "status_reason_unrecognised"
     CONTAINER_OOM_KILLED = "container_oom_killed"
     CONTAINER_TERMINATED = "container_terminated"
     # events
@@ -91,7 +92,7 @@ class Fact(StrEnum):
     EVENTS_UNATTRIBUTABLE = "events_unattributable"
     KUBELET_EVICTED_EVENT = "kubelet_evicted_event"
     PREEMPTION_EVENT = "preemption_event"
-    OTHER_EVICTED_EVENT = "other_evicted_event"
+    OTHER_EVICTED_EVENT = "other_evicted_event"  # Karpenter's Eviction API record
     NO_EVICTED_EVENT = "no_evicted_event"
     # node
     NODE_UNAVAILABLE = "node_unavailable"
@@ -107,6 +108,9 @@ class Fact(StrEnum):
     KUBELET_EVICTION_OVERRIDE = "kubelet_eviction_override"
     KUBELET_TERMINATION_OVERRIDE = "kubelet_termination_override"
     PREEMPTION_OVERRIDE = "preemption_override"
+    NODE_PRESSURE_OVERRIDE = "node_pressure_override"
+    EVIDENCE_MALFORMED = "evidence_malformed"
+    CANNOT_DETERMINE = "cannot_determine"
     CONSERVATIVE_FALLBACK = "conservative_fallback"
     CLASSIFIER_ERROR = "classifier_error"
 

@@ -33,7 +33,7 @@ from kubesim.cluster.behaviour import EXIT_DELAY, MEMORY_USAGE, OOM_AFTER
 from kubesim.cluster.kubeletconfig import KubeletConfig
 from kubesim.cluster.node_lifecycle import NodeLifecycleController
 from kubesim.cluster.nodeset import NodeSet
-from kubesim.cluster.nodestatus import NodeShape
+from kubesim.cluster.nodestatus import NodeShape, update_conditions
 from kubesim.cluster.scheduler import Scheduler
 from kubesim.sim import KubeSim
 from kubesim.watchlog import WatchLog, watch_until
@@ -191,7 +191,15 @@ class Workload:
             await self.admin.create(resource_path(obj["apiVersion"], plural, namespace), obj)
         if create_node:
             await self.admin.create(
-                "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+                "/api/v1/nodes",
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
+                 "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]}},
+            )  # fmt: skip
+            # Its status as a kubelet's first sync writes it: the detector needs the node's
+            # conditions to exclude pressure before any drain verdict.
+            conditions, _ = update_conditions((), (), rfc3339(dt.datetime.now(dt.UTC)))
+            await self.admin.patch(
+                f"/api/v1/nodes/{NODE}/status", {"status": {"conditions": conditions}}
             )
         token = self.sim.service_account_token(NS, SA)
         self.sim.write_kubeconfig(self.kubeconfig, token=token, user=f"{NS}-{SA}")

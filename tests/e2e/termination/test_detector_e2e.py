@@ -190,9 +190,9 @@ async def test_node_pressure_eviction_read_afterwards_is_decided_by_the_pod(
         Cause.INVOLUNTARY_EVICTION,
         PressuredResource.MEMORY,
     )
-    assert decisive(verdict) == (Source.POD, Fact.DISRUPTION_TARGET)
+    # v4, the seed's order: the Evicted event decides, the pod's record stands beside it.
+    assert decisive(verdict) == (Source.EVENTS, Fact.KUBELET_EVICTED_EVENT)
     assert facts(verdict)[Fact.DISRUPTION_TARGET]["reason"] == "TerminationByKubelet"
-    assert Fact.KUBELET_EVICTED_EVENT in facts(verdict)
 
 
 async def test_preemption_is_preempted(kubelet_workload: Workload) -> None:
@@ -254,14 +254,16 @@ async def test_a_preempted_pod_evicted_again_through_the_api_stays_preempted(
 # --- fallbacks ------------------------------------------------------------------------
 
 
-async def test_node_without_the_optional_cluster_role_is_forbidden_evidence(
+async def test_without_the_node_cluster_role_a_delete_sheds(
     sim: KubeSim, admin: KubeClient, tmp_path: Path
 ) -> None:
+    """v4: the node read forbidden leaves pressure unexcluded, so no drain verdict."""
     workload = await Workload(sim, admin, tmp_path).setup(node_rbac=False)
     pod = await workload.running_pod("web-0")
     await admin.delete(resource_path("v1", "pods", NS, "web-0"))
     verdict = await workload.detector(pod).detect()
-    assert verdict.cause is Cause.VOLUNTARY
+    assert (verdict.cause, verdict.action) == (Cause.INDETERMINATE, Action.SHED_LOAD_AND_EXIT_FAST)
+    assert decisive(verdict) == (Source.CLASSIFIER, Fact.CANNOT_DETERMINE)
     assert facts(verdict)[Fact.NODE_UNAVAILABLE]["reason"] == UnavailableReason.FORBIDDEN
 
 

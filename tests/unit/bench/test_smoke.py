@@ -60,7 +60,7 @@ def test_unknown_parts_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_detector_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    [table] = run_parts(tmp_path, "detector", capsys)["tables"]
+    table, startup = run_parts(tmp_path, "detector", capsys)["tables"]
     rows = [(row["how"], row["api"]) for row in table["rows"]]
     assert rows == [("library", "healthy"), ("CLI process", "healthy"),
                     ("library", "hanging"), ("CLI process", "hanging")]  # fmt: skip
@@ -68,6 +68,13 @@ def test_detector_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert verdicts[0].startswith("voluntary / drain_gracefully")
     assert verdicts[2].startswith("indeterminate / shed_load_and_exit_fast")
     assert len(table["targets"]) == 4
+    # start-up: bare python, --version, --help, a classification; the gap only for the last
+    assert [row["what"] for row in startup["rows"]] == [
+        "python -c pass", "graceful-drain --version", "termination-cause --help",
+        "termination-cause (real classification)",
+    ]  # fmt: skip
+    assert startup["rows"][3]["gap_p50"] is not None
+    assert startup["rows"][1]["gap_p50"] is None
 
 
 def test_drain_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -91,11 +91,16 @@ def pod_obj(
     spec: Obj = {"nodeName": NODE, "containers": [{"name": "web", "image": "nginx"}]}
     if grace is not None:
         spec["terminationGracePeriodSeconds"] = grace
-    pod_status: Obj = {"phase": "Running", **(status or {})}
+    # As the API server writes it: a scheduled pod always has conditions.
+    pod_status: Obj = {
+        "phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        **(status or {}),
+    }
     if disruption is not None:
         pod_status["conditions"] = [
             {"type": "DisruptionTarget", "status": "True", "reason": disruption,
-             "lastTransitionTime": "2026-11-11T12:00:00Z"}
+             "message": "Eviction API: evicting", "lastTransitionTime": "2026-11-11T12:00:00Z"}
         ]  # fmt: skip
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": pod_status}  # fmt: skip
@@ -123,6 +128,7 @@ def node_obj(*pressure: str) -> Obj:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": NODE},
+        "spec": {},
         "status": {
             "conditions": [{"type": kind, "status": "True"} for kind in pressure]
             + [{"type": "Ready", "status": "True"}]

@@ -31,6 +31,7 @@ OTHER_UID = "9d1a2b3c-uid-other"
 NOW = datetime(2026, 11, 11, 12, 0, tzinfo=UTC)
 GRACE = 30
 TIMEOUT = Unavailable(UnavailableReason.TIMEOUT, "deadline")
+GONE = Unavailable(UnavailableReason.NOT_FOUND, "HTTP 404")
 FORBIDDEN = Unavailable(UnavailableReason.FORBIDDEN, "rbac")
 
 # The seed's own example and other real kubelet formats (pkg/kubelet/eviction/helpers.go).
@@ -110,6 +111,11 @@ def evicted(
     starved: str | None = None,
 ) -> EventRecord:
     return event("Evicted", uid=uid, source=source, type_=type_, message=message, starved=starved)
+
+
+def karpenter_evicted(uid: str = UID) -> EventRecord:
+    """Karpenter's record of its Eviction API call (terminator/events/events.go, EvictPod)."""
+    return event("Evicted", uid=uid, source="karpenter", type_="Normal", message="Evicted pod")
 
 
 def scheduler_preempted(uid: str = UID) -> EventRecord:
@@ -412,13 +418,63 @@ TIER_2 = [
         Fact.KUBELET_EVICTED_EVENT,
         PressuredResource.MEMORY,
     ),
+    *(
+        Case(
+            f"an Evicted event from source {source!r} counts whatever its source (v4)",
+            evidence(pod=pod(deleted=True), events=events(evicted(source=source))),
+            Cause.INVOLUNTARY_EVICTION,
+            Source.EVENTS,
+            Fact.KUBELET_EVICTED_EVENT,
+            PressuredResource.MEMORY,
+            also=(Fact.KUBELET_EVICTION_OVERRIDE,),
+        )
+        for source in ("Kubelet", "KUBELET", "descheduler", "", "karpenter")
+    ),
     Case(
-        "an Evicted event from another component is not the kubelet's eviction",
-        evidence(events=events(evicted(source="descheduler"))),
-        Cause.INDETERMINATE,
-        Source.CLASSIFIER,
-        Fact.CONSERVATIVE_FALLBACK,
+        "Karpenter's Normal 'Evicted pod' beside DisruptionTarget EvictionByEvictionAPI: a drain",
+        evidence(
+            pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
+            events=events(karpenter_evicted()),
+        ),
+        Cause.VOLUNTARY,
+        Source.POD,
+        Fact.DISRUPTION_TARGET,
         also=(Fact.OTHER_EVICTED_EVENT,),
+    ),
+    Case(
+        "Karpenter's Normal 'Evicted pod' without the pod's Eviction API record: an eviction",
+        evidence(pod=pod(deleted=True), events=events(karpenter_evicted())),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.OTHER,
+    ),
+    *(
+        Case(
+            f"an Evicted event shaped like Karpenter's but {why} is an eviction",
+            evidence(
+                pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
+                events=events(changed),
+            ),
+            Cause.INVOLUNTARY_EVICTION,
+            Source.EVENTS,
+            Fact.KUBELET_EVICTED_EVENT,
+            changed_resource,
+        )
+        for why, changed, changed_resource in (
+            ("a Warning", replace(karpenter_evicted(), type="Warning"), PressuredResource.OTHER),
+            ("with no type", replace(karpenter_evicted(), type=None), PressuredResource.OTHER),
+            (
+                "from the kubelet",
+                replace(karpenter_evicted(), source_component="kubelet"),
+                PressuredResource.OTHER,
+            ),
+            (
+                "with a kubelet message",
+                replace(karpenter_evicted(), message=MEMORY_MSG),
+                PressuredResource.MEMORY,
+            ),
+        )
     ),
     Case(
         "events for another UID are not ours",
@@ -428,11 +484,11 @@ TIER_2 = [
         Fact.CONSERVATIVE_FALLBACK,
     ),
     Case(
-        "Preempting from something other than the kubelet is not used",
+        "Preempting from something other than the kubelet still counts (v4)",
         evidence(events=events(kubelet_preempting(source="my-operator"))),
-        Cause.INDETERMINATE,
-        Source.CLASSIFIER,
-        Fact.CONSERVATIVE_FALLBACK,
+        Cause.PREEMPTED,
+        Source.EVENTS,
+        Fact.PREEMPTION_EVENT,
     ),
     Case(
         "events unreadable: nothing to decide on",
@@ -502,19 +558,28 @@ TIER_3 = [
 
 TIER_4 = [
     Case(
-        "rollout marker, pod unreadable, informative absence of Evicted: voluntary",
-        evidence(owner=MARKER),
+        "rollout marker, pod gone (404), informative absence of Evicted: voluntary",
+        evidence(pod=GONE, owner=MARKER),
         Cause.VOLUNTARY,
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
         also=(Fact.NO_EVICTED_EVENT,),
     ),
     Case(
-        "rollout marker with the node unreadable is still voluntary",
-        evidence(owner=MARKER, node=TIMEOUT),
-        Cause.VOLUNTARY,
-        Source.OWNER,
-        Fact.ROLLOUT_MARKER,
+        "rollout marker, pod read timed out: proves nothing (v4)",
+        evidence(owner=MARKER),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CONSERVATIVE_FALLBACK,
+        also=(Fact.ROLLOUT_MARKER,),
+    ),
+    Case(
+        "rollout marker with the node unreadable: pressure not excluded (v4)",
+        evidence(pod=GONE, owner=MARKER, node=TIMEOUT),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CANNOT_DETERMINE,
+        also=(Fact.ROLLOUT_MARKER,),
     ),
     Case(
         "rollout marker but events unreadable: a kubelet eviction is not excluded",
@@ -622,23 +687,37 @@ def test_identity_and_fallback(case: Case) -> None:
 
 PRIORITY = [
     Case(
-        "1 beats 2: PreemptionByScheduler over a kubelet Evicted event",
+        "the eviction event first: a kubelet Evicted event over PreemptionByScheduler (v4)",
         evidence(
             pod=pod(deleted=True, target=condition("PreemptionByScheduler")),
             events=events(evicted()),
         ),
-        Cause.PREEMPTED,
-        Source.POD,
-        Fact.DISRUPTION_TARGET,
-        also=(Fact.KUBELET_EVICTED_EVENT,),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.EVENTS,
+        Fact.KUBELET_EVICTED_EVENT,
+        PressuredResource.MEMORY,
+        also=(Fact.DISRUPTION_TARGET,),
     ),
     Case(
-        "1 beats 3: deletionTimestamp (voluntary) over node MemoryPressure",
+        "node pressure before voluntary signals: MemoryPressure over a deletion (v4)",
         evidence(pod=pod(deleted=True), node=node("MemoryPressure")),
-        Cause.VOLUNTARY,
-        Source.POD,
-        Fact.DELETION_REQUESTED,
-        also=(Fact.NODE_PRESSURE,),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.NODE,
+        Fact.NODE_PRESSURE,
+        PressuredResource.MEMORY,
+        also=(Fact.NODE_PRESSURE_OVERRIDE, Fact.DELETION_REQUESTED),
+    ),
+    Case(
+        "node pressure before voluntary signals: a taint over EvictionByEvictionAPI (v4)",
+        evidence(
+            pod=pod(deleted=True, target=condition("EvictionByEvictionAPI")),
+            node=node(taints=("node.kubernetes.io/disk-pressure",)),
+        ),
+        Cause.INVOLUNTARY_EVICTION,
+        Source.NODE,
+        Fact.NODE_PRESSURE,
+        PressuredResource.EPHEMERAL_STORAGE,
+        also=(Fact.NODE_PRESSURE_OVERRIDE,),
     ),
     Case(
         "1 beats 3: the condition's resource, not the node's",
@@ -668,11 +747,13 @@ PRIORITY = [
         PressuredResource.MEMORY,
     ),
     Case(
-        "2 beats 3: Preempted over node pressure",
+        "node pressure before other records: MemoryPressure over a Preempted event (v4)",
         evidence(events=events(scheduler_preempted()), node=node("MemoryPressure")),
-        Cause.PREEMPTED,
-        Source.EVENTS,
-        Fact.PREEMPTION_EVENT,
+        Cause.INVOLUNTARY_EVICTION,
+        Source.NODE,
+        Fact.NODE_PRESSURE,
+        PressuredResource.MEMORY,
+        also=(Fact.PREEMPTION_EVENT,),
     ),
     Case(
         "2 beats 4: a kubelet Evicted event over the rollout marker",
@@ -889,7 +970,7 @@ MALFORMED = [
     ),
     Case(
         "a restarted-at a little ahead of now (clock skew) is a marker",
-        evidence(owner=marker("2026-11-11T12:00:30Z", NOW + timedelta(seconds=30))),
+        evidence(pod=GONE, owner=marker("2026-11-11T12:00:30Z", NOW + timedelta(seconds=30))),
         Cause.VOLUNTARY,
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
@@ -970,7 +1051,7 @@ def test_a_kubelet_eviction_or_a_preemption_is_never_outranked_into_a_drain(case
 RETENTION = [
     Case(
         "grace within retention: absence of Evicted is informative, the marker is trusted",
-        evidence(owner=MARKER),
+        evidence(pod=GONE, owner=MARKER),
         Cause.VOLUNTARY,
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
@@ -979,7 +1060,7 @@ RETENTION = [
     ),
     Case(
         "grace equal to retention is still within it",
-        evidence(owner=MARKER),
+        evidence(pod=GONE, owner=MARKER),
         Cause.VOLUNTARY,
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
@@ -988,25 +1069,25 @@ RETENTION = [
     ),
     Case(
         "grace past retention: absence of Evicted is uninformative, the marker is not enough",
-        evidence(owner=MARKER),
+        evidence(pod=GONE, owner=MARKER),
         Cause.INDETERMINATE,
         Source.CLASSIFIER,
-        Fact.CONSERVATIVE_FALLBACK,
+        Fact.CANNOT_DETERMINE,
         grace=3601,
         retention=3600,
     ),
     Case(
         "no retention at all: absence is uninformative",
-        evidence(owner=MARKER),
+        evidence(pod=GONE, owner=MARKER),
         Cause.INDETERMINATE,
         Source.CLASSIFIER,
-        Fact.CONSERVATIVE_FALLBACK,
+        Fact.CANNOT_DETERMINE,
         grace=0,
         retention=0,
     ),
     Case(
         "a negative grace period counts as zero",
-        evidence(owner=MARKER),
+        evidence(pod=GONE, owner=MARKER),
         Cause.VOLUNTARY,
         Source.OWNER,
         Fact.ROLLOUT_MARKER,
@@ -1024,12 +1105,22 @@ RETENTION = [
         retention=3600,
     ),
     Case(
-        "past retention the pod object still decides",
+        "past retention a deletion cannot be told from an eviction whose event expired (v4)",
         evidence(pod=pod(deleted=True)),
-        Cause.VOLUNTARY,
-        Source.POD,
-        Fact.DELETION_REQUESTED,
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CANNOT_DETERMINE,
         grace=7200,
+        retention=3600,
+        also=(Fact.DELETION_REQUESTED,),
+    ),
+    Case(
+        "a grace period one second past the events' retention: cannot determine (v4)",
+        evidence(pod=pod(deleted=True, target=condition("EvictionByEvictionAPI"))),
+        Cause.INDETERMINATE,
+        Source.CLASSIFIER,
+        Fact.CANNOT_DETERMINE,
+        grace=3601,
         retention=3600,
     ),
 ]
@@ -1263,14 +1354,15 @@ SEED_CASES = [
         why_changed=VOLUNTARY_NEEDS_A_MARKER,
     ),
     SeedCase(
-        "pressure Unknown is not pressure, within retention",
+        "pressure Unknown is not known to be absent, within retention",
         frozenset(),
         {"MemoryPressure": "Unknown"},
         GRACE,
         "voluntary",
         DRAIN,
-        Cause.INDETERMINATE,
-        why_changed=VOLUNTARY_NEEDS_A_MARKER,
+        Cause.INVOLUNTARY_EVICTION,
+        why_changed="a pressure condition not known to be False (the kubelet is not "
+        "reporting) is a doubt, and every doubt sheds",
     ),
 ]
 
@@ -1297,3 +1389,18 @@ def test_seed_voluntary_is_reached_once_a_voluntary_marker_is_present() -> None:
     seed = next(c for c in SEED_CASES if c.name == "no event, no pressure, within retention")
     verdict = classify(replace(seed.evidence(), owner=MARKER), NOW, seed.grace)
     assert (verdict.cause, verdict.action) == (Cause.VOLUNTARY, Action.DRAIN_GRACEFULLY)
+
+
+def test_only_the_deciding_record_notes_what_it_overrode() -> None:
+    """An Evicted event, node pressure and a deletion: the event decides (the seed's first
+    check), and the evidence notes that override once; pressure is recorded, not noted."""
+    verdict = classify(
+        evidence(pod=pod(deleted=True), events=events(evicted()), node=node("MemoryPressure")),
+        NOW,
+        GRACE,
+    )
+    assert verdict.deciding_item.fact is Fact.KUBELET_EVICTED_EVENT
+    facts = [item.fact for item in verdict.evidence]
+    assert facts.count(Fact.KUBELET_EVICTION_OVERRIDE) == 1
+    assert Fact.NODE_PRESSURE_OVERRIDE not in facts
+    assert Fact.NODE_PRESSURE in facts

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,7 +170,7 @@ def run(reader: FakeReader, *argv: str, env: dict[str, str] = ENV) -> int:
 
 def test_the_subcommand_is_registered() -> None:
     args = parse("--json", "--deadline", "2.5", "--grace-period", "10", "--after-restart")
-    assert args._subcommand.run is cli.run
+    assert args._subcommand.run is cli.run_process
     assert (args.json, args.deadline, args.grace_period, args.after_restart) == (
         True,
         2.5,
@@ -399,12 +402,10 @@ def test_an_events_body_without_items_is_no_absence(
         deployments={"web": deployment_obj(restarted_at="2026-11-11T11:58:00Z")},
     )  # fmt: skip
     assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
-    [events] = [
-        item for item in json.loads(capsys.readouterr().out)["evidence"]
-        if item["fact"] == "events_unavailable"
-    ]  # fmt: skip
-    assert events["values"]["reason"] == "error"
-    assert "malformed" in events["values"]["error"]
+    verdict = json.loads(capsys.readouterr().out)
+    [decisive] = [item for item in verdict["evidence"] if item["decisive"]]
+    assert decisive["fact"] == "evidence_malformed"
+    assert decisive["values"]["field"] == "events.items"
 
 
 DETECTOR_DOC = Path(__file__).parents[3] / "docs" / "termination-detector.md"
@@ -430,10 +431,40 @@ def test_the_deletions_grace_period_bounds_the_cli_deadline(
     pod = pod_obj(deleted=True, disruption="EvictionByEvictionAPI", deletion_grace=2)
     pod["metadata"]["deletionTimestamp"] = "2026-11-11T12:00:02Z"  # NOW + 2 s
     reader = FakeReader(pod=pod, events=HANG)
-    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.DRAIN_GRACEFULLY]
+    # v4: the Eviction API reads as voluntary, but with the events read cut an eviction
+    # cannot be excluded: cannot determine, shed load.
+    assert run(reader, "--grace-period", "30", "--json") == EXIT_CODES[Outcome.INDETERMINATE]
     [cut] = [
         item for item in json.loads(capsys.readouterr().out)["evidence"]
         if item["fact"] == "events_unavailable"
     ]  # fmt: skip
     within = re.search(r"within the ([0-9.]+)s detection deadline", cut["values"]["error"])
     assert within is not None and float(within.group(1)) <= 0.8
+
+
+def test_the_process_ends_as_soon_as_the_verdict_is_out(tmp_path: Path) -> None:
+    """Issue 42: nothing stands between the printed verdict and the exit status — here a
+    non-daemon thread that never ends, which would hold a normal interpreter exit forever
+    (threading's shutdown joins it).  The --output file is written before the exit."""
+    output = tmp_path / "verdict.json"
+    program = (
+        "import sys, threading\n"
+        "threading.Thread(target=threading.Event().wait, name='never-ends').start()\n"
+        "from graceful_drain.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(Path(__file__).parents[3] / "src"),
+        "POD_NAME": "web-0", "POD_NAMESPACE": "shop", "POD_UID": "uid-1",
+        "KUBECONFIG": str(tmp_path / "absent-kubeconfig"),
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", program, "termination-cause", "--json", "--grace-period", "4",
+         "--output", str(output)],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == EXIT_CODES[Outcome.INDETERMINATE], done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["action"] == "shed_load_and_exit_fast"
+    assert json.loads(output.read_text()) == verdict

@@ -78,7 +78,8 @@ async def test_the_grace_period_feeds_the_retention_rule(
     verdict = await found.detect()
     no_event = values(verdict, Fact.NO_EVICTED_EVENT)
     assert (no_event["grace_period_seconds"], no_event["informative"]) == (str(used), informative)
-    assert verdict.cause is Cause.VOLUNTARY  # the pod's own object decides either way
+    # v4: a deletion is voluntary only while an expired Evicted event can be excluded.
+    assert verdict.cause is (Cause.VOLUNTARY if informative == "true" else Cause.INDETERMINATE)
     assert reader.closed
 
 
@@ -247,8 +248,9 @@ async def test_the_deletion_bounds_the_deadline_whatever_is_configured(
     )
     assert within is not None
     assert float(within.group(1)) == pytest.approx(reads_budget(budget), abs=0.05)
-    # the pod's own object still decides: a deletion, and the events read was cut
-    assert verdict.cause is Cause.VOLUNTARY
+    # v4: the pod reads as deleted, but the events read was cut: cannot determine, shed
+    assert verdict.cause is Cause.INDETERMINATE
+    assert verdict.deciding_item.fact is Fact.CANNOT_DETERMINE
     assert reader.cancelled == ["events"]
 
 

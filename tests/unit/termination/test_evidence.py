@@ -14,7 +14,6 @@ from graceful_drain.termination.evidence import (
     MAX_RAW_VALUE_CHARS,
     ConditionState,
     ContainerTermination,
-    DisruptionTargetCondition,
     EventRecord,
     EventsSnapshot,
     NodeSnapshot,
@@ -211,12 +210,26 @@ def test_events_snapshot_from_list_or_event_list(raw: Any) -> None:
 @pytest.mark.parametrize(
     "raw", [None, {}, {"items": None}, {"items": "x"}, {"items": {"a": 1}}, 5, "events"]
 )
-def test_an_events_answer_without_an_items_list_is_unavailable(raw: Any) -> None:
-    """v3: "no items" is not "no Evicted event" (that would let a drain verdict through)."""
+def test_an_events_answer_without_an_items_list_is_malformed(raw: Any) -> None:
+    """v3: "no items" is not "no Evicted event" (that would let a drain verdict through);
+    v4: it is malformed evidence, named by its field."""
     snapshot = EventsSnapshot.from_object(raw)
-    assert isinstance(snapshot, Unavailable)
-    assert snapshot.reason is UnavailableReason.ERROR
-    assert "malformed" in snapshot.detail
+    assert snapshot.events == ()
+    [problem] = snapshot.shape.malformed
+    assert problem.split(":")[0] in {"items", "(the events list)"}
+
+
+@pytest.mark.parametrize(
+    ("items", "problem"),
+    [
+        ([None], "items[1]: not an object (NoneType)"),
+        ([1], "items[1]: not an object (int)"),
+        (["x"], "items[1]: not an object (str)"),
+    ],
+)
+def test_an_event_item_that_is_not_an_object_is_malformed(items: list[Any], problem: str) -> None:
+    snapshot = EventsSnapshot.from_object({"items": [CORE_EVENT, *items]})
+    assert snapshot.shape.malformed == (problem,)
 
 
 def test_an_empty_items_list_is_read_and_empty() -> None:
@@ -245,8 +258,19 @@ def test_disruption_target_status_is_compared_as_the_api_defines_it(
     raw: dict[str, object] = {"type": "DisruptionTarget", "reason": "TerminationByKubelet"}
     if status is not None:
         raw["status"] = status
-    condition = DisruptionTargetCondition.from_object(raw)
+    pod = PodSnapshot.from_object(
+        {
+            "metadata": {"uid": "u", "name": "p", "namespace": "n"},
+            "spec": {},
+            "status": {"conditions": [raw]},
+        }
+    )
+    condition = pod.disruption_target
+    assert condition is not None
     assert condition.state is state
+    # A status of the wrong type, or none at all, is malformed besides.
+    malformed = any("status.conditions[0].status" in p for p in pod.shape.malformed)
+    assert malformed is (not isinstance(status, str))
     assert condition.is_true is (state is ConditionState.TRUE)
 
 
