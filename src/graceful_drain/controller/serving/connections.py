@@ -2,7 +2,7 @@
 
 A client sending its request one byte a second would otherwise hold a connection (and its
 buffers) for as long as it likes; enough of them OOM-kill the pod, and then every eviction is
-admitted (failurePolicy: Ignore). The webhook's server (webhook_http.py) tells the guard what
+admitted (failurePolicy: Ignore). The webhook's server (http.py) tells the guard what
 each connection does, and the guard enforces:
 
 - a read deadline: the TLS handshake and a first request must arrive whole (head and body)
@@ -12,12 +12,14 @@ each connection does, and the guard enforces:
 - an idle timeout: a keep-alive connection with nothing to read or answer is closed after
   `keepalive_timeout`;
 - a cap on open connections, counted from `accept` (a connection that never starts TLS holds
-  a slot, and a file descriptor, like any other): when a new one would exceed it, the oldest
-  connection that is not running a handler is aborted to make room — first one that never
-  sent a whole request (still in its handshake, or slow with its first request) or leaves
-  its answers unread, then an idle keep-alive one, then one slow with a later request; only
-  when every connection is running a handler is the new one refused. The API server's
-  connections, reused and answered, are the last to go.
+  a slot, and a file descriptor, like any other): when a new one would exceed it, the least
+  recently used connection that is not running a handler is aborted to make room (each
+  request moves its connection to the back) — first one that never sent a whole request
+  (still in its handshake, or slow with its first request) or leaves its answers unread,
+  then an idle keep-alive one, then one slow with a later request; only when every
+  connection is running a handler is the new one refused. The API server's connections,
+  reused and answered, are the last to go: however many newcomers send a request and then
+  idle, a connection used again before `max_connections` of them arrive is never dropped.
 
 The API server's own connections send a whole AdmissionReview at once and are reused, so
 they never meet the first or last limit in normal operation.
@@ -91,7 +93,7 @@ class ConnectionGuard:
         self.keepalive_timeout = keepalive_timeout
         self.max_connections = max_connections
         self.stats = ConnectionStats()
-        # insertion order: oldest first
+        # least recently used first: in order of accept, each moved to the back at each request
         self._open: dict[asyncio.BaseTransport, GuardedConnection] = {}
         # One timer for every deadline, at the earliest one: a request costs a float and a
         # comparison instead of a loop timer made and cancelled.
@@ -122,10 +124,15 @@ class ConnectionGuard:
         connection.handshaken = True
 
     def busy(self, connection: GuardedConnection) -> None:
-        """A request arrived whole: no deadline while it is answered."""
+        """A request arrived whole: no deadline while it is answered, and the connection is
+        now the most recently used (the last its kind gives up under the cap)."""
         connection.disarm()
         connection.busy = connection.served = True
         connection.stalled = False
+        transport = connection.transport
+        if transport is not None:
+            opened = self._open
+            opened[transport] = opened.pop(transport)  # to the back: least recently used first
 
     def stalled(self, connection: GuardedConnection) -> None:
         """Its answers wait for the client to read the ones sent: it must read within
@@ -146,11 +153,12 @@ class ConnectionGuard:
         self._forget(connection)
 
     def _make_room(self) -> bool:
-        """Abort the oldest connection of the first kind there is: one that never sent a
-        whole request (its TLS handshake included) or leaves its answers unread; then one idle
-        between requests; then one reading a later request. One running a handler never."""
+        """Abort the least recently used connection of the first kind there is: one that
+        never sent a whole request (its TLS handshake included) or leaves its answers unread;
+        then one idle between requests; then one reading a later request. One running a
+        handler never."""
         for evictable in (_unproven, _idle, _reading):
-            for connection in self._open.values():  # oldest first
+            for connection in self._open.values():  # least recently used first
                 if not connection.busy and evictable(connection):
                     self.stats.evicted += 1
                     self._abort(connection)
@@ -192,7 +200,7 @@ class ConnectionGuard:
 
     def _forget(self, connection: GuardedConnection) -> asyncio.BaseTransport | None:
         connection.disarm()
-        transport = connection.transport
+        transport, connection.transport = connection.transport, None
         if transport is not None:
             self._open.pop(transport, None)
             self.stats.open = len(self._open)

@@ -422,24 +422,30 @@ def kernel_buffer_bound(receive_buffer: int) -> int:
     return send_max + 2 * receive_buffer
 
 
+def unread(exchange: _Exchange) -> bool:
+    """The server holds this connection as one leaving its answers unread."""
+    return exchange._writing_paused or exchange._connection.stalled
+
+
 async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
     certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Answers the client leaves unread fill the transport's buffer: from then on the server
-    parses nothing more and runs no handler until they drain, instead of buffering answers
-    without end. Checked at every parse and every handler call (whatever the kernel's buffers
-    and the scheduling), not by counting answers at some moment."""
+    """Answers the client leaves unread (more than WRITE_BUFFER_HIGH bytes of them, counted
+    across the TLS output, the transport's buffer and the kernel's send queue): from then on
+    the server parses nothing more and runs no handler until they drain, instead of
+    buffering answers without end. Checked at every parse and every handler call (whatever
+    the kernel's buffers and the scheduling), not by counting answers at some moment."""
     body, receive_buffer = b"x" * 16384, 16384
     # more answers than the kernel's buffers and the transport's can hold together
     count = 2 * (kernel_buffer_bound(receive_buffer) + WRITE_BUFFER_HIGH) // len(body) + 1
     exchanges: list[_Exchange] = []
-    while_paused: list[str] = []  # what the server did while writing was paused: nothing
+    while_unread: list[str] = []  # what the server did while the answers waited: nothing
     longest_queue = 0
-    writing_paused = asyncio.Event()
+    stalled = asyncio.Event()
 
     def feed_slice(exchange: _Exchange, data: memoryview) -> None:
-        if exchange._writing_paused:
-            while_paused.append("parsed")
+        if unread(exchange):
+            while_unread.append("parsed")
         original_feed(exchange, data)
 
     def enqueue(exchange: _Exchange, pending: tuple[Any, ...]) -> None:
@@ -447,27 +453,27 @@ async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
         original_enqueue(exchange, pending)
         longest_queue = max(longest_queue, len(exchange._queue))
 
-    def pause_writing(exchange: _Exchange) -> None:
+    async def until_read(exchange: _Exchange) -> bool:
         exchanges.append(exchange)
-        writing_paused.set()
-        original_pause(exchange)
+        stalled.set()
+        return await original_until_read(exchange)
 
     async def echo(got: bytes | None) -> bytes:
-        if any(exchange._writing_paused for exchange in exchanges):
-            while_paused.append("handled")
+        if any(unread(exchange) for exchange in exchanges):
+            while_unread.append("handled")
         return await routes.echo(got)
 
     original_feed, original_enqueue = _Exchange._feed_slice, _Exchange._enqueue
-    original_pause = _Exchange.pause_writing
+    original_until_read = _Exchange._until_read
     monkeypatch.setattr(_Exchange, "_feed_slice", feed_slice)
     monkeypatch.setattr(_Exchange, "_enqueue", enqueue)
-    monkeypatch.setattr(_Exchange, "pause_writing", pause_writing)
+    monkeypatch.setattr(_Exchange, "_until_read", until_read)
     async with serving(certs, {"/echo": echo, "/ping": routes.ping}, max_body=len(body)) as server:
         client = await Client.connect(server, certs, receive_buffer=receive_buffer)
         try:
             client.writer.write(post(b"/echo", body) * count)  # and no answer read
             async with asyncio.timeout(DEADLINE):
-                await writing_paused.wait()
+                await stalled.wait()
             for _ in range(8):  # the server's loop goes on meanwhile
                 await round_trip(server, certs)
             assert exchanges[0]._paused and len(routes.echo.bodies) < count
@@ -475,7 +481,7 @@ async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
                 await assert_ok(client, body)
         finally:
             await client.close()
-    assert while_paused == []
+    assert while_unread == []
     assert longest_queue <= MAX_PIPELINED  # a slice holds less than one of these requests
 
 
