@@ -16,7 +16,9 @@ each connection does, and the guard enforces:
   recently used connection that is not running a handler is aborted to make room (each
   request moves its connection to the back) — first one that never sent a whole request
   (still in its handshake, or slow with its first request) or leaves its answers unread,
-  then an idle keep-alive one, then one slow with a later request; only when every
+  then an idle one that has sent a single request (a newcomer), then an idle keep-alive one
+  that has been reused (an idle one whose next request waits in the kernel, unread, is not
+  idle), then one slow with a later request; only when every
   connection is running a handler is the new one refused. The API server's connections,
   reused and answered, are the last to go: however many newcomers send a request and then
   idle, a connection used again before `max_connections` of them arrive is never dropped.
@@ -28,6 +30,8 @@ they never meet the first or last limit in normal operation.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import termios
 from dataclasses import dataclass
 
 from graceful_drain.logs import get_logger
@@ -46,8 +50,10 @@ class GuardedConnection:
     idle: bool = False  # kept alive between requests (its deadline is the idle timeout)
     handshaken: bool = False  # its TLS handshake is done
     served: bool = False  # a request of it has arrived whole: a client that speaks HTTP
+    reused: bool = False  # a second request of it has arrived whole: a client that keeps it
     stalled: bool = False  # answers wait for it to read the ones it was sent
     deadline: float | None = None  # loop time by which it must have read, or by which it closes
+    fd: int = -1  # its socket's, when known: an idle one with bytes to read is not idle
 
     def disarm(self) -> None:
         self.deadline = None
@@ -67,8 +73,24 @@ def _unproven(connection: GuardedConnection) -> bool:
     return not connection.served or connection.stalled
 
 
+def _input_waiting(connection: GuardedConnection) -> bool:
+    """Bytes of its next request wait in the kernel, not read yet (the loop has not come to
+    them): the client is using it again, it only looks idle."""
+    if connection.fd < 0:
+        return False
+    try:
+        waiting = fcntl.ioctl(connection.fd, termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return False
+    return waiting != b"\0\0\0\0"
+
+
+def _idle_once(connection: GuardedConnection) -> bool:
+    return connection.idle and not connection.reused and not _input_waiting(connection)
+
+
 def _idle(connection: GuardedConnection) -> bool:
-    return connection.idle
+    return connection.idle and not _input_waiting(connection)
 
 
 def _reading(connection: GuardedConnection) -> bool:
@@ -127,6 +149,8 @@ class ConnectionGuard:
         """A request arrived whole: no deadline while it is answered, and the connection is
         now the most recently used (the last its kind gives up under the cap)."""
         connection.disarm()
+        if connection.served and not connection.stalled:  # not the same one, read at last
+            connection.reused = True
         connection.busy = connection.served = True
         connection.stalled = False
         transport = connection.transport
@@ -155,9 +179,9 @@ class ConnectionGuard:
     def _make_room(self) -> bool:
         """Abort the least recently used connection of the first kind there is: one that
         never sent a whole request (its TLS handshake included) or leaves its answers unread;
-        then one idle between requests; then one reading a later request. One running a
-        handler never."""
-        for evictable in (_unproven, _idle, _reading):
+        then one idle after a single request; then one idle between requests; then one
+        reading a later request. One running a handler never."""
+        for evictable in (_unproven, _idle_once, _idle, _reading):
             for connection in self._open.values():  # least recently used first
                 if not connection.busy and evictable(connection):
                     self.stats.evicted += 1
@@ -200,6 +224,7 @@ class ConnectionGuard:
 
     def _forget(self, connection: GuardedConnection) -> asyncio.BaseTransport | None:
         connection.disarm()
+        connection.fd = -1  # the number may soon be another socket's
         transport, connection.transport = connection.transport, None
         if transport is not None:
             self._open.pop(transport, None)

@@ -195,16 +195,18 @@ class _Exchange(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                self._fd = self._connection.fd = sock.fileno()
         # counted from accept: a connection that never completes its handshake holds a slot
         if not self._guard.opened(self._connection, transport):
             self._transport.abort()
             return
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-        sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-                self._fd = sock.fileno()
         self._server._exchanges.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
