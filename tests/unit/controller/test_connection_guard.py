@@ -1,7 +1,8 @@
 """Which connection the guard drops to make room under its cap (connections.py), table-driven
-and as a property: the oldest of the first kind there is — never sent a whole request (its
-TLS handshake included) or leaves its answers unread, then idle between requests, then slow
-with a later request — and never one running a handler."""
+and as a property: the least recently used of the first kind there is — never sent a whole
+request (its TLS handshake included) or leaves its answers unread, then idle after a single
+request, then idle after several, then slow with a later request — and never one running a
+handler."""
 
 from __future__ import annotations
 
@@ -35,10 +36,14 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     elif state == "first-request-begun":
         guard.handshaken(connection)
         guard.data(connection)
-    elif state in ("busy", "idle", "stalled", "later-request-begun"):
+    elif state in ("busy", "idle", "idle-reused", "stalled", "later-request-begun"):
         guard.handshaken(connection)
         guard.busy(connection)  # a request arrived whole
-        if state == "idle":
+        if state == "idle-reused":
+            guard.done(connection, mid_request=False)
+            guard.busy(connection)  # and a second one
+            guard.done(connection, mid_request=False)
+        elif state == "idle":
             guard.done(connection, mid_request=False)
         elif state == "later-request-begun":
             guard.done(connection, mid_request=True)
@@ -49,16 +54,19 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     return transport
 
 
-STATES = ["handshaking", "handshaken", "first-request-begun", "stalled", "idle",
+STATES = ["handshaking", "handshaken", "first-request-begun", "stalled", "idle", "idle-reused",
           "later-request-begun", "busy"]  # fmt: skip
 RANK = {"handshaking": 0, "handshaken": 0, "first-request-begun": 0, "stalled": 0, "idle": 1,
-        "later-request-begun": 2}  # fmt: skip
+        "idle-reused": 2, "later-request-begun": 3}  # fmt: skip
 
 
-def expected_victim(states: list[str]) -> int | None:
-    """The index of the connection the guard must drop (oldest first within a rank)."""
-    ranked = [(RANK[state], i) for i, state in enumerate(states) if state != "busy"]
-    return min(ranked)[1] if ranked else None
+def expected_victim(states: list[str], order: list[int] | None = None) -> int | None:
+    """The index of the connection the guard must drop: the least recently used within the
+    first rank there is. `order`: the indexes from least to most recently used (default: in
+    order of opening)."""
+    position = {i: n for n, i in enumerate(order or range(len(states)))}
+    ranked = [(RANK[state], position[i], i) for i, state in enumerate(states) if state != "busy"]
+    return min(ranked)[2] if ranked else None
 
 
 async def newcomer_at_cap(states: list[str]) -> tuple[list[FakeTransport], bool]:
@@ -74,6 +82,8 @@ async def newcomer_at_cap(states: list[str]) -> tuple[list[FakeTransport], bool]
         (["idle", "handshaking"], 1),  # a connection not yet in TLS goes before a served one
         (["later-request-begun", "idle"], 1),
         (["idle", "stalled"], 1),  # leaving answers unread: dropped like one never served
+        (["idle-reused", "idle"], 1),  # a newcomer that sent one request, before a kept one
+        (["later-request-begun", "idle-reused"], 1),
         (["handshaken", "first-request-begun"], 0),  # same kind: the oldest
         (["busy", "later-request-begun"], 1),
         (["busy", "busy"], None),  # refused
@@ -95,3 +105,31 @@ async def test_any_mix_of_connections_loses_the_one_the_rule_names(states: list[
     assert [i for i, t in enumerate(transports) if t.aborted] == ([] if victim is None
                                                                    else [victim])  # fmt: skip
     assert admitted == (victim is not None)
+
+
+def reuse(guard: ConnectionGuard, connection: GuardedConnection) -> None:
+    guard.busy(connection)
+    guard.done(connection, mid_request=False)
+
+
+@given(
+    st.lists(st.sampled_from(["idle", "idle-reused"]), min_size=2, max_size=10),
+    st.lists(st.integers(min_value=0, max_value=9), max_size=30),
+)
+async def test_a_request_moves_its_connection_behind_every_other(
+    states: list[str], uses: list[int]
+) -> None:
+    """Least recently used first: a connection in steady use (the API server's) is the last
+    of its kind to go, however long ago it was opened."""
+    guard = ConnectionGuard(max_connections=len(states))
+    transports = [put(guard, f"c{i}", state) for i, state in enumerate(states)]
+    connections = [guard._open[transport] for transport in transports]
+    order = list(range(len(states)))
+    for use in (u % len(states) for u in uses):
+        reuse(guard, connections[use])  # a second request (at least): now reused
+        states[use] = "idle-reused"
+        order.remove(use)
+        order.append(use)
+    assert guard.opened(GuardedConnection(), FakeTransport("newcomer"))
+    victim = expected_victim(states, order)
+    assert [i for i, t in enumerate(transports) if t.aborted] == [victim]

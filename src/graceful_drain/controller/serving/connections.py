@@ -43,7 +43,7 @@ DEFAULT_MAX_CONNECTIONS = 512
 _log = get_logger("connections")
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class GuardedConnection:
     transport: asyncio.BaseTransport | None = None
     busy: bool = False  # a request arrived whole and is being answered

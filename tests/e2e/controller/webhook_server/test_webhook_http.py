@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 
 from graceful_drain.controller.serving.connections import ConnectionGuard
 from graceful_drain.controller.serving.http import (
+    ANSWERS_PER_TURN,
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
     WRITE_BUFFER_HIGH,
@@ -948,3 +951,150 @@ async def test_any_split_of_a_request_stream_gets_the_same_answers(
         answers = [await client.answer() for _ in expected]
         assert [(answer.status, answer.body) for answer in answers] == expected
         assert all(not answer.closes for answer in answers)
+
+
+# --- fairness: what one connection can make the server hold and do ------------------------------
+
+TINY = {  # short requests: hundreds fit in one read
+    "get": b"GET /x HTTP/1.1\r\n\r\n",
+    "delete": b"DELETE /echo HTTP/1.1\r\n\r\n",  # 405
+    "lines": b"POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\n\n\n\n",  # a body of line ends
+}
+STATUS = {"get": 404, "delete": 405, "lines": 200}
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    names=st.lists(st.sampled_from(sorted(TINY)), min_size=1, max_size=4),
+    copies=st.integers(50, 400),
+)
+async def test_however_many_requests_one_read_holds_at_most_max_pipelined_wait(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch, names: list[str],
+    copies: int,
+) -> None:  # fmt: skip
+    """Hundreds of requests in one TLS record, behind one whose handler waits: the server
+    parses no more than MAX_PIPELINED of them ahead (it stops feeding its parser, and reads no
+    more, when that many wait), and answers every one, in order, once the first is done."""
+    longest = 0
+
+    def enqueue(exchange: _Exchange, pending: tuple[Any, ...]) -> None:
+        nonlocal longest
+        original_enqueue(exchange, pending)
+        longest = max(longest, exchange._waiting)
+
+    original_enqueue = _Exchange._enqueue
+    monkeypatch.setattr(_Exchange, "_enqueue", enqueue)
+    tail = b"".join(TINY[names[i % len(names)]] for i in range(copies))
+    gate = Gate()
+    async with (
+        serving(certs, {**routes.mapping(), "/gate": gate}) as server,
+        connected(server, certs) as client,
+    ):
+        await client.send(post(b"/gate", b"{}") + tail)
+        await gate.until_waiting(1)
+        await round_trip(server, certs)  # the server's loop has read what it will meanwhile
+        assert longest == MAX_PIPELINED
+        gate.open.set()
+        await assert_ok(client, gate.answer)
+        for i in range(copies):
+            name = names[i % len(names)]
+            answer = await client.answer()
+            assert answer.status == STATUS[name], (i, name, answer)
+    assert longest == MAX_PIPELINED
+
+
+async def test_a_connection_answers_at_most_answers_per_turn_before_the_others_get_theirs(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelined requests whose answers are ready at once (404s): the connection makes at
+    most ANSWERS_PER_TURN of them in one turn of the event loop, counted by a callback that
+    runs once per turn."""
+    turn = 0
+    made: dict[tuple[int, int], int] = {}  # (connection, turn) -> answers made in it
+    ticking = True
+
+    def tick() -> None:
+        nonlocal turn
+        turn += 1
+        if ticking:
+            asyncio.get_running_loop().call_soon(tick)  # runs in the next turn
+
+    def write(exchange: _Exchange, answer: bytes, keep_alive: bool) -> bool:
+        key = (id(exchange), turn)
+        made[key] = made.get(key, 0) + 1
+        return original_write(exchange, answer, keep_alive)
+
+    original_write = _Exchange._write
+    monkeypatch.setattr(_Exchange, "_write", write)
+    count = 10 * ANSWERS_PER_TURN
+    async with serving(certs, routes.mapping()) as server, connected(server, certs) as client:
+        asyncio.get_running_loop().call_soon(tick)
+        try:
+            await client.send(request(b"GET", b"/nope") * count)
+            for _ in range(count):
+                assert (await client.answer()).status == 404
+        finally:
+            ticking = False
+    assert sum(made.values()) == count
+    assert max(made.values()) <= ANSWERS_PER_TURN, made
+
+
+async def test_a_closed_connection_is_freed_by_reference_counting(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the cyclic garbage collector off, every closed connection's objects are gone as
+    soon as the server has let it go: one that never started TLS, one served and closed by
+    its client, one cut at its read deadline in its head, one aborted while pipelining
+    requests it did not read, one closed by the server (HTTP/1.0)."""
+    made: list[weakref.ref[Any]] = []  # the connections under test: exchange, guard record
+    recording = True
+
+    def init(exchange: _Exchange, server: WebhookServer) -> None:
+        original_init(exchange, server)
+        if recording:
+            made.extend([weakref.ref(exchange), weakref.ref(exchange._connection)])
+
+    original_init = _Exchange.__init__
+    monkeypatch.setattr(_Exchange, "__init__", init)
+    guard = ConnectionGuard(read_timeout=SHORT)
+    gc.collect()
+    gc.disable()
+    try:
+        async with serving(certs, routes.mapping(), guard) as server:
+            silent = await tcp(server)
+            async with connected(server, certs) as client:
+                await client.send(post(b"/echo", b'"one"'))
+                await assert_ok(client, b'"one"')
+            slow = await Client.connect(server, certs)
+            await slow.send(b"POST /echo HTTP/1.1\r\nX-Slow: ")
+            pipelining = await Client.connect(server, certs, receive_buffer=4096)
+            pipelining.writer.write(request(b"GET", b"/nope") * 2000)
+            closing = await Client.connect(server, certs)
+            await closing.send(post(b"/echo", b'"bye"', version=b"1.0"))
+            await assert_ok(closing, b'"bye"')
+            assert await closing.closed_by_server()
+            assert await slow.closed_by_server()  # at its read deadline
+            pipelining.writer.transport.abort()
+            silent.close()
+            await closing.close()
+            await slow.close()
+            recording = False
+            exchanges = made[::2]
+            async with asyncio.timeout(DEADLINE):
+                while any(ref() in server._exchanges for ref in exchanges):
+                    await round_trip(server, certs)  # each goes once its transport has told it
+            await round_trip(server, certs)  # and the tasks answering them have ended
+            alive = [type(ref()).__name__ for ref in made if ref() is not None]
+            assert alive == []
+            assert len(made) == 10
+    finally:
+        gc.enable()
+
+
+async def tcp(server: WebhookServer) -> socket.socket:
+    """A connection that never starts TLS."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    async with asyncio.timeout(DEADLINE):
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    return sock
