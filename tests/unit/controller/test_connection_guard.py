@@ -1,8 +1,8 @@
 """Which connection the guard drops to make room under its cap (connections.py), table-driven
-and as a property: the least recently used of the first kind there is — never sent a whole
-request (its TLS handshake included) or leaves its answers unread, then idle after a single
-request, then idle after several, then slow with a later request — and never one running a
-handler."""
+and as a property: the least recently used of the first kind there is — leaves its answers
+unread or has not sent a whole request (its TLS handshake included) within a tenth of its
+read deadline, then idle after a single request, then idle after several, then a newcomer
+still in that tenth, then slow with a later request — and never one running a handler."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.controller.serving.connections import (
+    YOUNG_SHARE,
+    ConnectionGuard,
+    GuardedConnection,
+)
 
 
 @dataclass(eq=False)
@@ -31,6 +35,8 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     assert guard.opened(connection, transport)
     if state == "handshaking":
         pass
+    elif state == "handshaking-long":  # accepted longer ago than YOUNG_SHARE of the deadline
+        connection.opened_at -= guard.read_timeout * YOUNG_SHARE
     elif state == "handshaken":
         guard.handshaken(connection)
     elif state == "first-request-begun":
@@ -54,10 +60,10 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     return transport
 
 
-STATES = ["handshaking", "handshaken", "first-request-begun", "stalled", "idle", "idle-reused",
-          "later-request-begun", "busy"]  # fmt: skip
-RANK = {"handshaking": 0, "handshaken": 0, "first-request-begun": 0, "stalled": 0, "idle": 1,
-        "idle-reused": 2, "later-request-begun": 3}  # fmt: skip
+STATES = ["handshaking", "handshaking-long", "handshaken", "first-request-begun", "stalled",
+          "idle", "idle-reused", "later-request-begun", "busy"]  # fmt: skip
+RANK = {"handshaking-long": 0, "stalled": 0, "idle": 1, "idle-reused": 2, "handshaking": 3,
+        "handshaken": 3, "first-request-begun": 3, "later-request-begun": 4}  # fmt: skip
 
 
 def expected_victim(states: list[str], order: list[int] | None = None) -> int | None:
@@ -79,12 +85,13 @@ async def newcomer_at_cap(states: list[str]) -> tuple[list[FakeTransport], bool]
 @pytest.mark.parametrize(
     ("states", "victim"),
     [
-        (["idle", "handshaking"], 1),  # a connection not yet in TLS goes before a served one
+        (["idle", "handshaking-long"], 1),  # not yet in TLS a while: before a served one
+        (["handshaking", "idle"], 1),  # a newcomer gets its chance before an idle one goes
         (["later-request-begun", "idle"], 1),
         (["idle", "stalled"], 1),  # leaving answers unread: dropped like one never served
         (["idle-reused", "idle"], 1),  # a newcomer that sent one request, before a kept one
         (["later-request-begun", "idle-reused"], 1),
-        (["handshaken", "first-request-begun"], 0),  # same kind: the oldest
+        (["handshaken", "first-request-begun"], 0),  # same kind: the least recently used
         (["busy", "later-request-begun"], 1),
         (["busy", "busy"], None),  # refused
     ],

@@ -14,11 +14,12 @@ each connection does, and the guard enforces:
 - a cap on open connections, counted from `accept` (a connection that never starts TLS holds
   a slot, and a file descriptor, like any other): when a new one would exceed it, the least
   recently used connection that is not running a handler is aborted to make room (each
-  request moves its connection to the back) — first one that never sent a whole request
-  (still in its handshake, or slow with its first request) or leaves its answers unread,
-  then an idle one that has sent a single request (a newcomer), then an idle keep-alive one
-  that has been reused (an idle one whose next request waits in the kernel, unread, is not
-  idle), then one slow with a later request; only when every
+  request moves its connection to the back) — first one that leaves its answers unread or
+  has not sent a whole request a second after accept (a tenth of the read deadline: still in
+  its handshake, or slow with its first request), then an idle one that has sent a single
+  request (a newcomer), then an idle keep-alive one that has been reused (an idle one whose
+  next request waits in the kernel, unread, is not idle), then a newcomer younger than that
+  second, then one slow with a later request; only when every
   connection is running a handler is the new one refused. The API server's connections,
   reused and answered, are the last to go: however many newcomers send a request and then
   idle, a connection used again before `max_connections` of them arrive is never dropped.
@@ -39,6 +40,9 @@ from graceful_drain.logs import get_logger
 DEFAULT_READ_TIMEOUT_SECONDS = 10.0
 DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 75.0  # as aiohttp's server; Go's client drops idle ones at 90
 DEFAULT_MAX_CONNECTIONS = 512
+# Under the cap, a connection without a whole request yet is dropped before idle ones only
+# once this share of its read deadline has passed since accept (1 s of the default 10 s).
+YOUNG_SHARE = 0.1
 
 _log = get_logger("connections")
 
@@ -54,6 +58,7 @@ class GuardedConnection:
     stalled: bool = False  # answers wait for it to read the ones it was sent
     deadline: float | None = None  # loop time by which it must have read, or by which it closes
     fd: int = -1  # its socket's, when known: an idle one with bytes to read is not idle
+    opened_at: float = 0.0  # loop time of its accept
 
     def disarm(self) -> None:
         self.deadline = None
@@ -69,10 +74,6 @@ class ConnectionStats:
     refused: int = 0  # new connections aborted because every slot ran a handler
 
 
-def _unproven(connection: GuardedConnection) -> bool:
-    return not connection.served or connection.stalled
-
-
 def _input_waiting(connection: GuardedConnection) -> bool:
     """Bytes of its next request wait in the kernel, not read yet (the loop has not come to
     them): the client is using it again, it only looks idle."""
@@ -83,6 +84,10 @@ def _input_waiting(connection: GuardedConnection) -> bool:
     except OSError:
         return False
     return waiting != b"\0\0\0\0"
+
+
+def _young(connection: GuardedConnection) -> bool:
+    return not connection.served
 
 
 def _idle_once(connection: GuardedConnection) -> bool:
@@ -133,6 +138,7 @@ class ConnectionGuard:
         connection.transport = transport
         self._open[transport] = connection
         self.stats.open = len(self._open)
+        connection.opened_at = asyncio.get_running_loop().time()
         self._arm(connection, self.read_timeout)
         return True
 
@@ -178,10 +184,20 @@ class ConnectionGuard:
 
     def _make_room(self) -> bool:
         """Abort the least recently used connection of the first kind there is: one that
-        never sent a whole request (its TLS handshake included) or leaves its answers unread;
-        then one idle after a single request; then one idle between requests; then one
-        reading a later request. One running a handler never."""
-        for evictable in (_unproven, _idle_once, _idle, _reading):
+        leaves its answers unread or has not sent a whole request (its TLS handshake
+        included) in the YOUNG_SHARE of its read deadline since accept; then one idle after
+        a single request; then one idle between requests; then one still young without a
+        whole request (a newcomer in its handshake, which may be the API server's: it gets
+        its chance before a connection in use goes); then one reading a later request. One
+        running a handler never."""
+        young_after = asyncio.get_running_loop().time() - self.read_timeout * YOUNG_SHARE
+
+        def stale(connection: GuardedConnection) -> bool:
+            return connection.stalled or (
+                not connection.served and connection.opened_at <= young_after
+            )  # fmt: skip
+
+        for evictable in (stale, _idle_once, _idle, _young, _reading):
             for connection in self._open.values():  # least recently used first
                 if not connection.busy and evictable(connection):
                     self.stats.evicted += 1
