@@ -1,8 +1,9 @@
 """Which connection the guard drops to make room under its cap (connections.py), table-driven
 and as a property: the least recently used of the first kind there is — leaves its answers
 unread or has not sent a whole request (its TLS handshake included) within a tenth of its
-read deadline, then idle after a single request, then idle after several, then a newcomer
-still in that tenth, then slow with a later request — and never one running a handler."""
+read deadline, then one that sent nothing, then idle after a single request, then idle after
+several, then a newcomer still in that tenth, then slow with a later request — and never one
+running a handler."""
 
 from __future__ import annotations
 
@@ -33,16 +34,22 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     """Open a connection and bring it to `state`, as the server would tell the guard."""
     connection, transport = GuardedConnection(), FakeTransport(name)
     assert guard.opened(connection, transport)
-    if state == "handshaking":
+    if state == "silent":
         pass
+    elif state == "handshaking":
+        guard.heard(connection)
     elif state == "handshaking-long":  # accepted longer ago than YOUNG_SHARE of the deadline
+        guard.heard(connection)
         connection.opened_at -= guard.read_timeout * YOUNG_SHARE
     elif state == "handshaken":
+        guard.heard(connection)
         guard.handshaken(connection)
     elif state == "first-request-begun":
+        guard.heard(connection)
         guard.handshaken(connection)
         guard.data(connection)
     elif state in ("busy", "idle", "idle-reused", "stalled", "later-request-begun"):
+        guard.heard(connection)
         guard.handshaken(connection)
         guard.busy(connection)  # a request arrived whole
         if state == "idle-reused":
@@ -60,10 +67,11 @@ def put(guard: ConnectionGuard, name: str, state: str) -> FakeTransport:
     return transport
 
 
-STATES = ["handshaking", "handshaking-long", "handshaken", "first-request-begun", "stalled",
-          "idle", "idle-reused", "later-request-begun", "busy"]  # fmt: skip
-RANK = {"handshaking-long": 0, "stalled": 0, "idle": 1, "idle-reused": 2, "handshaking": 3,
-        "handshaken": 3, "first-request-begun": 3, "later-request-begun": 4}  # fmt: skip
+STATES = ["silent", "handshaking", "handshaking-long", "handshaken", "first-request-begun",
+          "stalled", "idle", "idle-reused", "later-request-begun", "busy"]  # fmt: skip
+RANK = {"handshaking-long": 0, "stalled": 0, "silent": 1, "idle": 2, "idle-reused": 3,
+        "handshaking": 4, "handshaken": 4, "first-request-begun": 4,
+        "later-request-begun": 5}  # fmt: skip
 
 
 def expected_victim(states: list[str], order: list[int] | None = None) -> int | None:
@@ -87,6 +95,8 @@ async def newcomer_at_cap(states: list[str]) -> tuple[list[FakeTransport], bool]
     [
         (["idle", "handshaking-long"], 1),  # not yet in TLS a while: before a served one
         (["handshaking", "idle"], 1),  # a newcomer gets its chance before an idle one goes
+        (["idle", "silent"], 1),  # ... unless it has sent nothing at all
+        (["handshaking-long", "silent"], 0),
         (["later-request-begun", "idle"], 1),
         (["idle", "stalled"], 1),  # leaving answers unread: dropped like one never served
         (["idle-reused", "idle"], 1),  # a newcomer that sent one request, before a kept one

@@ -16,10 +16,11 @@ each connection does, and the guard enforces:
   recently used connection that is not running a handler is aborted to make room (each
   request moves its connection to the back) — first one that leaves its answers unread or
   has not sent a whole request a second after accept (a tenth of the read deadline: still in
-  its handshake, or slow with its first request), then an idle one that has sent a single
-  request (a newcomer), then an idle keep-alive one that has been reused (an idle one whose
-  next request waits in the kernel, unread, is not idle), then a newcomer younger than that
-  second, then one slow with a later request; only when every
+  its handshake, or slow with its first request), then one that has sent nothing at all,
+  then an idle one that has sent a single request (a newcomer), then an idle keep-alive one
+  that has been reused (an idle one whose next request waits in the kernel, unread, is not
+  idle), then a newcomer younger than that second that has begun its handshake, then one
+  slow with a later request; only when every
   connection is running a handler is the new one refused. The API server's connections,
   reused and answered, are the last to go: however many newcomers send a request and then
   idle, a connection used again before `max_connections` of them arrive is never dropped.
@@ -52,6 +53,7 @@ class GuardedConnection:
     transport: asyncio.BaseTransport | None = None
     busy: bool = False  # a request arrived whole and is being answered
     idle: bool = False  # kept alive between requests (its deadline is the idle timeout)
+    heard: bool = False  # a byte of it has arrived (its TLS handshake has begun)
     handshaken: bool = False  # its TLS handshake is done
     served: bool = False  # a request of it has arrived whole: a client that speaks HTTP
     reused: bool = False  # a second request of it has arrived whole: a client that keeps it
@@ -84,6 +86,10 @@ def _input_waiting(connection: GuardedConnection) -> bool:
     except OSError:
         return False
     return waiting != b"\0\0\0\0"
+
+
+def _silent(connection: GuardedConnection) -> bool:
+    return not connection.heard
 
 
 def _young(connection: GuardedConnection) -> bool:
@@ -147,6 +153,10 @@ class ConnectionGuard:
         if not connection.busy and (connection.deadline is None or connection.idle):
             self._arm(connection, self.read_timeout)
 
+    def heard(self, connection: GuardedConnection) -> None:
+        """Its first byte arrived (a ClientHello, if it speaks TLS)."""
+        connection.heard = True
+
     def handshaken(self, connection: GuardedConnection) -> None:
         """Its TLS handshake is done (the read deadline, from accept, runs on)."""
         connection.handshaken = True
@@ -185,11 +195,11 @@ class ConnectionGuard:
     def _make_room(self) -> bool:
         """Abort the least recently used connection of the first kind there is: one that
         leaves its answers unread or has not sent a whole request (its TLS handshake
-        included) in the YOUNG_SHARE of its read deadline since accept; then one idle after
-        a single request; then one idle between requests; then one still young without a
-        whole request (a newcomer in its handshake, which may be the API server's: it gets
-        its chance before a connection in use goes); then one reading a later request. One
-        running a handler never."""
+        included) in the YOUNG_SHARE of its read deadline since accept; then one that has
+        sent nothing at all; then one idle after a single request; then one idle between
+        requests; then one still young in its handshake or first request (a newcomer, which
+        may be the API server's: it gets its chance before a connection in use goes); then
+        one reading a later request. One running a handler never."""
         young_after = asyncio.get_running_loop().time() - self.read_timeout * YOUNG_SHARE
 
         def stale(connection: GuardedConnection) -> bool:
@@ -197,7 +207,7 @@ class ConnectionGuard:
                 not connection.served and connection.opened_at <= young_after
             )  # fmt: skip
 
-        for evictable in (stale, _idle_once, _idle, _young, _reading):
+        for evictable in (stale, _silent, _idle_once, _idle, _young, _reading):
             for connection in self._open.values():  # least recently used first
                 if not connection.busy and evictable(connection):
                     self.stats.evicted += 1

@@ -225,6 +225,7 @@ class _Exchange(asyncio.BufferedProtocol):
     def _begin(self) -> None:
         """The first byte came: make the TLS object and the parser."""
         self._begun = True
+        self._guard.heard(self._connection)
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = self._server.ssl_context.wrap_bio(
