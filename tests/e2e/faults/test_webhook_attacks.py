@@ -2,11 +2,14 @@
 
 One `graceful-drain controller` process runs as the applied Deployment runs it, started with
 a soft open-file limit of 1,024 (a common container default; it raises it to the hard limit
-and says so). Its webhook is attacked over real TLS on loopback while a prober posts real
-eviction AdmissionReviews as the API server does (on a kept-alive connection, and on a new
-connection each time); with `failurePolicy: Ignore` a review not answered is an eviction let
+and says so). Its webhook is attacked over real TLS on loopback while real eviction
+AdmissionReviews are posted as the API server does: REVIEWS_PER_SECOND of them on kept-alive
+connections (`RateProber`: at least ANSWERED_SHARE must be answered within TIMEOUT_SECONDS),
+or for the churn row one at a time, alternately on a kept-alive connection and on a new one
+(`Prober`). With `failurePolicy: Ignore` a review not answered in time is an eviction let
 through unchecked, counted as "wrongly allowed". Each row states its bound and the value
-measured from /proc: the process's open file descriptors, its resident memory.
+measured: the process's open file descriptors and resident memory (from /proc), and the
+connections it closed, by why (from its /metrics). Each row's duration is printed.
 """
 
 from __future__ import annotations

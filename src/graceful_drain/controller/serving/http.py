@@ -26,15 +26,19 @@ server's client is written against) gives it:
 The listening socket is plain TCP and each connection does its own TLS, over memory BIOs: the
 `ConnectionGuard` (connections.py) counts a connection from `accept`, so one that never starts
 or finishes its handshake holds a slot under the cap like any other, and the server decides
-how much of a connection's input it takes. What one connection can make the server hold is
-bounded: reads go into one RECEIVE_BUFFER_BYTES buffer all connections share, copied into the
-connection's TLS input at once; the parser is fed FEED_SLICE bytes at a time and stops, with
-the rest kept, as soon as MAX_PIPELINED requests wait or the client leaves WRITE_BUFFER_HIGH
-bytes of answers unread (then reading pauses, and no handler runs for it until it reads:
-meanwhile the guard treats it as a slow reader). The read deadlines and the cap are the
-guard's, which also closes a keep-alive connection left idle for its `keepalive_timeout`. On
-stop, the server stops accepting, closes idle connections, lets running handlers answer for
-up to `shutdown_timeout`, and then aborts what is left.
+how much of a connection's input it takes. What one connection can make the server hold or
+do is bounded, whatever it sends: reads go into one RECEIVE_BUFFER_BYTES buffer all
+connections share, copied into the connection's TLS input at once; the parser is fed chunks
+that cannot complete more requests than MAX_PIPELINED minus those waiting (`_feed`), and
+reading pauses when that many wait; a connection makes at most ANSWERS_PER_TURN answers in
+one turn of the event loop before the others get theirs; and once more than
+WRITE_BUFFER_HIGH bytes of its answers are written and not taken by the client (in the TLS
+output, the transport's buffer or the kernel's send queue, whose size is fixed), nothing more
+is parsed or answered for it until it reads: meanwhile the guard treats it as a slow reader.
+The read deadlines and the cap are the guard's, which also closes a keep-alive connection
+left idle for its `keepalive_timeout`. On stop, the server stops accepting, closes idle
+connections, lets running handlers answer for up to `shutdown_timeout`, and then aborts what
+is left.
 """
 
 from __future__ import annotations
