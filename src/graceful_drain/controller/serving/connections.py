@@ -20,10 +20,10 @@ each connection does, and the guard enforces:
   then an idle one that has sent a single request (a newcomer), then an idle keep-alive one
   that has been reused (an idle one whose next request waits in the kernel, unread, is not
   idle), then a newcomer younger than that second that has begun its handshake, then one
-  slow with a later request; only when every
-  connection is running a handler is the new one refused. The API server's connections,
-  reused and answered, are the last to go: however many newcomers send a request and then
-  idle, a connection used again before `max_connections` of them arrive is never dropped.
+  slow with a later request; only when every connection is running a handler is the new one
+  refused. The API server's connections, reused and answered, are the last to go: however
+  many newcomers send a request and then idle, a connection used again before
+  `max_connections` of them arrive is never dropped.
 
 The API server's own connections send a whole AdmissionReview at once and are reused, so
 they never meet the first or last limit in normal operation.
