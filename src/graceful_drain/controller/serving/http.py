@@ -26,22 +26,30 @@ server's client is written against) gives it:
 The listening socket is plain TCP and each connection does its own TLS, over memory BIOs: the
 `ConnectionGuard` (connections.py) counts a connection from `accept`, so one that never starts
 or finishes its handshake holds a slot under the cap like any other, and the server decides
-how much of a connection's input it takes. What one connection can make the server hold is
-bounded: reads go into one RECEIVE_BUFFER_BYTES buffer all connections share, copied into the
-connection's TLS input at once; the parser is fed FEED_SLICE bytes at a time and stops, with
-the rest kept, as soon as MAX_PIPELINED requests wait or the client leaves WRITE_BUFFER_HIGH
-bytes of answers unread (then reading pauses, and no handler runs for it until it reads:
-meanwhile the guard treats it as a slow reader). The read deadlines and the cap are the
-guard's, which also closes a keep-alive connection left idle for its `keepalive_timeout`. On
-stop, the server stops accepting, closes idle connections, lets running handlers answer for
-up to `shutdown_timeout`, and then aborts what is left.
+how much of a connection's input it takes. What one connection can make the server hold or
+do is bounded, whatever it sends: reads go into one RECEIVE_BUFFER_BYTES buffer all
+connections share, copied into the connection's TLS input at once; the parser is fed chunks
+that cannot complete more requests than MAX_PIPELINED minus those waiting (`_feed`), and
+reading pauses when that many wait; a connection makes at most ANSWERS_PER_TURN answers in
+one turn of the event loop before the others get theirs; and once more than
+WRITE_BUFFER_HIGH bytes of its answers are written and not taken by the client (in the TLS
+output, the transport's buffer or the kernel's send queue, whose size is fixed), nothing more
+is parsed or answered for it until it reads: meanwhile the guard treats it as a slow reader.
+The read deadlines and the cap are the guard's, which also closes a keep-alive connection
+left idle for its `keepalive_timeout`. On stop, the server stops accepting, closes idle
+connections, lets running handlers answer for up to `shutdown_timeout`, and then aborts what
+is left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import socket
 import ssl
+import sys
+import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import cast
@@ -56,13 +64,23 @@ BodyHandler = Callable[[bytes | None], Awaitable[bytes]]
 
 MAX_HEAD_BYTES = 64 * 1024  # an AdmissionReview request's head is a few hundred bytes
 MAX_PIPELINED = 8  # complete requests queued behind the one answering before reading pauses
+# Answers one connection makes in one turn of the event loop before the others get theirs.
+ANSWERS_PER_TURN = 4
+RESUME_AT = MAX_PIPELINED // 2  # reading paused on a full queue resumes once this few wait
 # What one connection can make the server hold, besides its queued requests: a read of the
 # socket (into one buffer all connections share, copied into the connection's TLS input at
 # once), a record's plaintext, and answers the client has not read.
 RECEIVE_BUFFER_BYTES = 16 * 1024
 TLS_READ_BYTES = 16 * 1024  # one TLS record's plaintext at most
 FEED_SLICE = 4096  # the parser is fed this much at a time, and stops once reading pauses
-WRITE_BUFFER_HIGH = 16 * 1024  # answers (encrypted) buffered before no more are made
+WRITE_BUFFER_HIGH = 16 * 1024  # answers (encrypted) written and not read before no more are made
+# The accepted socket's send buffer, fixed (the kernel doubles it, and no longer grows it to
+# megabytes): what the peer has not consumed is measured across it (see `_unconsumed`).
+SEND_BUFFER_BYTES = 16 * 1024
+# A connection whose answers wait unread is looked at again after this, doubling up to the max.
+UNREAD_POLL_SECONDS = 0.01
+UNREAD_POLL_MAX_SECONDS = 0.5
+WRITE_BUFFER_LOW = WRITE_BUFFER_HIGH // 4  # ... and made again once no more than this is
 DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 5.0
 # Connections the kernel queues before accept; accepted in one turn of the loop at most, the
 # open file descriptors can pass the guard's cap by this many until the evicted ones close.
@@ -115,20 +133,41 @@ _Pending = tuple[BodyHandler | None, bytes | None, bool]
 
 class _Exchange(asyncio.BufferedProtocol):
     """One connection, from `accept`: its TLS (ssl.SSLObject over memory BIOs), then its
-    requests, parsed as they arrive and answered in order."""
+    requests, parsed as they arrive and answered in order.
+
+    A connection costs little until its first byte: the TLS object, its two BIOs and the
+    parser are made then (`_begin`), so one that never starts TLS holds this object, its
+    guard record and the transport. Nothing it holds refers back to it once it is closed
+    (the parser, whose callbacks are its methods, is let go in `connection_lost`): a closed
+    connection is freed by reference counting, not left to the cyclic collector."""
+
+    __slots__ = (
+        "__weakref__", "_answered", "_answered_early", "_answering", "_bad_version", "_begun",
+        "_body", "_body_bytes", "_broken", "_closed", "_connection", "_content_length",
+        "_eof", "_expect_continue", "_fd", "_fed_body", "_guard", "_handshaken",
+        "_head_began_at", "_head_bytes", "_head_read", "_head_too_large", "_heads_done",
+        "_in_head", "_in_message", "_incoming", "_outgoing", "_oversized", "_parser",
+        "_paused", "_queue", "_server", "_shutting_down", "_task", "_tls", "_transport",
+        "_unfed", "_url", "_waiting", "_writable", "_writing_paused",
+    )  # fmt: skip
+    # made at the first byte (`_begin`)
+    _parser: httptools.HttpRequestParser
+    _incoming: ssl.MemoryBIO
+    _outgoing: ssl.MemoryBIO
+    _tls: ssl.SSLObject
 
     def __init__(self, server: WebhookServer) -> None:
         self._server = server
         self._guard = server.guard
         self._connection = GuardedConnection()
-        self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
-        self._incoming = ssl.MemoryBIO()
-        self._outgoing = ssl.MemoryBIO()
-        self._tls = server.ssl_context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._fd = -1  # the socket's, to ask the kernel what it holds unsent
+        self._begun = False
         self._handshaken = False
+        self._answered = False  # an answer was written: the next waits until it is read
         self._unfed = b""  # plaintext decrypted but not yet parsed (reading paused)
         self._queue: deque[_Pending] = deque()
+        self._waiting = 0  # requests in the queue (not counting 100 Continue answers)
         self._answering = False  # a task is answering the queue
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -160,20 +199,43 @@ class _Exchange(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                self._fd = self._connection.fd = sock.fileno()
         # counted from accept: a connection that never completes its handshake holds a slot
         if not self._guard.opened(self._connection, transport):
             self._transport.abort()
             return
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         self._server._exchanges.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._queue.clear()
+        self._waiting = 0
         self._unfed = b""
         self._wake_writer()
         self._guard.closed(self._connection)
         self._server._forget(self)
+        self._transport = None
+        self._fd = -1
+        if self._begun:
+            del self._parser  # its callbacks are this object's methods: no cycle outlives it
+
+    def _begin(self) -> None:
+        """The first byte came: make the TLS object and the parser."""
+        self._begun = True
+        self._guard.heard(self._connection)
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = self._server.ssl_context.wrap_bio(
+            self._incoming, self._outgoing, server_side=True
+        )
+        self._parser = httptools.HttpRequestParser(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._server.receive_buffer  # shared: each read is copied out at once
@@ -181,6 +243,8 @@ class _Exchange(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._broken or self._closed:
             return
+        if not self._begun:
+            self._begin()
         self._incoming.write(self._server.receive_buffer[:nbytes])
         if not self._handshaken:
             try:
@@ -248,11 +312,15 @@ class _Exchange(asyncio.BufferedProtocol):
     def pause_writing(self) -> None:
         self._writing_paused = True
         self._pause()
+        if not self._answering:  # otherwise the answers see it (`_until_read`)
+            self._guard.stalled(self._connection)
 
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._wake_writer()
-        if len(self._queue) < MAX_PIPELINED:
+        if not self._answering and not self._closed:
+            self._guard.done(self._connection, mid_request=self._in_message)
+        if self._waiting < MAX_PIPELINED:
             self._resume()
 
     def _wake_writer(self) -> None:
@@ -260,18 +328,51 @@ class _Exchange(asyncio.BufferedProtocol):
         if writable is not None and not writable.done():
             writable.set_result(None)
 
-    # --- parsing, a slice at a time -----------------------------------------------------------
+    def _unconsumed(self) -> int:
+        """Bytes of answers written that the client has not taken: in the TLS output, in the
+        transport's buffer, and in the kernel's send queue (unsent or unacknowledged; the
+        socket's send buffer is fixed at SEND_BUFFER_BYTES, so it cannot hide megabytes)."""
+        transport = self._transport
+        if transport is None:
+            return 0
+        unconsumed = self._outgoing.pending + transport.get_write_buffer_size()
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                queued = fcntl.ioctl(self._fd, termios.TIOCOUTQ, b"\0\0\0\0")
+                unconsumed += int.from_bytes(queued, sys.byteorder, signed=True)
+        return unconsumed
+
+    # --- parsing, a bounded chunk at a time ---------------------------------------------------
 
     def _feed(self, data: bytes) -> None:
-        """Parse `data` a FEED_SLICE at a time, keeping the rest once reading pauses: a
-        connection that pipelines requests it does not read the answers to gets at most
-        MAX_PIPELINED queued plus what one slice holds."""
-        view = memoryview(data)
-        for start in range(0, len(data), FEED_SLICE):
-            if self._paused or self._broken or self._closed:
-                self._unfed = bytes(view[start:]) if not (self._broken or self._closed) else b""
+        """Parse `data` in chunks that cannot complete more requests than the queue has room
+        for, keeping the rest once reading pauses: however many requests one read holds, at
+        most MAX_PIPELINED wait. Every request on the queue has two line ends of its own (its
+        request line's and the empty line ending its head; a request line of HTTP/0.9, with
+        one, breaks the connection), so a chunk with fewer than `needed + 2 * room` of them
+        completes at most `room` requests, `needed` being what the request begun still lacks
+        (none once its head is whole, one while in its head). A chunk is also at most
+        FEED_SLICE bytes (the head's size is counted by chunk)."""
+        start, end = 0, len(data)
+        while start < end:
+            if self._broken or self._closed:
                 return
-            self._feed_slice(view[start : start + FEED_SLICE])
+            room = MAX_PIPELINED - self._waiting
+            if room <= 0:
+                self._pause()
+            if self._paused or room <= 0:
+                self._unfed = data[start:]
+                return
+            stop = min(end, start + FEED_SLICE)
+            needed = 2 if not self._in_message else 1 if self._in_head else 0
+            allowed = needed + 2 * room - 1
+            if data.count(b"\n", start, stop) > allowed:
+                cut = start - 1
+                for _ in range(allowed + 1):
+                    cut = data.find(b"\n", cut + 1, stop)
+                stop = cut  # before the line end that could complete one request too many
+            self._feed_slice(memoryview(data)[start:stop])
+            start = stop
 
     def _feed_slice(self, data: memoryview) -> None:
         self._guard.data(self._connection)
@@ -386,31 +487,40 @@ class _Exchange(asyncio.BufferedProtocol):
     def _enqueue(self, pending: _Pending) -> None:
         self._guard.busy(self._connection)
         self._queue.append(pending)
-        if len(self._queue) >= MAX_PIPELINED:
-            self._pause()
+        if pending[1] is not _CONTINUE:
+            self._waiting += 1
+            if self._waiting >= MAX_PIPELINED:
+                self._pause()
         if not self._answering:
             self._answering = True
             # held: the loop keeps only a weak reference to a task
             self._task = asyncio.get_running_loop().create_task(self._answer_queue())
 
     async def _answer_queue(self) -> None:
+        """Answer the queue in order: at most ANSWERS_PER_TURN answers before the other
+        connections get their turn of the loop, and none while the client leaves more than
+        WRITE_BUFFER_HIGH bytes of answers unread (`_until_read`)."""
+        this_turn = 0
         try:
             while self._queue and not self._closed:
-                if self._writing_paused:
-                    # the client leaves its answers unread: no handler runs, no answer is
-                    # made, until it reads; meanwhile it is a slow reader to the guard
-                    self._guard.stalled(self._connection)
-                    self._writable = asyncio.get_running_loop().create_future()
-                    await self._writable
-                    if self._closed:
-                        return
-                    self._guard.busy(self._connection)
+                if this_turn >= ANSWERS_PER_TURN:
+                    this_turn = 0
+                    await asyncio.sleep(0)  # the others' turn
+                    continue
+                if (
+                    self._writing_paused
+                    or (self._answered and self._unconsumed() > WRITE_BUFFER_HIGH)
+                ) and not await self._until_read():
+                    return
                 handler, body, keep_alive = self._queue.popleft()
                 if handler is None:
                     assert body is not None
+                    if body is not _CONTINUE:
+                        self._waiting -= 1
                     keep_alive = keep_alive and not self._shutting_down
                     answer = body if keep_alive else _closing(body)
                 else:
+                    self._waiting -= 1
                     try:
                         reply = await handler(body)
                     except Exception as error:  # a handler's bug: said, never hidden as a 200
@@ -421,7 +531,9 @@ class _Exchange(asyncio.BufferedProtocol):
                         answer = _ok(reply, keep_alive)
                 if not self._write(answer, keep_alive):
                     return
-                if self._paused and len(self._queue) < MAX_PIPELINED:
+                self._answered = True
+                this_turn += 1
+                if self._paused and self._waiting <= RESUME_AT:
                     self._resume()
         finally:
             self._answering = False
@@ -430,6 +542,31 @@ class _Exchange(asyncio.BufferedProtocol):
                     self._close()  # the client half-closed: everything whole is answered
                 else:
                     self._guard.done(self._connection, mid_request=self._in_message)
+
+    async def _until_read(self) -> bool:
+        """The client leaves its answers unread: no handler runs, no answer is made and
+        nothing more is parsed until it has taken all but WRITE_BUFFER_LOW bytes of them;
+        meanwhile it is a slow reader to the guard, which aborts it after its read deadline.
+        Woken when the transport's buffer drains, and looked at again meanwhile (the kernel
+        says nothing when the client reads). False once the connection is closed."""
+        self._guard.stalled(self._connection)
+        self._pause()
+        loop = asyncio.get_running_loop()
+        delay = UNREAD_POLL_SECONDS
+        while not self._closed and (
+            self._writing_paused or self._unconsumed() > WRITE_BUFFER_LOW
+        ):  # fmt: skip
+            self._writable = writable = loop.create_future()
+            timer = loop.call_later(delay, self._wake_writer)
+            try:
+                await writable
+            finally:
+                timer.cancel()
+            delay = min(2 * delay, UNREAD_POLL_MAX_SECONDS)
+        if self._closed:
+            return False
+        self._guard.busy(self._connection)
+        return True
 
     def _write(self, answer: bytes, keep_alive: bool) -> bool:
         """Write one answer; False when the connection is (now) closed."""

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import socket
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 
 from graceful_drain.controller.serving.connections import ConnectionGuard
 from graceful_drain.controller.serving.http import (
+    ANSWERS_PER_TURN,
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
     WRITE_BUFFER_HIGH,
@@ -422,24 +425,30 @@ def kernel_buffer_bound(receive_buffer: int) -> int:
     return send_max + 2 * receive_buffer
 
 
+def unread(exchange: _Exchange) -> bool:
+    """The server holds this connection as one leaving its answers unread."""
+    return exchange._writing_paused or exchange._connection.stalled
+
+
 async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
     certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Answers the client leaves unread fill the transport's buffer: from then on the server
-    parses nothing more and runs no handler until they drain, instead of buffering answers
-    without end. Checked at every parse and every handler call (whatever the kernel's buffers
-    and the scheduling), not by counting answers at some moment."""
+    """Answers the client leaves unread (more than WRITE_BUFFER_HIGH bytes of them, counted
+    across the TLS output, the transport's buffer and the kernel's send queue): from then on
+    the server parses nothing more and runs no handler until they drain, instead of
+    buffering answers without end. Checked at every parse and every handler call (whatever
+    the kernel's buffers and the scheduling), not by counting answers at some moment."""
     body, receive_buffer = b"x" * 16384, 16384
     # more answers than the kernel's buffers and the transport's can hold together
     count = 2 * (kernel_buffer_bound(receive_buffer) + WRITE_BUFFER_HIGH) // len(body) + 1
     exchanges: list[_Exchange] = []
-    while_paused: list[str] = []  # what the server did while writing was paused: nothing
+    while_unread: list[str] = []  # what the server did while the answers waited: nothing
     longest_queue = 0
-    writing_paused = asyncio.Event()
+    stalled = asyncio.Event()
 
     def feed_slice(exchange: _Exchange, data: memoryview) -> None:
-        if exchange._writing_paused:
-            while_paused.append("parsed")
+        if unread(exchange):
+            while_unread.append("parsed")
         original_feed(exchange, data)
 
     def enqueue(exchange: _Exchange, pending: tuple[Any, ...]) -> None:
@@ -447,35 +456,39 @@ async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
         original_enqueue(exchange, pending)
         longest_queue = max(longest_queue, len(exchange._queue))
 
-    def pause_writing(exchange: _Exchange) -> None:
+    async def until_read(exchange: _Exchange) -> bool:
         exchanges.append(exchange)
-        writing_paused.set()
-        original_pause(exchange)
+        stalled.set()
+        return await original_until_read(exchange)
 
     async def echo(got: bytes | None) -> bytes:
-        if any(exchange._writing_paused for exchange in exchanges):
-            while_paused.append("handled")
+        if any(unread(exchange) for exchange in exchanges):
+            while_unread.append("handled")
         return await routes.echo(got)
 
     original_feed, original_enqueue = _Exchange._feed_slice, _Exchange._enqueue
-    original_pause = _Exchange.pause_writing
+    original_until_read = _Exchange._until_read
     monkeypatch.setattr(_Exchange, "_feed_slice", feed_slice)
     monkeypatch.setattr(_Exchange, "_enqueue", enqueue)
-    monkeypatch.setattr(_Exchange, "pause_writing", pause_writing)
+    monkeypatch.setattr(_Exchange, "_until_read", until_read)
     async with serving(certs, {"/echo": echo, "/ping": routes.ping}, max_body=len(body)) as server:
         client = await Client.connect(server, certs, receive_buffer=receive_buffer)
         try:
             client.writer.write(post(b"/echo", body) * count)  # and no answer read
             async with asyncio.timeout(DEADLINE):
-                await writing_paused.wait()
-            for _ in range(8):  # the server's loop goes on meanwhile
+                await stalled.wait()
+                # answers not yet acknowledged count as unread too: under load the server can
+                # stall for a moment before the client's buffers are full, then go on
+                while not exchanges[-1]._paused:
+                    await round_trip(server, certs)  # the server's loop goes on meanwhile
+            for _ in range(8):
                 await round_trip(server, certs)
-            assert exchanges[0]._paused and len(routes.echo.bodies) < count
+            assert len(routes.echo.bodies) < count  # more than the buffers hold: it stopped
             for _ in range(count):  # reading the answers lets the server read on
                 await assert_ok(client, body)
         finally:
             await client.close()
-    assert while_paused == []
+    assert while_unread == []
     assert longest_queue <= MAX_PIPELINED  # a slice holds less than one of these requests
 
 
@@ -942,3 +955,150 @@ async def test_any_split_of_a_request_stream_gets_the_same_answers(
         answers = [await client.answer() for _ in expected]
         assert [(answer.status, answer.body) for answer in answers] == expected
         assert all(not answer.closes for answer in answers)
+
+
+# --- fairness: what one connection can make the server hold and do ------------------------------
+
+TINY = {  # short requests: hundreds fit in one read
+    "get": b"GET /x HTTP/1.1\r\n\r\n",
+    "delete": b"DELETE /echo HTTP/1.1\r\n\r\n",  # 405
+    "lines": b"POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\n\n\n\n",  # a body of line ends
+}
+STATUS = {"get": 404, "delete": 405, "lines": 200}
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    names=st.lists(st.sampled_from(sorted(TINY)), min_size=1, max_size=4),
+    copies=st.integers(50, 400),
+)
+async def test_however_many_requests_one_read_holds_at_most_max_pipelined_wait(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch, names: list[str],
+    copies: int,
+) -> None:  # fmt: skip
+    """Hundreds of requests in one TLS record, behind one whose handler waits: the server
+    parses no more than MAX_PIPELINED of them ahead (it stops feeding its parser, and reads no
+    more, when that many wait), and answers every one, in order, once the first is done."""
+    longest = 0
+
+    def enqueue(exchange: _Exchange, pending: tuple[Any, ...]) -> None:
+        nonlocal longest
+        original_enqueue(exchange, pending)
+        longest = max(longest, exchange._waiting)
+
+    original_enqueue = _Exchange._enqueue
+    monkeypatch.setattr(_Exchange, "_enqueue", enqueue)
+    tail = b"".join(TINY[names[i % len(names)]] for i in range(copies))
+    gate = Gate()
+    async with (
+        serving(certs, {**routes.mapping(), "/gate": gate}) as server,
+        connected(server, certs) as client,
+    ):
+        await client.send(post(b"/gate", b"{}") + tail)
+        await gate.until_waiting(1)
+        await round_trip(server, certs)  # the server's loop has read what it will meanwhile
+        assert longest == MAX_PIPELINED
+        gate.open.set()
+        await assert_ok(client, gate.answer)
+        for i in range(copies):
+            name = names[i % len(names)]
+            answer = await client.answer()
+            assert answer.status == STATUS[name], (i, name, answer)
+    assert longest == MAX_PIPELINED
+
+
+async def test_a_connection_answers_at_most_answers_per_turn_before_the_others_get_theirs(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelined requests whose answers are ready at once (404s): the connection makes at
+    most ANSWERS_PER_TURN of them in one turn of the event loop, counted by a callback that
+    runs once per turn."""
+    turn = 0
+    made: dict[tuple[int, int], int] = {}  # (connection, turn) -> answers made in it
+    ticking = True
+
+    def tick() -> None:
+        nonlocal turn
+        turn += 1
+        if ticking:
+            asyncio.get_running_loop().call_soon(tick)  # runs in the next turn
+
+    def write(exchange: _Exchange, answer: bytes, keep_alive: bool) -> bool:
+        key = (id(exchange), turn)
+        made[key] = made.get(key, 0) + 1
+        return original_write(exchange, answer, keep_alive)
+
+    original_write = _Exchange._write
+    monkeypatch.setattr(_Exchange, "_write", write)
+    count = 10 * ANSWERS_PER_TURN
+    async with serving(certs, routes.mapping()) as server, connected(server, certs) as client:
+        asyncio.get_running_loop().call_soon(tick)
+        try:
+            await client.send(request(b"GET", b"/nope") * count)
+            for _ in range(count):
+                assert (await client.answer()).status == 404
+        finally:
+            ticking = False
+    assert sum(made.values()) == count
+    assert max(made.values()) <= ANSWERS_PER_TURN, made
+
+
+async def test_a_closed_connection_is_freed_by_reference_counting(
+    certs: WebhookCerts, routes: Routes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the cyclic garbage collector off, every closed connection's objects are gone as
+    soon as the server has let it go: one that never started TLS, one served and closed by
+    its client, one cut at its read deadline in its head, one aborted while pipelining
+    requests it did not read, one closed by the server (HTTP/1.0)."""
+    made: list[weakref.ref[Any]] = []  # the connections under test: exchange, guard record
+    recording = True
+
+    def init(exchange: _Exchange, server: WebhookServer) -> None:
+        original_init(exchange, server)
+        if recording:
+            made.extend([weakref.ref(exchange), weakref.ref(exchange._connection)])
+
+    original_init = _Exchange.__init__
+    monkeypatch.setattr(_Exchange, "__init__", init)
+    guard = ConnectionGuard(read_timeout=SHORT)
+    gc.collect()
+    gc.disable()
+    try:
+        async with serving(certs, routes.mapping(), guard) as server:
+            silent = await tcp(server)
+            async with connected(server, certs) as client:
+                await client.send(post(b"/echo", b'"one"'))
+                await assert_ok(client, b'"one"')
+            slow = await Client.connect(server, certs)
+            await slow.send(b"POST /echo HTTP/1.1\r\nX-Slow: ")
+            pipelining = await Client.connect(server, certs, receive_buffer=4096)
+            pipelining.writer.write(request(b"GET", b"/nope") * 2000)
+            closing = await Client.connect(server, certs)
+            await closing.send(post(b"/echo", b'"bye"', version=b"1.0"))
+            await assert_ok(closing, b'"bye"')
+            assert await closing.closed_by_server()
+            assert await slow.closed_by_server()  # at its read deadline
+            pipelining.writer.transport.abort()
+            silent.close()
+            await closing.close()
+            await slow.close()
+            recording = False
+            exchanges = made[::2]
+            async with asyncio.timeout(DEADLINE):
+                while any(ref() in server._exchanges for ref in exchanges):
+                    await round_trip(server, certs)  # each goes once its transport has told it
+            await round_trip(server, certs)  # and the tasks answering them have ended
+            alive = [type(ref()).__name__ for ref in made if ref() is not None]
+            assert alive == []
+            assert len(made) == 10
+    finally:
+        gc.enable()
+
+
+async def tcp(server: WebhookServer) -> socket.socket:
+    """A connection that never starts TLS."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    async with asyncio.timeout(DEADLINE):
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    return sock
