@@ -180,3 +180,17 @@ def test_a_readable_kubeconfig_variable_is_taken_an_unreadable_one_refused(
     assert args.kubeconfig == readable
     with pytest.raises(CommandError, match=r"GRACEFUL_DRAIN_KUBECONFIG.*cannot read /nope"):
         apply_environment(namespace_of({}), {"GRACEFUL_DRAIN_KUBECONFIG": "/nope"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("plan node-a -o xml", "argument -o/--output: invalid choice: 'xml'"),
+        ("status --json -o yaml", "--json and -o yaml ask for two formats: give one"),
+    ],
+)  # fmt: skip
+def test_an_output_format_other_than_json_or_yaml_is_refused(argv: str, message: str) -> None:
+    result = command("graceful-drain", *argv.split(), env={"KUBECONFIG": "/nonexistent"})
+    assert result.returncode == EXIT_ERROR
+    assert message in result.stderr
+    assert result.stdout == ""
