@@ -7,7 +7,8 @@ in one folder (docs/install.md, "Release artifacts"; ./scripts/release is the wa
     graceful-drain-VERSION.sbom.linux-ARCH.cdx.json   CycloneDX SBOM of each platform image
     graceful-drain-VERSION.tgz               the Helm chart (helm package, times clamped)
     kubectl-graceful_drain                   the kubectl plugin, one file (a PEX)
-    kubectl-graceful_drain-VERSION.tar.gz    the same, as krew installs it
+    kubectl_complete-graceful_drain          its completion executable (kubectl 1.26+)
+    kubectl-graceful_drain-VERSION.tar.gz    both, as krew installs them
     graceful-drain.krew.yaml                 the krew manifest (the archive's sha256)
     CHANGELOG.md, SHA256SUMS
 
@@ -62,6 +63,13 @@ OUT = DIST / "release"
 CHART = REPO / "charts" / "graceful-drain"
 CHANGELOG = REPO / "CHANGELOG.md"
 PLUGIN = "kubectl-graceful_drain"
+# kubectl's plugin completion (kubectl >= 1.26): an executable of this name on PATH.
+PLUGIN_COMPLETION = "kubectl_complete-graceful_drain"
+PLUGIN_COMPLETION_SCRIPT = f"""#!/bin/sh
+# kubectl (1.26+) runs this for `kubectl graceful-drain ...<TAB>`: put it on PATH beside
+# {PLUGIN} (docs/cli.md, "The kubectl plugin and shell completion").
+exec {PLUGIN} __complete "$@"
+"""
 ARCHITECTURES = ("amd64", "arm64")
 _VARIANTS = {"arm64": "v8"}
 _MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -335,6 +343,8 @@ def krew_manifest(version: str, archive: Path) -> str:
     files:
       - from: {PLUGIN}
         to: .
+      - from: {PLUGIN_COMPLETION}
+        to: .
 """
         for architecture in ARCHITECTURES
     )
@@ -445,8 +455,11 @@ def release(out: Path, helm: str) -> Path:
             )  # fmt: skip
         print("release: the kubectl plugin (pex)...", file=sys.stderr)
         plugin = build_plugin(out, wheel, [wheels[a] for a in ARCHITECTURES], epoch)
+    completion = out / PLUGIN_COMPLETION
+    completion.write_text(PLUGIN_COMPLETION_SCRIPT)
+    completion.chmod(0o755)
     archive = out / f"{PLUGIN}-{version}.tar.gz"
-    tar_gz(archive, [plugin], epoch)
+    tar_gz(archive, [plugin, completion], epoch)
     (out / "graceful-drain.krew.yaml").write_text(krew_manifest(version, archive))
     result = subprocess.run(
         [helm, "package", str(CHART), "--version", version, "--app-version", version,

@@ -173,11 +173,29 @@ def main(
         return 130
 
 
+def plugin_parser() -> argparse.ArgumentParser:
+    return build_parser(PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION)
+
+
+# `kubectl-graceful_drain __complete WORDS`: what kubectl_complete-graceful_drain runs (Cobra's
+# hidden command of the same name, so one file serves both).
+COMPLETE_COMMAND = "__complete"
+
+
 def kubectl_plugin_main() -> int:
     """`kubectl-graceful_drain`: kubectl runs it for `kubectl graceful-drain ARGS`."""
-    return main(
-        sys.argv[1:], parser=build_parser(PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION)
-    )
+    argv = sys.argv[1:]
+    if argv[:1] == [COMPLETE_COMMAND]:
+        print(completion.kubectl_completions(plugin_parser(), argv[1:]), end="")
+        return 0
+    return main(argv, parser=plugin_parser())
+
+
+def kubectl_complete_main() -> int:
+    """`kubectl_complete-graceful_drain WORDS`: kubectl (1.26+) runs it for
+    `kubectl graceful-drain WORDS<TAB>` (docs/cli.md)."""
+    print(completion.kubectl_completions(plugin_parser(), sys.argv[1:]), end="")
+    return 0
 
 
 if __name__ == "__main__":

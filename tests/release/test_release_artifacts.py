@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,7 +31,7 @@ from packaging.utils import canonicalize_name
 from imagebuild import oci, spec
 from imagebuild.build import project_version, source_date_epoch
 from imagebuild.foreign import ELF_MACHINES, parse_control
-from imagebuild.release import ARCHITECTURES, CHANGELOG, PLUGIN
+from imagebuild.release import ARCHITECTURES, CHANGELOG, PLUGIN, PLUGIN_COMPLETION
 from imagebuild.rootfs import ImageUnavailable
 from tests.conftest import REQUIRE_REAL_CLUSTER
 from tests.release.built import current_release
@@ -205,10 +206,33 @@ def test_the_krew_manifest_carries_the_archives_sha256_and_the_archive_holds_the
         assert entry["uri"].endswith(f"/v{VERSION}/{archive.name}")
         assert entry["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
         assert entry["bin"] == PLUGIN
+        assert [f["from"] for f in entry["files"]] == [PLUGIN, PLUGIN_COMPLETION]
     with tarfile.open(archive) as tar:
-        member = tar.extractfile(PLUGIN)
-        assert member is not None
-        assert member.read() == (release_dir / PLUGIN).read_bytes()
+        for name in (PLUGIN, PLUGIN_COMPLETION):
+            member = tar.extractfile(name)
+            assert member is not None
+            assert member.read() == (release_dir / name).read_bytes()
+            assert tar.getmember(name).mode & 0o111, name
+
+
+def test_kubectl_completes_the_plugin_with_the_release_files_on_path(
+    release_dir: Path, tmp_path: Path
+) -> None:
+    """The two files of the krew archive on PATH: `kubectl graceful-drain pl<TAB>` completes
+    through kubectl's plugin completion (kubectl 1.26+)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on PATH")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    with tarfile.open(release_dir / f"{PLUGIN}-{VERSION}.tar.gz") as tar:
+        tar.extractall(bin_dir, filter="data")
+    env = {**os.environ, "PEX_ROOT": str(tmp_path / "pex"),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    result = subprocess.run([kubectl, "__complete", "graceful-drain", "pl"], env=env,
+                            capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == ["plan", ":4"]
 
 
 def test_the_packaged_charts_version_is_the_apps_and_its_times_the_releases(
