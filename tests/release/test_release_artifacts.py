@@ -29,7 +29,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packaging.utils import canonicalize_name
 
 from imagebuild import oci, spec
-from imagebuild.build import project_version, source_date_epoch
+from imagebuild.build import project_version, source_date_epoch, source_revision
 from imagebuild.foreign import ELF_MACHINES, parse_control
 from imagebuild.release import ARCHITECTURES, CHANGELOG, PLUGIN, PLUGIN_COMPLETION
 from imagebuild.rootfs import ImageUnavailable
@@ -124,9 +124,14 @@ def test_the_image_index_has_an_amd64_and_an_arm64_manifest(
     platform_images: dict[str, PlatformImage],
 ) -> None:
     assert sorted(platform_images) == sorted(ARCHITECTURES)
+    revision = source_revision()
     for image in platform_images.values():
         assert image.config["config"]["Entrypoint"] == list(spec.ENTRYPOINT)
-        assert image.config["config"]["Labels"]["org.opencontainers.image.version"] == VERSION
+        labels = image.config["config"]["Labels"]
+        assert labels["org.opencontainers.image.version"] == VERSION
+        assert labels["org.opencontainers.image.source"] == spec.SOURCE_URL
+        assert re.fullmatch(r"[0-9a-f]{40}", revision)
+        assert labels["org.opencontainers.image.revision"] == revision
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
@@ -176,6 +181,25 @@ def test_each_sbom_lists_every_locked_distribution_and_every_debian_package_of_i
     assert len(installed) > 50
     assert {(name, unquote(version), arch) for name, version, arch in deb} == installed
     assert {arch for _, _, arch in installed} == {architecture, "all"}
+
+    # What a scanner needs beside names: a serial number, licenses, the dependency graph.
+    assert re.fullmatch(r"urn:uuid:[0-9a-f-]{36}", sbom["serialNumber"])
+    python = [c for c in sbom["components"] if c["purl"].startswith("pkg:pypi/")]
+    assert [c["name"] for c in python if not c.get("licenses")] == []
+    debian = [c for c in sbom["components"] if c["purl"].startswith("pkg:deb/")]
+    assert sum(1 for c in debian if c.get("licenses")) > len(debian) / 2
+    graph = {d["ref"]: set(d["dependsOn"]) for d in sbom["dependencies"]}
+    own = f"pkg:pypi/graceful-drain@{VERSION}"
+    reached, stack = set(), [own]
+    while stack:
+        ref = stack.pop()
+        if ref not in reached:
+            reached.add(ref)
+            stack.extend(graph.get(ref, ()))
+    # Every locked distribution is there because something installed needs it.
+    assert {c["bom-ref"] for c in python} <= reached
+    assert len(graph[own]) < len(python) - 1  # a graph, not a flat list under the app
+    assert set(graph) >= {c["bom-ref"] for c in sbom["components"]}
 
 
 def test_sha256sums_covers_and_verifies_every_file_of_the_release(release_dir: Path) -> None:
