@@ -308,6 +308,40 @@ def pull(
     return entry
 
 
+def fetch_referrers(repository: Repository, digest: str, layout: Path) -> list[Json]:
+    """Copy into `layout`'s blobs every referrer of `digest` the registry lists (the OCI 1.1
+    referrers API), its config and layers, and theirs in turn (a signature of an SBOM);
+    their descriptors, for index.json."""
+    found: list[Json] = []
+    pending = [digest]
+    while pending:
+        subject = pending.pop()
+        listed = json.loads(_get(repository.url("referrers", subject), INDEX_TYPE))
+        for descriptor in listed.get("manifests", []):
+            manifest = _verified(
+                _get(repository.url("manifests", descriptor["digest"]), descriptor["mediaType"]),
+                descriptor["digest"],
+            )  # fmt: skip
+            document = json.loads(manifest)
+            for blob in [document["config"], *document.get("layers", [])]:
+                target = layout / "blobs" / "sha256" / blob["digest"].removeprefix("sha256:")
+                if not target.exists():
+                    target.write_bytes(
+                        _verified(_get(repository.url("blobs", blob["digest"])), blob["digest"])
+                    )
+            (layout / "blobs" / "sha256" / descriptor["digest"].removeprefix("sha256:")
+             ).write_bytes(manifest)  # fmt: skip
+            found.append(
+                {
+                    key: descriptor[key]
+                    for key in ("mediaType", "digest", "size", "artifactType")
+                    if key in descriptor
+                }
+            )
+            pending.append(descriptor["digest"])
+    return found
+
+
 def resolve(repository: Repository, tag: str) -> str:
     """The digest the registry answers for `tag` (HEAD of the manifest, as a client checks
     that a reference exists)."""
