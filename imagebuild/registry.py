@@ -237,7 +237,9 @@ class _Pusher:
 
 def push_layout(layout: Path, repository: Repository) -> list[Pushed]:
     """Push the OCI image layout at `layout` to `repository` (see the module doc); what each
-    index.json entry became. An entry without a ref.name annotation is pushed by digest."""
+    index.json entry became. An entry without a ref.name annotation is pushed by digest,
+    but a referrer's (a manifest with a subject) is pushed with the referrers, after its
+    subject, and not listed."""
     index_path = layout / "index.json"
     if not index_path.is_file():
         raise RegistryError(f"{layout}: not an OCI image layout (no index.json)")
@@ -245,6 +247,8 @@ def push_layout(layout: Path, repository: Repository) -> list[Pushed]:
     pushed = []
     for entry in json.loads(index_path.read_text())["manifests"]:
         tag = (entry.get("annotations") or {}).get(REF_NAME)
+        if tag is None and "subject" in pusher.document(str(entry["digest"]))[1]:
+            continue  # a referrer listed for other tools (oras): pushed after its subject
         digest = pusher.manifest(entry, tag)
         pushed.append(Pushed(tag or "", digest, str(entry["mediaType"])))
     pusher.referrers()
