@@ -206,6 +206,12 @@ class _Pusher:
         _expect(status, 201, "PUT", url, answer)
         self.check_digest(headers, digest, "manifest")
         self.pushed.add(digest)
+        subject = document.get("subject")
+        if isinstance(subject, dict) and headers.get("OCI-Subject") is None:
+            # No referrers API here (the registry did not answer OCI-Subject): keep the
+            # referrers tag schema's index, which clients read instead.
+            add_to_fallback_tag(self.repository, str(subject["digest"]), _referrer(
+                digest, len(data), media_type, document))  # fmt: skip
         return digest
 
     def manifests_in_blobs(self) -> Iterator[tuple[str, Json]]:
@@ -312,6 +318,54 @@ def pull(
     return entry
 
 
+def _referrer(digest: str, size: int, media_type: str, document: Json) -> Json:
+    """A referrer's descriptor as the referrers API lists it."""
+    descriptor: Json = {"mediaType": media_type, "digest": digest, "size": size}
+    artifact_type = document.get("artifactType") or document.get("config", {}).get("mediaType")
+    if artifact_type:
+        descriptor["artifactType"] = artifact_type
+    if document.get("annotations"):
+        descriptor["annotations"] = document["annotations"]
+    return descriptor
+
+
+def fallback_tag(digest: str) -> str:
+    """The referrers tag schema's tag of `digest`'s referrers: sha256-<hex>."""
+    return digest.replace(":", "-")
+
+
+def add_to_fallback_tag(repository: Repository, subject: str, descriptor: Json) -> None:
+    """Add `descriptor` to the image index tagged sha256-<subject hex> (made if absent)."""
+    url = repository.url("manifests", fallback_tag(subject))
+    status, _, data = _request("GET", url, None, {"Accept": INDEX_TYPE})
+    if status == 404:
+        index: Json = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": []}
+    else:
+        _expect(status, 200, "GET", url, data)
+        index = json.loads(data)
+    if any(m.get("digest") == descriptor["digest"] for m in index["manifests"]):
+        return
+    index["manifests"].append(descriptor)
+    body = json.dumps(index).encode()
+    status, _, answer = _request("PUT", url, body, {"Content-Type": INDEX_TYPE})
+    _expect(status, 201, "PUT", url, answer)
+
+
+def list_referrers(repository: Repository, digest: str) -> list[Json]:
+    """The referrers of `digest`: the OCI 1.1 referrers API, or, where the registry has none
+    (404), the referrers tag schema's index (none when that tag does not exist)."""
+    status, _, data = _request("GET", repository.url("referrers", digest), None,
+                               {"Accept": INDEX_TYPE})  # fmt: skip
+    if status == 404:
+        status, _, data = _request("GET", repository.url("manifests", fallback_tag(digest)),
+                                   None, {"Accept": INDEX_TYPE})  # fmt: skip
+        if status == 404:
+            return []
+    _expect(status, 200, "GET", repository.url("referrers", digest), data)
+    manifests: list[Json] = json.loads(data).get("manifests", [])
+    return manifests
+
+
 def fetch_referrers(repository: Repository, digest: str, layout: Path) -> list[Json]:
     """Copy into `layout`'s blobs every referrer of `digest` the registry lists (the OCI 1.1
     referrers API), its config and layers, and theirs in turn (a signature of an SBOM);
@@ -320,8 +374,7 @@ def fetch_referrers(repository: Repository, digest: str, layout: Path) -> list[J
     pending = [digest]
     while pending:
         subject = pending.pop()
-        listed = json.loads(_get(repository.url("referrers", subject), INDEX_TYPE))
-        for descriptor in listed.get("manifests", []):
+        for descriptor in list_referrers(repository, subject):
             manifest = _verified(
                 _get(repository.url("manifests", descriptor["digest"]), descriptor["mediaType"]),
                 descriptor["digest"],
