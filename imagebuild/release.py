@@ -212,10 +212,11 @@ def check_elf(root: Path, architecture: str) -> None:
 # -- the kubectl plugin: one PEX for both Linux architectures --
 
 
-# Where the kubectl plugin runs: every (os, arch) kubectl ships for but Windows, each with
-# CPython 3.11, 3.12 and 3.13 (docs/install.md, "The kubectl plugin").
-PLUGIN_PLATFORMS = (("linux", "amd64"), ("linux", "arm64"), ("darwin", "amd64"),
-                    ("darwin", "arm64"))  # fmt: skip
+# Where the kubectl plugin runs, each with CPython 3.11, 3.12 and 3.13 (docs/install.md,
+# "The kubectl plugin").
+# Not darwin/amd64: cryptography 50.0.2 (the lock's) publishes no Intel macOS wheel, and the
+# plugin is never built from an sdist (--no-build).
+PLUGIN_PLATFORMS = (("linux", "amd64"), ("linux", "arm64"), ("darwin", "arm64"))
 PLUGIN_PYTHONS = ("3.11", "3.12", "3.13")
 # The oldest systems the plugin's wheels are chosen for: glibc 2.28 (RHEL 8, Debian 10,
 # Ubuntu 20.04) and macOS 11.
@@ -287,7 +288,7 @@ def build_plugin(directory: Path, wheel: Path, system: str, architecture: str,
         pins.write_text("".join(f"{pin}\n" for pin in locked_pins()))
         command = [
             str(Path(sys.executable).parent / "pex"), "--requirement", str(pins),
-            f"--find-links={wheel.parent}", *options, str(wheel),
+            f"--find-links={wheel.parent}", "--no-build", *options, str(wheel),
             "--entry-point", "graceful_drain.cli:kubectl_plugin_main",
             # One virtualenv (under ~/.cache/pex, made on first run): lightkube and
             # lightkube-models share the `lightkube` package, which pex's default layout
