@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from imagebuild.cache import cache_root
@@ -39,9 +40,14 @@ def current_release() -> Path:
 def find_python(version: str) -> str | None:
     """A CPython `version` ("3.12") interpreter: python3.12 on PATH, else pyenv's; None
     when this machine has none (the tests that need it skip with that one line)."""
-    on_path = shutil.which(f"python{version}")
-    if on_path is not None:
-        return on_path
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    found = sorted(root.glob(f"versions/{version}.*/bin/python{version}"))
-    return str(found[-1]) if found else None
+    candidates = [
+        shutil.which(f"python{version}"),
+        *map(str, sorted(root.glob(f"versions/{version}.*/bin/python{version}"))),
+    ]
+    for candidate in filter(None, candidates):  # a pyenv shim on PATH may not run: try it
+        ran = subprocess.run([candidate, "-c", "pass"], capture_output=True, check=False,
+                             timeout=60)  # fmt: skip
+        if ran.returncode == 0:
+            return candidate
+    return None
