@@ -30,6 +30,7 @@ from imagebuild.spec import (
     LOCK,
     REPO,
     REPOSITORY,
+    SOURCE_URL,
     USER,
     VENV,
     WHEEL_SOURCES,
@@ -70,6 +71,18 @@ def source_date_epoch() -> int:
     return int(result.stdout.strip()) if result.returncode == 0 else _FALLBACK_EPOCH
 
 
+def source_revision() -> str:
+    """$SOURCE_REVISION, else the checked-out commit; "" outside a git checkout. The commit
+    is part of image_key, so a cached image never carries another's."""
+    if os.environ.get("SOURCE_REVISION"):
+        return os.environ["SOURCE_REVISION"]
+    result = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
 def image_key(architecture: str, epoch: int) -> str:
     """Everything the image is made of: the root filesystem's key, the lock, the install
     script, the wheel's sources, this builder's code and the timestamp."""
@@ -77,7 +90,24 @@ def image_key(architecture: str, epoch: int) -> str:
     return digest([
         rootfs_key(architecture), LOCK.read_bytes(), INSTALL_VENV.read_bytes(),
         tree_digest(REPO, WHEEL_SOURCES), *(path.read_bytes() for path in builder), str(epoch),
+        source_revision(),
     ])  # fmt: skip
+
+
+def image_labels(epoch: int, version: str) -> dict[str, str]:
+    """The OCI image labels (the annotation keys of the image-spec): what a scanner or a
+    registry reads to find the sources, the version and the commit."""
+    labels = {
+        "org.opencontainers.image.title": "graceful-drain",
+        "org.opencontainers.image.version": version,
+        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.source": SOURCE_URL,
+        "org.opencontainers.image.created": datetime.fromtimestamp(epoch, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"),
+    }  # fmt: skip
+    if revision := source_revision():
+        labels["org.opencontainers.image.revision"] = revision
+    return labels
 
 
 def image_config(architecture: str, epoch: int, version: str) -> oci.Json:
@@ -92,11 +122,7 @@ def image_config(architecture: str, epoch: int, version: str) -> oci.Json:
             "Cmd": list(CMD),
             "ExposedPorts": {f"{port}/tcp": {} for port in EXPOSED_PORTS},
             "WorkingDir": "/",
-            "Labels": {
-                "org.opencontainers.image.title": "graceful-drain",
-                "org.opencontainers.image.version": version,
-                "org.opencontainers.image.licenses": "Apache-2.0",
-            },
+            "Labels": image_labels(epoch, version),
         },
     }
 

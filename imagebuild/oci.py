@@ -133,6 +133,12 @@ class Layout:
             },
         )
 
+    def add_bytes(self, media_type: str, data: bytes) -> Descriptor:
+        """A blob of `data` as it is (an SBOM file)."""
+        digest = f"sha256:{hashlib.sha256(data).hexdigest()}"
+        self._blob_path(digest).write_bytes(data)
+        return Descriptor(media_type, digest, len(data))
+
     def add_blob(self, source: Path) -> None:
         """Copy a blob (named by its digest) from another layout's blobs/sha256/."""
         shutil.copyfile(source, self.path / "blobs" / "sha256" / source.name)

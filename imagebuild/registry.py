@@ -206,6 +206,12 @@ class _Pusher:
         _expect(status, 201, "PUT", url, answer)
         self.check_digest(headers, digest, "manifest")
         self.pushed.add(digest)
+        subject = document.get("subject")
+        if isinstance(subject, dict) and headers.get("OCI-Subject") is None:
+            # No referrers API here (the registry did not answer OCI-Subject): keep the
+            # referrers tag schema's index, which clients read instead.
+            add_to_fallback_tag(self.repository, str(subject["digest"]), _referrer(
+                digest, len(data), media_type, document))  # fmt: skip
         return digest
 
     def manifests_in_blobs(self) -> Iterator[tuple[str, Json]]:
@@ -237,7 +243,9 @@ class _Pusher:
 
 def push_layout(layout: Path, repository: Repository) -> list[Pushed]:
     """Push the OCI image layout at `layout` to `repository` (see the module doc); what each
-    index.json entry became. An entry without a ref.name annotation is pushed by digest."""
+    index.json entry became. An entry without a ref.name annotation is pushed by digest,
+    but a referrer's (a manifest with a subject) is pushed with the referrers, after its
+    subject, and not listed."""
     index_path = layout / "index.json"
     if not index_path.is_file():
         raise RegistryError(f"{layout}: not an OCI image layout (no index.json)")
@@ -245,6 +253,8 @@ def push_layout(layout: Path, repository: Repository) -> list[Pushed]:
     pushed = []
     for entry in json.loads(index_path.read_text())["manifests"]:
         tag = (entry.get("annotations") or {}).get(REF_NAME)
+        if tag is None and "subject" in pusher.document(str(entry["digest"]))[1]:
+            continue  # a referrer listed for other tools (oras): pushed after its subject
         digest = pusher.manifest(entry, tag)
         pushed.append(Pushed(tag or "", digest, str(entry["mediaType"])))
     pusher.referrers()
@@ -306,6 +316,87 @@ def pull(
     (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [entry]}))
     (layout / "oci-layout").write_text(json.dumps({"imageLayoutVersion": LAYOUT_VERSION}))
     return entry
+
+
+def _referrer(digest: str, size: int, media_type: str, document: Json) -> Json:
+    """A referrer's descriptor as the referrers API lists it."""
+    descriptor: Json = {"mediaType": media_type, "digest": digest, "size": size}
+    artifact_type = document.get("artifactType") or document.get("config", {}).get("mediaType")
+    if artifact_type:
+        descriptor["artifactType"] = artifact_type
+    if document.get("annotations"):
+        descriptor["annotations"] = document["annotations"]
+    return descriptor
+
+
+def fallback_tag(digest: str) -> str:
+    """The referrers tag schema's tag of `digest`'s referrers: sha256-<hex>."""
+    return digest.replace(":", "-")
+
+
+def add_to_fallback_tag(repository: Repository, subject: str, descriptor: Json) -> None:
+    """Add `descriptor` to the image index tagged sha256-<subject hex> (made if absent)."""
+    url = repository.url("manifests", fallback_tag(subject))
+    status, _, data = _request("GET", url, None, {"Accept": INDEX_TYPE})
+    if status == 404:
+        index: Json = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": []}
+    else:
+        _expect(status, 200, "GET", url, data)
+        index = json.loads(data)
+    if any(m.get("digest") == descriptor["digest"] for m in index["manifests"]):
+        return
+    index["manifests"].append(descriptor)
+    body = json.dumps(index).encode()
+    status, _, answer = _request("PUT", url, body, {"Content-Type": INDEX_TYPE})
+    _expect(status, 201, "PUT", url, answer)
+
+
+def list_referrers(repository: Repository, digest: str) -> list[Json]:
+    """The referrers of `digest`: the OCI 1.1 referrers API, or, where the registry has none
+    (404), the referrers tag schema's index (none when that tag does not exist)."""
+    status, _, data = _request("GET", repository.url("referrers", digest), None,
+                               {"Accept": INDEX_TYPE})  # fmt: skip
+    if status == 404:
+        status, _, data = _request("GET", repository.url("manifests", fallback_tag(digest)),
+                                   None, {"Accept": INDEX_TYPE})  # fmt: skip
+        if status == 404:
+            return []
+    _expect(status, 200, "GET", repository.url("referrers", digest), data)
+    manifests: list[Json] = json.loads(data).get("manifests", [])
+    return manifests
+
+
+def fetch_referrers(repository: Repository, digest: str, layout: Path) -> list[Json]:
+    """Copy into `layout`'s blobs every referrer of `digest` the registry lists (the OCI 1.1
+    referrers API), its config and layers, and theirs in turn (a signature of an SBOM);
+    their descriptors, for index.json."""
+    found: list[Json] = []
+    pending = [digest]
+    while pending:
+        subject = pending.pop()
+        for descriptor in list_referrers(repository, subject):
+            manifest = _verified(
+                _get(repository.url("manifests", descriptor["digest"]), descriptor["mediaType"]),
+                descriptor["digest"],
+            )  # fmt: skip
+            document = json.loads(manifest)
+            for blob in [document["config"], *document.get("layers", [])]:
+                target = layout / "blobs" / "sha256" / blob["digest"].removeprefix("sha256:")
+                if not target.exists():
+                    target.write_bytes(
+                        _verified(_get(repository.url("blobs", blob["digest"])), blob["digest"])
+                    )
+            (layout / "blobs" / "sha256" / descriptor["digest"].removeprefix("sha256:")
+             ).write_bytes(manifest)  # fmt: skip
+            found.append(
+                {
+                    key: descriptor[key]
+                    for key in ("mediaType", "digest", "size", "artifactType")
+                    if key in descriptor
+                }
+            )
+            pending.append(descriptor["digest"])
+    return found
 
 
 def resolve(repository: Repository, tag: str) -> str:

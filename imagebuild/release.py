@@ -6,10 +6,18 @@ in one folder (docs/install.md, "Release artifacts"; ./scripts/release is the wa
     graceful-drain-VERSION-image.oci.tar     the same layout as one archive
     graceful-drain-VERSION.sbom.linux-ARCH.cdx.json   CycloneDX SBOM of each platform image
     graceful-drain-VERSION.tgz               the Helm chart (helm package, times clamped)
-    kubectl-graceful_drain                   the kubectl plugin, one file (a PEX)
-    kubectl-graceful_drain-VERSION.tar.gz    the same, as krew installs it
+    kubectl-graceful_drain-VERSION-OS-ARCH.tar.gz   the kubectl plugin for linux and darwin,
+                                             amd64 and arm64: one file (a PEX, CPython
+                                             3.11-3.13) and its completion executable
+                                             (kubectl 1.26+), as krew installs them
     graceful-drain.krew.yaml                 the krew manifest (the archive's sha256)
-    CHANGELOG.md, SHA256SUMS
+    cosign.pub                               the public key of the release's signatures
+    graceful-drain-VERSION.tgz.sig           the chart's signature (cosign sign-blob)
+    CHANGELOG.md, SHA256SUMS (every file, image/ included), SHA256SUMS.sig
+
+image/ also holds, as OCI 1.1 referrers listed after the tagged image index in index.json,
+each SBOM (of its platform manifest) and a cosign signature of the index, of each platform
+manifest and of each SBOM (imagebuild/signing.py).
 
 Reused while release.key (a digest of everything that goes in) matches.
 """
@@ -48,6 +56,15 @@ from imagebuild.cache import cache_root, digest, tree_digest
 from imagebuild.foreign import ELF_MACHINES, elf_machine, ensure_foreign_rootfs, foreign_key
 from imagebuild.rootfs import ImageUnavailable, ensure_rootfs, host_architecture
 from imagebuild.sbom import normalise, write_sbom
+from imagebuild.signing import (
+    PASSWORD_VARIABLE,
+    PUBLIC_KEY,
+    SIGNATURE_SUFFIX,
+    SIGNING_KEY_VARIABLE,
+    Signer,
+    add_sbom_referrer,
+    sign_layout,
+)
 from imagebuild.spec import (
     DEBIAN_SUITE,
     LOCK,
@@ -56,17 +73,24 @@ from imagebuild.spec import (
     REPOSITORY,
     VENV,
 )
-from imagebuild.venv import build_wheel, ensure_wheels, platform_tags
+from imagebuild.venv import build_wheel, ensure_wheels
 
 OUT = DIST / "release"
 CHART = REPO / "charts" / "graceful-drain"
 CHANGELOG = REPO / "CHANGELOG.md"
 PLUGIN = "kubectl-graceful_drain"
+# kubectl's plugin completion (kubectl >= 1.26): an executable of this name on PATH.
+PLUGIN_COMPLETION = "kubectl_complete-graceful_drain"
+PLUGIN_COMPLETION_SCRIPT = f"""#!/bin/sh
+# kubectl (1.26+) runs this for `kubectl graceful-drain ...<TAB>`: put it on PATH beside
+# {PLUGIN} (docs/cli.md, "The kubectl plugin and shell completion").
+exec {PLUGIN} __complete "$@"
+"""
 ARCHITECTURES = ("amd64", "arm64")
 _VARIANTS = {"arm64": "v8"}
 _MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}
 PROJECT_URL = "https://github.com/stonal/graceful-drain"
-PEX_TIMEOUT_SECONDS = 300
+PEX_TIMEOUT_SECONDS = 600
 
 
 def platform(architecture: str) -> oci.Json:
@@ -188,27 +212,50 @@ def check_elf(root: Path, architecture: str) -> None:
 # -- the kubectl plugin: one PEX for both Linux architectures --
 
 
-def complete_platform(architecture: str, path: Path) -> None:
-    """A pex --complete-platform file: the image's Python (cp311) on glibc 2.36."""
-    major, minor = (int(part) for part in PYTHON_MINOR.split("."))
-    platforms = platform_tags(architecture)
-    compatible = [
-        *tags.cpython_tags((major, minor), abis=[f"cp{major}{minor}", "abi3", "none"],
-                           platforms=platforms),
-        *tags.compatible_tags((major, minor), interpreter=f"cp{major}{minor}",
-                              platforms=platforms),
-    ]  # fmt: skip
+# Where the kubectl plugin runs, each with CPython 3.11, 3.12 and 3.13 (docs/install.md,
+# "The kubectl plugin").
+# Not darwin/amd64: cryptography 50.0.2 (the lock's) publishes no Intel macOS wheel, and the
+# plugin is never built from an sdist (--no-build).
+PLUGIN_PLATFORMS = (("linux", "amd64"), ("linux", "arm64"), ("darwin", "arm64"))
+PLUGIN_PYTHONS = ("3.11", "3.12", "3.13")
+# The oldest systems the plugin's wheels are chosen for: glibc 2.28 (RHEL 8, Debian 10,
+# Ubuntu 20.04) and macOS 11.
+PLUGIN_GLIBC_MINOR = 28
+PLUGIN_MACOS = (11, 0)
+
+
+def plugin_platform(system: str, architecture: str, python: str) -> oci.Json:
+    """A pex --complete-platform document: CPython `python` on `system`/`architecture`,
+    with every wheel tag such a system accepts (manylinux down to 2.17; macOS down to
+    10.9, universal2 included)."""
+    major, minor = (int(part) for part in python.split("."))
     machine = _MACHINES[architecture]
-    path.write_text(json.dumps({
+    if system == "linux":
+        platforms = [*(f"manylinux_2_{glibc}_{machine}"
+                       for glibc in range(PLUGIN_GLIBC_MINOR, 16, -1)),
+                     f"manylinux2014_{machine}"]  # fmt: skip
+        marker_machine, marker_system, sys_platform = machine, "Linux", "linux"
+    else:
+        mac_arch = "x86_64" if architecture == "amd64" else "arm64"
+        platforms = list(tags.mac_platforms(PLUGIN_MACOS, mac_arch))
+        marker_machine, marker_system, sys_platform = mac_arch, "Darwin", "darwin"
+    interpreter = f"cp{major}{minor}"
+    compatible = [
+        *tags.cpython_tags((major, minor), abis=[interpreter, "abi3", "none"],
+                           platforms=platforms),
+        *tags.compatible_tags((major, minor), interpreter=interpreter, platforms=platforms),
+    ]  # fmt: skip
+    return {
         "marker_environment": {
-            "implementation_name": "cpython", "implementation_version": f"{PYTHON_MINOR}.0",
-            "os_name": "posix", "platform_machine": machine,
+            "implementation_name": "cpython", "implementation_version": f"{python}.0",
+            "os_name": "posix", "platform_machine": marker_machine,
             "platform_python_implementation": "CPython", "platform_release": "",
-            "platform_system": "Linux", "platform_version": "", "python_full_version":
-            f"{PYTHON_MINOR}.0", "python_version": PYTHON_MINOR, "sys_platform": "linux",
+            "platform_system": marker_system, "platform_version": "",
+            "python_full_version": f"{python}.0", "python_version": python,
+            "sys_platform": sys_platform,
         },
         "compatible_tags": [str(tag) for tag in compatible],
-    }))  # fmt: skip
+    }  # fmt: skip
 
 
 def locked_pins() -> list[str]:
@@ -219,28 +266,36 @@ def locked_pins() -> list[str]:
     ]  # fmt: skip
 
 
-def build_plugin(out: Path, wheel: Path, wheel_dirs: list[Path], epoch: int) -> Path:
-    plugin = out / PLUGIN
+def plugin_name(system: str, architecture: str) -> str:
+    return f"{system}-{architecture}"
+
+
+def build_plugin(directory: Path, wheel: Path, system: str, architecture: str,
+                 epoch: int) -> Path:  # fmt: skip
+    """The plugin for one (os, arch), one file (a PEX) holding the locked distributions'
+    wheels for CPython 3.11, 3.12 and 3.13 there, from PyPI (pex's cache under the cache
+    root keeps them); it runs under whichever python3 is on PATH."""
+    plugin = directory / PLUGIN
     with tempfile.TemporaryDirectory(prefix="pex-", dir=cache_root()) as tmp:
         options = []
-        for architecture in ARCHITECTURES:
-            file = Path(tmp) / f"{architecture}.json"
-            complete_platform(architecture, file)
+        for python in PLUGIN_PYTHONS:
+            file = Path(tmp) / f"{python}.json"
+            file.write_text(json.dumps(plugin_platform(system, architecture, python)))
             options += ["--complete-platform", str(file)]
         # Every pin of the lock named (not only graceful-drain's wheel): pex's resolve for
         # another platform left out what an extra of a dependency pulls in (httpx2[http2]).
         pins = Path(tmp) / "pins.txt"
         pins.write_text("".join(f"{pin}\n" for pin in locked_pins()))
         command = [
-            str(Path(sys.executable).parent / "pex"), "--no-pypi", "--requirement", str(pins),
-            *(f"--find-links={d}" for d in [*wheel_dirs, wheel.parent]),
-            *options, str(wheel), "--entry-point", "graceful_drain.cli:kubectl_plugin_main",
+            str(Path(sys.executable).parent / "pex"), "--requirement", str(pins),
+            f"--find-links={wheel.parent}", "--no-build", *options, str(wheel),
+            "--entry-point", "graceful_drain.cli:kubectl_plugin_main",
             # One virtualenv (under ~/.cache/pex, made on first run): lightkube and
             # lightkube-models share the `lightkube` package, which pex's default layout
             # (a sys.path entry per wheel) splits, and so do symlinked site-packages.
             "--venv", "--venv-site-packages-copies",
-            "--python-shebang", "/usr/bin/env python3", "--pex-root", str(Path(tmp) / "root"),
-            "--output-file", str(plugin),
+            "--python-shebang", "/usr/bin/env python3",
+            "--pex-root", str(cache_root() / "pex-root"), "--output-file", str(plugin),
         ]  # fmt: skip
         env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
         try:
@@ -257,6 +312,10 @@ def build_plugin(out: Path, wheel: Path, wheel_dirs: list[Path], epoch: int) -> 
         if result.returncode != 0:
             raise ImageUnavailable(f"pex exited {result.returncode}: {' '.join(command)}")
     return plugin
+
+
+def plugin_archive(out: Path, version: str, system: str, architecture: str) -> Path:
+    return out / f"{PLUGIN}-{version}-{plugin_name(system, architecture)}.tar.gz"
 
 
 def tar_gz(archive: Path, files: list[Path], epoch: int) -> None:
@@ -320,24 +379,26 @@ def sha256(path: Path) -> str:
     return hasher.hexdigest()
 
 
-def krew_manifest(version: str, archive: Path) -> str:
-    """The krew plugin manifest (krew installs from a .tar.gz or .zip, so its sha256 is the
-    archive's; the archive holds the plugin file byte for byte)."""
-    url = f"{PROJECT_URL}/releases/download/v{version}/{archive.name}"
+def krew_manifest(version: str, archives: dict[tuple[str, str], Path]) -> str:
+    """The krew plugin manifest: one platform per (os, arch) archive, with its sha256 (krew
+    installs from a .tar.gz; each holds the plugin and its completion executable)."""
     platforms = "".join(
         f"""  - selector:
       matchLabels:
-        os: linux
+        os: {system}
         arch: {architecture}
-    uri: {url}
+    uri: {PROJECT_URL}/releases/download/v{version}/{archive.name}
     sha256: {sha256(archive)}
     bin: {PLUGIN}
     files:
       - from: {PLUGIN}
         to: .
+      - from: {PLUGIN_COMPLETION}
+        to: .
 """
-        for architecture in ARCHITECTURES
+        for (system, architecture), archive in archives.items()
     )
+    pythons = ", ".join(PLUGIN_PYTHONS)
     return f"""apiVersion: krew.googlecontainertools.github.com/v1alpha2
 kind: Plugin
 metadata:
@@ -349,7 +410,8 @@ spec:
   description: |
     kubectl graceful-drain plan NODE tells, before you drain NODE, which pods the
     graceful-drain webhook will hold and why; status shows what it is holding now.
-    Needs python3 (3.11) on the PATH; one file for linux/amd64 and linux/arm64.
+    Needs python3 ({pythons}) on the PATH; Linux (glibc 2.28+) and macOS 11+, amd64
+    and arm64.
   platforms:
 {platforms}"""
 
@@ -365,19 +427,27 @@ def _architectures() -> tuple[str, str]:
     return native, foreign
 
 
-def is_current(out: Path = OUT) -> bool:
-    """Whether `out` holds the release of this checkout (release.key matches)."""
+def is_current(out: Path = OUT, public_key: str | None = None) -> bool:
+    """Whether `out` holds the release of this checkout (release.key matches), signed by
+    the key whose public half is `public_key` (None: by any)."""
     key_file = out / "release.key"
     native, foreign = _architectures()
     key = release_key(native, foreign, source_date_epoch())
-    return key_file.is_file() and key_file.read_text().strip() == key
+    signed_by = out / PUBLIC_KEY
+    return (
+        key_file.is_file() and key_file.read_text().strip() == key
+        and (public_key is None or (signed_by.is_file() and signed_by.read_text() == public_key))
+    )  # fmt: skip
 
 
-def release(out: Path, helm: str) -> Path:
+def release(out: Path, helm: str, signer: Signer, bin_dir: Path) -> Path:
+    """The release in `out`, signed by `signer` (imagebuild/signing.py); `bin_dir` holds
+    realcluster/build's binaries (the loopback registry the signing pushes to)."""
     version, epoch = project_version(), source_date_epoch()
     native, foreign = _architectures()
     changelog_notes(version)
-    if is_current(out):
+    public_key = signer.public_key()
+    if is_current(out, public_key):
         return out
     key = release_key(native, foreign, epoch)
     key_file = out / "release.key"
@@ -430,24 +500,44 @@ def release(out: Path, helm: str) -> Path:
                           for a in ARCHITECTURES],
             "annotations": {"org.opencontainers.image.version": version},
         })  # fmt: skip
-        layout.write_index([{
+        image_entry = {
             **index.json(),
             "annotations": {oci.REF_NAME: version, oci.CONTAINERD_NAME: f"{REPOSITORY}:{version}"},
-        }])  # fmt: skip
-        oci.write_archive(layout.path, out / f"graceful-drain-{version}-image.oci.tar", epoch)
+        }  # fmt: skip
+        layout.write_index([image_entry])
         wheel = build_wheel(Path(tmp), epoch)
+        sboms: list[oci.Descriptor] = []
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
         for architecture in ARCHITECTURES:
+            sbom = out / f"graceful-drain-{version}.sbom.linux-{architecture}.cdx.json"
             write_sbom(
-                out / f"graceful-drain-{version}.sbom.linux-{architecture}.cdx.json",
-                architecture=architecture, version=version,
+                sbom, architecture=architecture, version=version,
                 manifest_digest=manifests[architecture].digest, epoch=epoch,
                 rootfs_tarball=rootfs[architecture], wheels=wheels[architecture], wheel=wheel,
             )  # fmt: skip
-        print("release: the kubectl plugin (pex)...", file=sys.stderr)
-        plugin = build_plugin(out, wheel, [wheels[a] for a in ARCHITECTURES], epoch)
-    archive = out / f"{PLUGIN}-{version}.tar.gz"
-    tar_gz(archive, [plugin], epoch)
-    (out / "graceful-drain.krew.yaml").write_text(krew_manifest(version, archive))
+            sboms.append(add_sbom_referrer(layout, manifests[architecture], sbom, created))
+        print("release: signing the image index, its platforms and SBOMs...", file=sys.stderr)
+        platforms = [manifests[a].digest for a in ARCHITECTURES]
+        referrers = sign_layout(
+            signer, layout.path, [index.digest, *platforms, *(d.digest for d in sboms)],
+            [index.digest, *platforms], bin_dir,
+        )  # fmt: skip
+        layout.write_index([image_entry, *referrers])
+        oci.write_archive(layout.path, out / f"graceful-drain-{version}-image.oci.tar", epoch)
+        archives: dict[tuple[str, str], Path] = {}
+        for system, architecture in PLUGIN_PLATFORMS:
+            print(f"release: the kubectl plugin for {system}/{architecture} (pex)...",
+                  file=sys.stderr)  # fmt: skip
+            directory = Path(tmp) / "plugin" / plugin_name(system, architecture)
+            directory.mkdir(parents=True)
+            plugin = build_plugin(directory, wheel, system, architecture, epoch)
+            completion = directory / PLUGIN_COMPLETION
+            completion.write_text(PLUGIN_COMPLETION_SCRIPT)
+            completion.chmod(0o755)
+            archive = plugin_archive(out, version, system, architecture)
+            tar_gz(archive, [plugin, completion], epoch)
+            archives[(system, architecture)] = archive
+    (out / "graceful-drain.krew.yaml").write_text(krew_manifest(version, archives))
     result = subprocess.run(
         [helm, "package", str(CHART), "--version", version, "--app-version", version,
          "--destination", str(out)],
@@ -457,10 +547,27 @@ def release(out: Path, helm: str) -> Path:
         raise ImageUnavailable(f"helm package exited {result.returncode}")
     clamp_chart_times(out / f"graceful-drain-{version}.tgz", epoch)
     shutil.copy2(CHANGELOG, out / "CHANGELOG.md")
-    files = sorted(p for p in out.iterdir() if p.is_file() and p.name != "release.key")
-    (out / "SHA256SUMS").write_text("".join(f"{sha256(p)}  {p.name}\n" for p in files))
+    (out / PUBLIC_KEY).write_text(public_key)
+    signer.sign_blob(out / f"graceful-drain-{version}.tgz")
+    write_sums(out)
+    signer.sign_blob(out / "SHA256SUMS")
     key_file.write_text(key + "\n")
     return out
+
+
+def summed_files(out: Path) -> list[Path]:
+    """What SHA256SUMS covers: every file of the folder, image/ included, but itself, its
+    signature and release.key."""
+    skipped = {"SHA256SUMS", "SHA256SUMS" + SIGNATURE_SUFFIX, "release.key"}
+    return sorted(p for p in out.rglob("*") if p.is_file()
+                  and p.relative_to(out).as_posix() not in skipped)  # fmt: skip
+
+
+def write_sums(out: Path) -> None:
+    """SHA256SUMS: `sha256sum -c SHA256SUMS` in the folder checks every file."""
+    (out / "SHA256SUMS").write_text(
+        "".join(f"{sha256(p)}  {p.relative_to(out).as_posix()}\n" for p in summed_files(out))
+    )
 
 
 def main() -> int:
@@ -473,10 +580,23 @@ def main() -> int:
     parser.add_argument(
         "--helm", default=shutil.which("helm") or "helm", help="helm to package with"
     )
+    parser.add_argument(
+        "--bin-dir", type=Path, required=True,
+        help="realcluster/build's binaries: cosign, and the registry the signing pushes to",
+    )  # fmt: skip
+    parser.add_argument(
+        "--signing-key", type=Path, default=os.environ.get(SIGNING_KEY_VARIABLE),
+        help="the cosign private key that signs the release (cosign generate-key-pair; its "
+        f"password in ${PASSWORD_VARIABLE}) [env {SIGNING_KEY_VARIABLE}]",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.signing_key is None or not args.signing_key.is_file():
+        parser.error(f"--signing-key (or ${SIGNING_KEY_VARIABLE}) must name a cosign.key file "
+                     f"(cosign generate-key-pair), not {args.signing_key}")  # fmt: skip
     start = time.monotonic()
     try:
-        out = release(args.out.resolve(), args.helm)
+        signer = Signer(args.bin_dir / "cosign", args.signing_key)
+        out = release(args.out.resolve(), args.helm, signer, args.bin_dir)
     except ImageUnavailable as error:
         print(f"release: error: {error}", file=sys.stderr)
         return 2

@@ -40,6 +40,8 @@ ENV = (
 )
 # The name deploy/base/deployment.yaml runs; the tag is pyproject.toml's version.
 REPOSITORY = "ghcr.io/stonal/graceful-drain"
+# Where the sources are published: the image's org.opencontainers.image.source label.
+SOURCE_URL = "https://github.com/stonal/graceful-drain"
 
 # What the wheel is built from: the controller's package only (kubesim, the simulator, is not
 # shipped in the image).

@@ -223,14 +223,33 @@ def main(
         return 130
 
 
+def plugin_parser() -> argparse.ArgumentParser:
+    return build_parser(PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION)
+
+
+# `kubectl-graceful_drain __complete WORDS`: what kubectl_complete-graceful_drain runs (Cobra's
+# hidden command of the same name, so one file serves both).
+COMPLETE_COMMAND = "__complete"
+
+
 def kubectl_plugin_main() -> int:
     """`kubectl-graceful_drain`: kubectl runs it for `kubectl graceful-drain ARGS`."""
     arguments = sys.argv[1:]
+    if arguments[:1] == [COMPLETE_COMMAND]:
+        print(completion.kubectl_completions(plugin_parser(), arguments[1:]), end="")
+        return 0
     parser = build_parser(
         PLUGIN_SUBCOMMANDS, PLUGIN_PROG, PLUGIN_DESCRIPTION,
         only=_chosen(arguments, PLUGIN_SUBCOMMANDS),
     )  # fmt: skip
     return main(arguments, parser=parser)
+
+
+def kubectl_complete_main() -> int:
+    """`kubectl_complete-graceful_drain WORDS`: kubectl (1.26+) runs it for
+    `kubectl graceful-drain WORDS<TAB>` (docs/cli.md)."""
+    print(completion.kubectl_completions(plugin_parser(), sys.argv[1:]), end="")
+    return 0
 
 
 if __name__ == "__main__":

@@ -180,3 +180,58 @@ def test_a_readable_kubeconfig_variable_is_taken_an_unreadable_one_refused(
     assert args.kubeconfig == readable
     with pytest.raises(CommandError, match=r"GRACEFUL_DRAIN_KUBECONFIG.*cannot read /nope"):
         apply_environment(namespace_of({}), {"GRACEFUL_DRAIN_KUBECONFIG": "/nope"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("plan node-a -o xml", "argument -o/--output: invalid choice: 'xml'"),
+        ("status --json -o yaml", "--json and -o yaml ask for two formats: give one"),
+    ],
+)  # fmt: skip
+def test_an_output_format_other_than_json_or_yaml_is_refused(argv: str, message: str) -> None:
+    result = command("graceful-drain", *argv.split(), env={"KUBECONFIG": "/nonexistent"})
+    assert result.returncode == EXIT_ERROR
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+def kubectl_complete(*words: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl __complete graceful-drain WORDS`: what kubectl's shell completion asks, with
+    kubectl-graceful_drain and kubectl_complete-graceful_drain on PATH (pip's scripts)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on PATH")
+    return command(kubectl, "__complete", "graceful-drain", *words)
+
+
+@pytest.mark.parametrize(
+    ("words", "completions", "directive"),
+    [
+        (["pl"], ["plan"], 4),
+        ([""], ["plan", "status", "version"], 4),
+        (["plan", "node-a", "-o", ""], ["json", "yaml"], 4),
+        (["status", "-o", "y"], ["yaml"], 4),
+        (["status", "--output=j"], ["--output=json"], 4),
+        (["status", "--out"], ["--output"], 4),
+        (["plan", "node-a", "--kubeconfig", ""], [], 0),  # the shell completes file names
+        (["plan", ""], [], 4),  # NODE: nothing, and no file names
+    ],
+)  # fmt: skip
+def test_kubectl_completes_the_plugin_through_its_completion_executable(
+    words: list[str], completions: list[str], directive: int
+) -> None:
+    result = kubectl_complete(*words)
+    assert result.returncode == 0, result.stderr
+    *lines, last = result.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == completions
+    assert last == f":{directive}"
+    assert "About to call: " in result.stderr  # kubectl found and ran the executable
+
+
+def test_the_plugin_answers_cobras_complete_command_as_the_executable_does() -> None:
+    words = ["plan", "node-a", "-o", ""]
+    direct = command("kubectl-graceful_drain", "__complete", *words)
+    executable = command("kubectl_complete-graceful_drain", *words)
+    assert direct.returncode == executable.returncode == 0
+    assert direct.stdout == executable.stdout == "json\nyaml\n:4\n"

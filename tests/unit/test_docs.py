@@ -55,3 +55,19 @@ def test_the_product_cites_decisions_by_reason_not_by_row_number() -> None:
         if re.search(r"\brows? \d", line, re.IGNORECASE)
     ]
     assert citing == []
+
+
+OPERATOR_DOCS = ("docs/install.md", "charts/graceful-drain/README.md",
+                 "charts/graceful-drain/templates/NOTES.txt")  # fmt: skip
+
+
+@pytest.mark.parametrize("path", OPERATOR_DOCS)
+def test_what_an_operator_reads_without_a_checkout_names_no_checkout_path(path: str) -> None:
+    """The chart's README and NOTES travel in the .tgz and install.md is read beside the
+    release folder: they name the release's files and published paths, never the
+    repository's chart folder or its image builder (an oci:// path of your registry is fine)."""
+    text = (REPO / path).read_text()
+    stray = [line for line in text.splitlines()
+             if "imagebuild" in line
+             or re.search(r"(?<!oci://REGISTRY/)charts/graceful-drain", line)]  # fmt: skip
+    assert stray == []

@@ -25,3 +25,15 @@ def test_the_registry_module_pins_the_distribution_of_versions_env() -> None:
     assert "tool github.com/distribution/distribution/v3/cmd/registry" in go_mod
     pinned = re.findall(r"^\s*github\.com/distribution/distribution/v3 (v\S+)", go_mod, re.M)
     assert pinned == [versions()["REGISTRY_VERSION"]]
+
+
+def test_the_signing_tools_pin_the_cosign_and_oras_of_versions_env() -> None:
+    for module, tool, path, variable in (
+        ("cosign", "github.com/sigstore/cosign/v2/cmd/cosign", r"github\.com/sigstore/cosign/v2",
+         "COSIGN_VERSION"),
+        ("oras", "oras.land/oras/cmd/oras", r"oras\.land/oras", "ORAS_VERSION"),
+    ):  # fmt: skip
+        go_mod = (REALCLUSTER / "go" / module / "go.mod").read_text(encoding="utf-8")
+        assert f"tool {tool}" in go_mod
+        pinned = re.findall(rf"^\s*{path} (v\S+)", go_mod, re.MULTILINE)
+        assert pinned == [versions()[variable]], module

@@ -16,7 +16,9 @@
 {{- end -}}
 {{- end -}}
 
-{{- define "graceful-drain.serviceName" -}}{{ include "graceful-drain.fullname" . }}-webhook{{- end -}}
+{{/* A Service name is a DNS label (at most 63 characters): the full name is cut to 55 so
+"-webhook" fits. Every name that fitted before is unchanged. */}}
+{{- define "graceful-drain.serviceName" -}}{{ include "graceful-drain.fullname" . | trunc 55 | trimSuffix "-" }}-webhook{{- end -}}
 {{- define "graceful-drain.tlsSecretName" -}}
 {{- if eq .Values.tls.mode "secret" -}}{{ .Values.tls.secret.name }}{{- else -}}{{ include "graceful-drain.fullname" . }}-webhook-tls{{- end -}}
 {{- end -}}
@@ -38,6 +40,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* metadata.annotations: the object's own (they win), then commonAnnotations; nothing when
+both are empty. Called with (dict "context" $ "own" MAP). */}}
+{{- define "graceful-drain.annotations" -}}
+{{- $annotations := merge (dict) (.own | default dict) .context.Values.commonAnnotations -}}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 

@@ -26,7 +26,13 @@ from graceful_drain.config import check_readable, from_environment
 from graceful_drain.errors import ConfigError
 from graceful_drain.inspection import gather
 from graceful_drain.inspection.plan import plan_node
-from graceful_drain.inspection.render import plan_json, plan_table, status_json, status_table
+from graceful_drain.inspection.render import (
+    document_text,
+    plan_document,
+    plan_table,
+    status_document,
+    status_table,
+)
 from graceful_drain.inspection.settings import (
     DEFAULT_CONTROLLER_NAMESPACE,
     ControllerSettings,
@@ -44,6 +50,7 @@ from graceful_drain.kube.meta import HTTP_FORBIDDEN, utc_now
 from graceful_drain.kube.timefmt import parse_go_duration
 
 EXIT_ERROR = 3
+OUTPUTS = ("json", "yaml")
 PLAN_HELP = "predict what draining NODE would do to each of its pods, without draining it"
 STATUS_HELP = "show the Deployments graceful-drain holds, recent timeouts and its health"
 
@@ -65,7 +72,11 @@ def _exit_on_usage_error(parser: argparse.ArgumentParser) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     _exit_on_usage_error(parser)
     parser.add_argument(
-        "--json", action="store_true", help="print the JSON document instead (default: a table)"
+        "-o", "--output", choices=OUTPUTS, metavar="FORMAT",
+        help="print the document as json or yaml, as kubectl's -o (default: a table)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--json", action="store_true", help="the same as -o json (default: a table)"
     )
     parser.add_argument("--kubeconfig", type=Path, metavar="PATH",
                         help="kubeconfig file (default $KUBECONFIG, else ~/.kube/config) "
@@ -142,6 +153,17 @@ def apply_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
             raise CommandError(f"cannot load the Kubernetes configuration: {error}") from None
 
 
+def check_output(args: argparse.Namespace) -> None:
+    """--json is -o json; beside another -o it is a contradiction."""
+    if args.json and args.output not in (None, "json"):
+        raise CommandError(f"--json and -o {args.output} ask for two formats: give one")
+
+
+def _output(args: argparse.Namespace) -> str | None:
+    """json, yaml, or None for the table."""
+    return "json" if args.json else args.output
+
+
 def _colour(stream: TextIO) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
 
@@ -183,8 +205,8 @@ async def _plan(api: RawApi, args: argparse.Namespace) -> int:
         api, args.node, settings.webhook_configuration, args.webhook_address
     )
     plan = plan_node(state, settings.decision, utc_now())
-    if args.json:
-        print(plan_json(plan, settings.source))
+    if (output := _output(args)) is not None:
+        print(document_text(plan_document(plan, settings.source), output))
     else:
         print(plan_table(plan, settings.source, colour=_colour(sys.stdout)))
     return plan.exit_code
@@ -201,8 +223,8 @@ async def _status(api: RawApi, args: argparse.Namespace) -> int:
         webhook_address=args.webhook_address,
     )
     status = build_status(state, settings.decision, utc_now())
-    if args.json:
-        print(status_json(status, settings.source))
+    if (output := _output(args)) is not None:
+        print(document_text(status_document(status, settings.source), output))
     else:
         print(status_table(status, settings.source, colour=_colour(sys.stdout)))
     return status.exit_code
@@ -229,6 +251,7 @@ async def _with_client(
 
 def _run(name: str, args: argparse.Namespace, body: Callable[..., Awaitable[int]]) -> int:
     try:
+        check_output(args)
         apply_environment(args, os.environ)
         return asyncio.run(_with_client(args, body))
     except (CommandError, gather.UnknownNode) as error:

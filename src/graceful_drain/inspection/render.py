@@ -1,5 +1,5 @@
 """Output of `plan` and `status`: a table for people (colour only on a terminal) and the
-stable JSON documents described in docs/cli.md (schemaVersion 2)."""
+stable documents described in docs/cli.md (schemaVersion 2), as JSON or YAML."""
 
 from __future__ import annotations
 
@@ -12,11 +12,19 @@ from graceful_drain.controller.decision.reasons import Decision
 from graceful_drain.inspection.plan import Outcome, Plan, PodPlan, Verdict
 from graceful_drain.inspection.status import HeldDeployment, Replacement, Status
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube import yamltext
 from graceful_drain.kube.timefmt import format_go_duration, format_rfc3339
 
 SCHEMA_VERSION = 2  # 2: a decision is keyed by its reason alone
 
 _RED, _GREEN, _YELLOW, _BOLD, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[0m"
+
+
+def document_text(document: dict[str, Any], output: str) -> str:
+    """`document` as `-o json` (indented, as --json always printed it) or `-o yaml`."""
+    if output == "yaml":
+        return yamltext.dump(document).rstrip("\n")
+    return json.dumps(document, indent=2)
 
 
 def _seconds(duration: timedelta | None) -> float | None:
@@ -66,6 +74,11 @@ def _webhook_summary(webhook: WebhookHealth) -> str:
 
 
 def plan_json(plan: Plan, config_source: str) -> str:
+    return json.dumps(plan_document(plan, config_source), indent=2)
+
+
+def plan_document(plan: Plan, config_source: str) -> dict[str, Any]:
+    """The DrainPlan document (`-o json` and `-o yaml` print it)."""
     pods = [
         {
             "namespace": pod.namespace,
@@ -105,7 +118,7 @@ def plan_json(plan: Plan, config_source: str) -> str:
         "webhook": _webhook_json(plan.webhook),
         "pods": pods,
     }
-    return json.dumps(document, indent=2)
+    return document
 
 
 class _Painter:
@@ -259,6 +272,11 @@ def _replacement_line(held: HeldDeployment, pod: Replacement) -> str:
 
 
 def status_json(status: Status, config_source: str) -> str:
+    return json.dumps(status_document(status, config_source), indent=2)
+
+
+def status_document(status: Status, config_source: str) -> dict[str, Any]:
+    """The DrainStatus document (`-o json` and `-o yaml` print it)."""
     webhook, leader = status.webhook, status.leader
     document = {
         "kind": "DrainStatus",
@@ -302,7 +320,7 @@ def status_json(status: Status, config_source: str) -> str:
             "held": status.leader_present,
         },
     }
-    return json.dumps(document, indent=2)
+    return document
 
 
 def _leader_line(status: Status) -> str:

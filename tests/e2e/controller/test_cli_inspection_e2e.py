@@ -11,8 +11,10 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
@@ -34,6 +36,14 @@ HELD = re.compile(
     r"waiting for a replacement of Deployment (?P<deployment>\S+) to become Ready on another "
     r"node \(rollout requested (?P<waited>\S+) ago, gives up after (?P<timeout>\S+)\)"
 )
+
+
+def without_time(document: dict[str, Any]) -> dict[str, Any]:
+    """A document less when it was made and when the Lease was last renewed."""
+    kept = {key: value for key, value in document.items() if key != "generatedAt"}
+    if "leader" in kept:
+        kept["leader"] = {k: v for k, v in kept["leader"].items() if k != "renewedAt"}
+    return kept
 
 
 async def run(command: list[str], kubeconfig: Path) -> Run:
@@ -160,6 +170,10 @@ async def test_kubectl_graceful_drain_works_as_a_plugin_under_the_read_only_clus
 
         plan = await run(["kubectl", "graceful-drain", "plan", "node-a", "--json"], alice)
         status = await run(["kubectl", "graceful-drain", "status", "--json"], alice)
+        plan_yaml = await run(["kubectl", "graceful-drain", "plan", "node-a", "-o", "yaml"], alice)
+        status_yaml = await run(["kubectl", "graceful-drain", "status", "-o", "yaml"], alice)
+        plan_o_json = await run(["kubectl", "graceful-drain", "plan", "node-a", "-o", "json"],
+                                alice)  # fmt: skip
         unknown = await run(["kubectl", "graceful-drain", "plan", "node-z"], alice)
         refused = await run(["kubectl", "graceful-drain", "plan", "node-a"], bob)
 
@@ -173,6 +187,12 @@ async def test_kubectl_graceful_drain_works_as_a_plugin_under_the_read_only_clus
         assert (web["outcome"], web["decision"]["reason"]) == ("held", "rollout-requested")
         assert status.code == 0, status.stderr
         assert json.loads(status.stdout)["held"] == []
+        # -o yaml and -o json print the same documents as --json (but for when they looked).
+        for other, json_run in ((plan_yaml, plan), (status_yaml, status), (plan_o_json, plan)):
+            assert other.code == json_run.code, other.stderr
+            assert not other.stdout.lstrip().startswith("{") or other is plan_o_json
+            assert without_time(yaml.safe_load(other.stdout)) == without_time(
+                json.loads(json_run.stdout))  # fmt: skip
         assert (unknown.code, unknown.stdout) == (3, "")
         assert unknown.stderr.strip() == "graceful-drain plan: error: node 'node-z' not found"
         assert refused.code == 3

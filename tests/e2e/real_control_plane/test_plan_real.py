@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster
@@ -98,9 +99,10 @@ async def test_status_shows_a_pending_replacement_then_plan_and_status_lead_with
         )
         replica.stop()  # the webhook stays registered; its url now answers nothing
         stopped = True
-        plan, plan_json, down = await asyncio.gather(
+        plan, plan_json, plan_yaml, down = await asyncio.gather(
             graceful_drain(kubeconfig, "plan", node),
             graceful_drain(kubeconfig, "plan", node, "--json"),
+            graceful_drain(kubeconfig, "plan", node, "-o", "yaml"),
             graceful_drain(kubeconfig, "status"),
         )
         drained = await draining
@@ -133,6 +135,9 @@ async def test_status_shows_a_pending_replacement_then_plan_and_status_lead_with
         assert "failurePolicy Ignore: the API server lets every eviction through" in verdict
         assert address in verdict, verdict
         assert json.loads(plan_json.stdout)["verdict"] == "unprotected"
+        as_yaml = yaml.safe_load(plan_yaml.stdout)
+        assert (plan_yaml.code, as_yaml["verdict"]) == (4, "unprotected"), plan_yaml.stderr
+        assert problems(as_yaml, "plan") == []
         assert down.code == 1, down.stderr + down.stdout
         assert down.stdout.startswith("Webhook: UNPROTECTED: failurePolicy Ignore"), down.stdout
         # What they said: the drain's next retry is let through unchecked.

@@ -47,8 +47,9 @@ def by_kind(items: list[Obj], kind: str) -> list[Obj]:
 
 def container(items: list[Obj]) -> Obj:
     [deployment] = by_kind(items, "Deployment")
-    [first] = deployment["spec"]["template"]["spec"]["containers"]
-    return dict(first)
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    [controller] = [c for c in containers if c["name"] == "controller"]  # extraContainers aside
+    return dict(controller)
 
 
 def env_of(items: list[Obj]) -> dict[str, str]:

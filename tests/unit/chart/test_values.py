@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from graceful_drain.config import parse_controller_config
 from tests.unit.chart.rendered import (
     CHART,
     CI_VALUES,
@@ -117,6 +118,14 @@ def test_every_object_level_of_the_schema_refuses_unknown_keys() -> None:
         ({"image": {"digest": "sha256:abc"}}, "/image/digest"),
         ({"image": {"digest": "0.1.0"}}, "/image/digest"),
         ({"image": {"digest": "sha512:" + "a" * 128}}, "/image/digest"),
+        ({"commonAnnotations": {"a": 1}}, "/commonAnnotations/a"),
+        ({"envFrom": ["config"]}, "/envFrom/0"),
+        ({"extraVolumes": [{"emptyDir": {}}]}, "/extraVolumes/0"),
+        ({"extraVolumeMounts": [{"name": "x"}]}, "/extraVolumeMounts/0"),
+        ({"extraContainers": [{"image": "x"}]}, "/extraContainers/0"),
+        ({"initContainers": [{"image": "x"}]}, "/initContainers/0"),
+        ({"terminationGracePeriodSeconds": -1}, "/terminationGracePeriodSeconds"),
+        ({"revisionHistoryLimit": "5"}, "/revisionHistoryLimit"),
     ],
 )  # fmt: skip
 def test_unknown_or_wrong_values_are_refused(values: Obj, message: str) -> None:
@@ -244,3 +253,77 @@ def test_the_table_check_sees_a_value_added_without_regenerating(tmp_path: Path)
     result = _table_check(chart)
     assert result.returncode == 1
     assert "stale" in result.stderr
+
+
+EXTENSIONS = yaml.safe_load((CHART / "ci" / "extensions-values.yaml").read_text())
+
+
+def test_the_defaults_of_the_pod_extensions_render_what_they_did_before() -> None:
+    items = template()
+    [deployment] = by_kind(items, "Deployment")
+    spec = pod_spec(items)
+    assert deployment["spec"]["revisionHistoryLimit"] == 5
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert [c["name"] for c in spec["containers"]] == ["controller"]
+    assert "initContainers" not in spec and "envFrom" not in container(items)
+    assert [v["name"] for v in spec["volumes"]] == ["tmp", "webhook-tls"]
+    assert all("annotations" not in item["metadata"] for item in items
+               if item["kind"] != "ValidatingWebhookConfiguration")  # fmt: skip
+
+
+def test_each_pod_extension_reaches_the_pod() -> None:
+    items = template(EXTENSIONS)
+    [deployment] = by_kind(items, "Deployment")
+    spec = pod_spec(items)
+    controller = container(items)
+    assert deployment["spec"]["revisionHistoryLimit"] == 2
+    assert spec["terminationGracePeriodSeconds"] == 45
+    assert controller["envFrom"] == EXTENSIONS["envFrom"]
+    assert spec["volumes"][-1] == EXTENSIONS["extraVolumes"][0]
+    assert controller["volumeMounts"][-1] == EXTENSIONS["extraVolumeMounts"][0]
+    assert [c["name"] for c in spec["containers"]] == ["controller", "proxy"]
+    assert spec["containers"][1] == EXTENSIONS["extraContainers"][0]
+    assert spec["initContainers"] == EXTENSIONS["initContainers"]
+    for item in items:
+        validate(item)
+
+
+def test_common_annotations_reach_every_object_and_an_objects_own_win() -> None:
+    items = template(EXTENSIONS)
+    common = EXTENSIONS["commonAnnotations"]
+    for item in items:
+        assert item["metadata"]["annotations"].keys() >= common.keys(), item["kind"]
+    [service] = by_kind(items, "Service")
+    assert service["metadata"]["annotations"]["example.com/owner"] == "service-team"
+    [deployment] = by_kind(items, "Deployment")
+    assert deployment["metadata"]["annotations"] == common
+    assert deployment["spec"]["template"]["metadata"]["annotations"] == {
+        "example.com/owner": "platform", "example.com/contact": "pods@example.com"
+    }  # fmt: skip
+    # cert-manager's injection annotation stays beside them.
+    cert_manager = template({**EXTENSIONS, "tls": {"mode": "cert-manager"}})
+    [configuration] = by_kind(cert_manager, "ValidatingWebhookConfiguration")
+    assert configuration["metadata"]["annotations"] == {
+        **common, "cert-manager.io/inject-ca-from": "graceful-drain/graceful-drain-webhook"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "level"),
+    [
+        ({"log": {"level": "info"}, "extraArgs": ["--log-level=debug"]}, "debug"),
+        ({"log": {"level": "warning"}}, "warning"),
+        # A variable in extraEnv comes after the chart's: Kubernetes keeps the last one.
+        ({"log": {"level": "info"},
+          "extraEnv": [{"name": "GRACEFUL_DRAIN_LOG_LEVEL", "value": "error"}]}, "error"),
+        ({"extraEnv": [{"name": "GRACEFUL_DRAIN_LOG_LEVEL", "value": "error"}],
+          "extraArgs": ["--log-level=debug"]}, "debug"),
+    ],
+)  # fmt: skip
+def test_extra_args_win_over_the_values_they_overlap(values: Obj, level: str) -> None:
+    """values.yaml's one rule, through the controller's own configuration parser: a flag
+    wins over its variable; among variables, the last of a name (as the kubelet does)."""
+    controller = container(template(values))
+    env = {v["name"]: v["value"] for v in controller["env"] if "value" in v}  # last one wins
+    config = parse_controller_config(controller["args"], env)
+    assert config.log_level == level

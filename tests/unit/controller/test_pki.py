@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.x509.oid import NameOID
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graceful_drain.controller.tls.pki import (
+    SERVING_COMMON_NAME,
     CertificateBundle,
     Fresh,
     NeedsCA,
@@ -189,3 +197,90 @@ def test_extra_hosts_become_ip_and_dns_names_and_are_assessed() -> None:
     assert isinstance(assess(bundle, hosts, NOW), Fresh)
     # A certificate issued before the IP was configured must be re-issued.
     assert isinstance(assess(issue(), hosts, NOW), NeedsServing)
+
+
+# --- names of any length Kubernetes allows -----------------------------------------------
+
+# A Service name and a namespace are DNS labels: at most 63 characters each.
+LABEL = st.from_regex(r"\A[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+
+
+def long_label(length: int, stem: str) -> str:
+    return (stem * length)[: length - 1] + "x"
+
+
+@pytest.mark.parametrize(
+    ("service", "namespace"),
+    [
+        ("graceful-drain", "graceful-drain"),
+        # The issue's report: two 27-character names, a 67-character `<svc>.<ns>.svc`.
+        (long_label(27, "release-"), long_label(27, "namespace-")),
+        # A 53-character release's Service (the chart's 63-character cap) in a 63-character
+        # namespace: the longest names the chart can render.
+        (long_label(63, "r" * 53 + "-graceful-drain"), long_label(63, "ns-")),
+    ],
+)
+def test_a_certificate_is_issued_for_names_of_any_length_a_label_allows(
+    service: str, namespace: str
+) -> None:
+    names = service_dns_names(service, namespace)
+    bundle = issue(names=names)
+    serving = cert(bundle.cert_pem)
+
+    assert serving.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == (
+        SERVING_COMMON_NAME
+    )
+    san = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == list(names)
+    assert isinstance(assess(bundle, names, NOW), Fresh)
+
+
+@settings(max_examples=25, deadline=None)
+@given(service=LABEL, namespace=LABEL)
+def test_the_subject_never_depends_on_the_names(service: str, namespace: str) -> None:
+    names = service_dns_names(service, namespace)
+    bundle = issue(names=names)
+    assert cert(bundle.cert_pem).subject == cert(BUNDLE.cert_pem).subject
+    assert isinstance(assess(bundle, names, NOW), Fresh)
+
+
+def test_a_tls_client_verifies_the_longest_name_through_the_subject_alt_name(
+    tmp_path: Path,
+) -> None:
+    """A real handshake over loopback: OpenSSL's hostname check on a 131-character name."""
+    service, namespace = "s" * 63, "n" * 63
+    names = service_dns_names(service, namespace)
+    bundle = issue(now=datetime.now(UTC), names=names)
+    (tmp_path / "tls.crt").write_bytes(bundle.cert_pem)
+    (tmp_path / "tls.key").write_bytes(bundle.key_pem)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    client_context = ssl.create_default_context(cadata=bundle.ca_bundle_pem.decode())
+
+    def handshake(server_hostname: str) -> None:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            listener.settimeout(10)
+            port = listener.getsockname()[1]
+
+            def serve() -> None:
+                try:
+                    connection, _ = listener.accept()
+                    with server_context.wrap_socket(connection, server_side=True):
+                        pass
+                except OSError:  # the client refused us (ssl.SSLError is an OSError)
+                    return
+
+            server = threading.Thread(target=serve)
+            server.start()
+            try:
+                with (
+                    socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+                    client_context.wrap_socket(raw, server_hostname=server_hostname),
+                ):
+                    pass
+            finally:
+                server.join(timeout=10)
+
+    handshake(names[0])
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(f"other.{namespace}.svc")

@@ -51,6 +51,11 @@ class CertificateAuthority:
                 ),
                 critical=True,
             )
+            # Key identifiers: Python 3.13's default TLS verification (VERIFY_X509_STRICT)
+            # refuses a leaf without an Authority Key Identifier, as real clusters' have.
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False
+            )
             .sign(self._key, hashes.SHA256())
         )  # fmt: skip
 
@@ -80,6 +85,10 @@ class CertificateAuthority:
             .not_valid_after(now + dt.timedelta(days=valid_days))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
+                critical=False,
+            )
             .sign(self._key, hashes.SHA256())
         )
         return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))

@@ -33,6 +33,11 @@ SERVING_VALIDITY = timedelta(days=365)
 RENEW_AT_FRACTION = 2 / 3
 MAX_BACKDATE = timedelta(minutes=5)  # tolerate clocks behind ours (kube-apiserver's)
 CA_COMMON_NAME = "graceful-drain-ca"
+# The serving certificate's subject: fixed and short. The names the API server dials are in
+# the subjectAltName (clients ignore the Common Name when it is present); a Common Name is
+# at most 64 characters (RFC 5280), and `<service>.<namespace>.svc` can be 131, so taking
+# it from the names would refuse long release or namespace names.
+SERVING_COMMON_NAME = "graceful-drain-webhook"
 
 TLS_CERT_KEY = "tls.crt"
 TLS_KEY_KEY = "tls.key"
@@ -149,7 +154,8 @@ def new_serving(
     lifetime: timedelta = SERVING_VALIDITY,
 ) -> tuple[bytes, bytes]:
     """A serving certificate for `dns_names` (IP literals become IP address names) signed by
-    the CA: (certificate PEM, key PEM)."""
+    the CA: (certificate PEM, key PEM). The subject is SERVING_COMMON_NAME whatever the
+    names' length; only the subjectAltName carries them."""
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
@@ -160,7 +166,7 @@ def new_serving(
     not_after = min(not_after, ca_cert.not_valid_after_utc)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVING_COMMON_NAME)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
