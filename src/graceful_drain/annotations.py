@@ -1,9 +1,10 @@
 """The annotation keys graceful-drain writes and reads: the contract between its parts.
 
 The controller writes restarted-at, completed-at and the evictions ledger on a Deployment
-and reads the enabled key; the termination-cause detector reads restarted-at back (its rollout marker) and writes
-the cause and action on its Events. Each key is defined here once, so the detector reads
-exactly what the controller writes (tests/e2e/termination/test_rollouts_e2e.py
+and reads the enabled key; the termination-cause detector reads restarted-at back (its
+rollout marker) and writes the cause and action on its Events. Each key is defined here
+once, so the detector reads exactly what the controller writes
+(tests/e2e/termination/test_rollouts_e2e.py
 `test_a_graceful_drain_rollout_is_voluntary`: a stamp written through the controller's
 patcher, classified by the detector from that same object).
 
