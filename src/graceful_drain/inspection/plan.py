@@ -22,6 +22,7 @@ from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
     scaled_value_from_int_or_percent,
 )
+from graceful_drain.controller.decision.ledger import gone_uids
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     PodFound,
@@ -170,7 +171,8 @@ def eviction_request(pod: ObjectRef) -> EvictionRequest:
 
 
 class _Lookups:
-    def __init__(self, state: NodeState, config: DecisionConfig) -> None:
+    def __init__(self, state: NodeState, config: DecisionConfig, now: datetime) -> None:
+        self.now = now  # the evictions ledger's entries count as gone until their expiry
         self.replicasets = {
             (rs.namespace, rs.name): rs
             for rs in (ReplicaSetInfo.from_object(raw) for raw in state.replicasets)
@@ -195,7 +197,7 @@ class _Lookups:
             other for other in self.neighbours
             if other.namespace == deployment.namespace
             and self._deployment_of(other) == deployment.ref
-        ))  # fmt: skip
+        ), gone_uids(deployment.evictions, self.now))  # fmt: skip
 
     def being_drained(self, node: str) -> bool:
         """The planned node is; another one is unless `staying_nodes` lists it."""
@@ -207,7 +209,7 @@ class _Lookups:
             other for other in self.neighbours
             if other.namespace == deployment.namespace
             and self._deployment_of(other) == deployment.ref
-        ), self.being_drained)  # fmt: skip
+        ), self.being_drained, gone_uids(deployment.evictions, self.now))  # fmt: skip
 
     def _deployment_of(self, pod: PodInfo) -> ObjectRef | None:
         found = resolve_owner(pod, self.replicaset, self.deployment)
@@ -381,7 +383,7 @@ def _plan_pod(
 
 
 def plan_node(state: NodeState, config: DecisionConfig, now: datetime) -> Plan:
-    lookups = _Lookups(state, config)
+    lookups = _Lookups(state, config, now)
     serving_elsewhere = _serving_elsewhere(state, lookups)
     pods = sorted(state.pods, key=_key)
     return Plan(
