@@ -205,3 +205,44 @@ async def test_a_deployment_that_cannot_be_written_is_held_until_the_rollout_tim
         assert (
             "the rollout request (restarted-at) on Deployment default/web" in (warning["message"])
         )
+
+
+async def test_a_record_outlives_the_replica_that_wrote_it(sim: KubeSim, tmp_path: Path) -> None:
+    """A controller restart between the record and the pod's deletion loses nothing. Replica
+    A lets pod 1 go (ready-elsewhere: pod 2 stays), and records it; a PodDisruptionBudget then
+    refuses that eviction, so pod 1 stays Ready and is not deleted. A is stopped. Replica B,
+    started afterwards and never told anything by A, answers pod 2's eviction: it reads the
+    record from the Deployment and counts pod 1 as gone, so it holds pod 2 with a rollout
+    instead of letting it go on pod 1's account."""
+    async with drain_cluster(sim, tmp_path) as cluster:
+        a = await cluster.start_replica("graceful-drain-0")
+        first, second = [p["metadata"]["name"] for p in await ready_pair(cluster, "pair")]
+        await cluster.admin.create(
+            resource_path("policy/v1", "poddisruptionbudgets", WORKLOADS),
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "pair", "namespace": WORKLOADS},
+             "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "pair"}}}},
+        )  # fmt: skip
+        await watch_until(
+            cluster.admin, "policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", WORKLOADS,
+            lambda items: any(p["metadata"]["name"] == "pair"
+                              and (p.get("status") or {}).get("currentHealthy") == 2
+                              for p in items),
+        )  # fmt: skip
+
+        code, message = await evict(cluster.admin, first)
+        assert code == 429 and "disruption budget" in message, message  # refused by the PDB
+        assert a.decisions("ready-elsewhere", allowed=True) == 1
+        recorded = json.loads(
+            annotations_of(await cluster.deployment("pair"))[EVICTIONS_ANNOTATION]
+        )
+        assert set(recorded) == {first}
+        await a.stop()
+        b = await cluster.start_replica("graceful-drain-1")
+
+        code, message = await evict(cluster.admin, second)
+
+        assert code == 429 and "waiting for a replacement" in message, message
+        assert b.decisions("rollout-requested", allowed=False) == 1
+        assert b.decisions("ready-elsewhere", allowed=True) == 0
+        assert {p["metadata"]["name"] for p in await cluster.pods("pair")} >= {first, second}
