@@ -59,6 +59,17 @@ def is_eviction(record: Obj, namespace: str) -> bool:
     )
 
 
+def is_deployment_write(record: Obj, namespace: str) -> bool:
+    """A write of a Deployment in the workload's namespace, not of its status."""
+    ref = record.get("objectRef") or {}
+    return bool(
+        record.get("verb") in ("patch", "update")
+        and ref.get("resource") == "deployments"
+        and not ref.get("subresource")
+        and ref.get("namespace") == namespace
+    )
+
+
 def _code(record: Obj) -> int | None:
     code = (record.get("responseStatus") or {}).get("code")
     return int(code) if code is not None else None
@@ -73,6 +84,9 @@ class AuditSummary:
     answers: tuple[tuple[int, int], ...]  # (HTTP code, count) of the evictions in the
     # workload's namespace, by code: 429 held by graceful-drain, 201 allowed, 404 pod gone
     eviction_latencies: tuple[float, ...]  # seconds, received to answered (webhook included)
+    # writes of the workloads' Deployments themselves (not their status): graceful-drain's
+    # stamps, evictions-ledger records and the reconciler's writes (nothing else writes them)
+    deployment_writes: int = 0
 
     @property
     def evictions(self) -> int:
@@ -97,7 +111,7 @@ def summarize_audit(
     drain_client: Callable[[Obj], bool] = is_karpenter,
 ) -> AuditSummary:  # fmt: skip
     """The requests the API server received within [start, end] (epoch seconds)."""
-    writes = karpenter_writes = 0
+    writes = karpenter_writes = deployment_writes = 0
     answers: Counter[int] = Counter()
     latencies: list[float] = []
     for record in records:
@@ -111,13 +125,15 @@ def summarize_audit(
             writes += 1
             if drain_client(record):
                 karpenter_writes += 1
+            if is_deployment_write(record, namespace):
+                deployment_writes += 1
         if is_eviction(record, namespace):
             answers[_code(record) or 0] += 1
             if record.get("stageTimestamp"):  # exact to the microsecond, unlike epoch floats
                 answered = audit_datetime(record["stageTimestamp"]) - audit_datetime(received)
                 latencies.append(answered.total_seconds())
     return AuditSummary(writes, karpenter_writes, tuple(sorted(answers.items())),
-                        tuple(latencies))  # fmt: skip
+                        tuple(latencies), deployment_writes)  # fmt: skip
 
 
 _DECISION = re.compile(r'^' + re.escape(DECISIONS_METRIC)
@@ -195,6 +211,8 @@ COLUMNS = [
     Column("allowed", "allowed by graceful-drain"),
     Column("writes", "API writes / pod", fixed(1)),
     Column("karpenter_writes", "of which Karpenter's / pod", fixed(1)),
+    Column("deployment_writes", "Deployment writes / protected pod", fixed(2)),
+    Column("per_allowed", "Deployment writes / allowed eviction", fixed(2)),
     Column("cpu", "controller CPU s", fixed(2)),
     Column("rss", "controller RSS MiB (max)", fixed(0)),
     Column("p99", "eviction p99 ms", fixed(1)),
@@ -220,6 +238,10 @@ def _row(run: KarpenterRun, simulated: KarpenterRun | None) -> dict[str, object]
         "allowed": ", ".join(f"{reason}: {n}" for reason, n in run.allowed) or "none",
         "writes": audit.writes / run.count,
         "karpenter_writes": audit.karpenter_writes / run.count,
+        "deployment_writes": audit.deployment_writes / run.count,
+        "per_allowed": (
+            audit.deployment_writes / audit.answered(201) if audit.answered(201) else None
+        ),
         "cpu": None if run.usage is None else run.usage.cpu_seconds,
         "rss": None if run.usage is None else run.usage.rss_max_bytes / 2**20,
         "p99": None if audit.eviction_p99 is None else audit.eviction_p99 * 1000,

@@ -84,6 +84,7 @@ def test_the_audit_window_counts_writes_karpenters_writes_and_evictions_by_answe
     ]
     summary = summarize_audit(records, NS, START, END)
     assert summary.writes == 8  # 4 plain writes + 4 counted evictions (creates)
+    assert summary.deployment_writes == 1  # the stamp; kwok's status patch is not one
     assert summary.karpenter_writes == 6  # its node patch, the event, its 4 evictions
     assert summary.answers == ((404, 1), (429, 2))
     assert summary.evictions == 3 and summary.answered(429) == 2
