@@ -108,7 +108,11 @@ async def node_state(
     deployments: list[JsonDict] = []
     budgets: list[JsonDict] = []
     namespace_objects: dict[str, JsonDict] = {}
+    write_events: list[JsonDict] = []
     for namespace in namespaces:
+        write_events += await list_all(
+            api, Event, namespace, field_selector=f"reason={DRAIN_WRITE_DEFERRED}"
+        )
         neighbours += await list_all(api, Pod, namespace)
         replicasets += await list_all(api, ReplicaSet, namespace)
         deployments += await list_all(api, Deployment, namespace)
@@ -134,6 +138,7 @@ async def node_state(
         health=health,
         staying_nodes=staying,
         node_deadline=(await node_deadlines(api)).get(node),
+        write_events=write_events,
     )
 
 

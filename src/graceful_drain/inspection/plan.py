@@ -44,7 +44,7 @@ from graceful_drain.inspection.kubectl_drain import kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
 from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.owners import controller_ref
-from graceful_drain.kube.timefmt import parse_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 PLAN_USERNAME = "graceful-drain plan"
@@ -102,6 +102,9 @@ class NodeState:
     # The drain client's termination deadline on `node` (decision/deadline.py: Karpenter's
     # NodeClaim annotation), when one is known.
     node_deadline: datetime | None = None
+    # GracefulDrainWriteDeferred events in the namespaces of `pods`: a Deployment the
+    # controller cannot write for now, so its pods' evictions are held (write-deferred)
+    write_events: Sequence[JsonDict] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +359,9 @@ def _plan_pod(
             held = with_deadline(held, deadline, now)
             base.update(decision=held, deadline=deadline)
             message = held.message
+        failing = _write_deferred(state.write_events, held.deployment, now, config)
+        if failing is not None:
+            message = f"{message}; held meanwhile because {failing}"
         wait, source = expected_wait(pod)
         if wait is not None and held.waited is not None:
             wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
@@ -380,6 +386,30 @@ def _plan_pod(
     if treatment.note:
         message = f"{message}; {treatment.note}"
     return PodPlan(**base, outcome=Outcome.EVICTED, outage=outage, message=message, fix=fix)
+
+
+def _write_deferred(events: Sequence[JsonDict], deployment: ObjectRef | None, now: datetime,
+                    config: DecisionConfig) -> str | None:  # fmt: skip
+    """The newest GracefulDrainWriteDeferred said of `deployment` within --rollout-timeout (the
+    longest such a hold lasts): the controller's write to it fails for now, and why."""
+    if deployment is None:
+        return None
+    newest: tuple[datetime, str] | None = None
+    for event in events:
+        regarding = event.get("involvedObject") or {}
+        if (regarding.get("namespace"), regarding.get("name")) != (
+            deployment.namespace, deployment.name,
+        ):  # fmt: skip
+            continue
+        seen = parse_rfc3339(str(event.get("lastTimestamp") or event.get("eventTime") or ""))
+        if seen is None or now - seen > config.rollout_timeout:
+            continue
+        if newest is None or seen > newest[0]:
+            newest = (seen, str(event.get("message") or ""))
+    if newest is None:
+        return None
+    message = newest[1].removeprefix("graceful-drain: ")
+    return f"{message} (GracefulDrainWriteDeferred, {format_rfc3339(newest[0])})"
 
 
 def plan_node(state: NodeState, config: DecisionConfig, now: datetime) -> Plan:
