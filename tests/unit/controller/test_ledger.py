@@ -22,6 +22,7 @@ from lightkube.models.meta_v1 import Status
 from graceful_drain.annotations import EVICTIONS_ANNOTATION
 from graceful_drain.controller.decision.ledger import (
     ENTRY_LIFETIME,
+    MAX_ENTRIES,
     REFRESH_AFTER,
     SETTLE,
     LedgerEntry,
@@ -367,3 +368,16 @@ async def test_a_conflicting_clean_is_left_to_the_informer() -> None:
     patcher = Patcher(failure=ApiError(status=Status(code=409, message="modified")))
     result = await reconciler(source, patcher).reconcile(("default", "web"))
     assert not result.ledger_cleaned and result.requeue_after is None
+
+
+def test_a_full_ledger_holds_rather_than_let_a_pod_go_unrecorded() -> None:
+    full = tuple(LedgerEntry(f"gone-{i}", f"uid-gone-{i}", NOW - timedelta(seconds=30))
+                 for i in range(MAX_ENTRIES))  # fmt: skip
+    held = decide_for(replace(TWO, evictions=full))
+    assert (held.reason, held.allowed, held.record) == (Reason.WRITE_DEFERRED, False, None)
+    assert f"holds {MAX_ENTRIES} pods let go" in held.message
+    # expired entries do not count; a pod already recorded is not recorded again
+    stale = tuple(replace(entry, at=NOW - ENTRY_LIFETIME) for entry in full)
+    assert decide_for(replace(TWO, evictions=stale)).reason is Reason.READY_ELSEWHERE
+    mine = (*full[1:], LedgerEntry(POD.name, POD.uid, NOW))
+    assert decide_for(replace(TWO, evictions=mine)).reason is Reason.READY_ELSEWHERE

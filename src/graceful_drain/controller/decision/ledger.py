@@ -33,6 +33,11 @@ REFRESH_AFTER = ENTRY_LIFETIME / 2
 # this after it was written: a replica whose pod cache lags the remover's by less still
 # sees the pod leaving.
 SETTLE = timedelta(seconds=15)
+# At most this many entries that still count: past it a record is not written and the
+# eviction is held (write-deferred) until deletions are seen. About 90 bytes an entry keeps the
+# annotation near 90 KiB, well inside the 256 KiB all of an object's annotations may take
+# (upstream's eviction subresource refuses past MaxDisruptedPodSize, 2000, the same way).
+MAX_ENTRIES = 1000
 EVICTIONS_PATH = "/metadata/annotations/" + json_pointer_token(EVICTIONS_ANNOTATION)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
-from graceful_drain.controller.decision.ledger import recorded_recently
+from graceful_drain.controller.decision.ledger import MAX_ENTRIES, recorded_recently
 from graceful_drain.controller.decision.lookups import (
     NoDeployment,
     OwnerLookup,
@@ -178,6 +178,27 @@ def _record(deployment: DeploymentInfo, pod: str, uid: str, now: datetime) -> Re
     if recorded_recently(deployment.evictions, pod, uid, now):
         return None
     return RecordIntent(deployment=deployment, pod=pod, uid=uid, recorded_at=now)
+
+
+def _ledger_full(deployment: DeploymentInfo, pod: str, uid: str, now: datetime
+                 ) -> Decision | None:  # fmt: skip
+    """`Reason.WRITE_DEFERRED` when the pod would have to be recorded and the ledger already
+    holds MAX_ENTRIES pods whose deletion is not confirmed yet (as the eviction subresource
+    refuses past MaxDisruptedPodSize): held, never let go unrecorded. It empties by itself as
+    the deletions are seen."""
+    if recorded_recently(deployment.evictions, pod, uid, now):
+        return None
+    counting = sum(1 for entry in deployment.evictions if entry.counts(now))
+    if counting < MAX_ENTRIES:
+        return None
+    return _deny(
+        Reason.WRITE_DEFERRED,
+        f"the eviction record (ledger) on Deployment {deployment.ref} holds {counting} pods "
+        "let go whose deletion is not confirmed yet; the eviction is held and the controller "
+        "will retry once they are, retry shortly",
+        deployment=deployment.ref,
+        waited=None,
+    )
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -343,6 +364,9 @@ def _first_match(
     if last_ready and pod.ready:  # another Ready pod stays, or the replacement is up
         elsewhere = 0 if ready_elsewhere is None else ready_elsewhere(pod, deployment)
         if elsewhere >= 1:
+            full = _ledger_full(deployment, pod.name, pod.uid, now)
+            if full is not None:
+                return full
             reason = Reason.SURGE_READY if restarted_at is not None else Reason.READY_ELSEWHERE
             return _allow(
                 reason,
@@ -391,6 +415,9 @@ def _first_match(
         and deployment.ready_replicas >= 2
         and (ready_besides is None or ready_besides(pod, deployment) >= 1)
     ):
+        full = _ledger_full(deployment, pod.name, pod.uid, now)
+        if full is not None:
+            return full
         return _allow(
             Reason.SURGE_READY,
             lambda: (
