@@ -246,3 +246,46 @@ async def test_a_record_outlives_the_replica_that_wrote_it(sim: KubeSim, tmp_pat
         assert b.decisions("rollout-requested", allowed=False) == 1
         assert b.decisions("ready-elsewhere", allowed=True) == 0
         assert {p["metadata"]["name"] for p in await cluster.pods("pair")} >= {first, second}
+
+
+async def test_three_replicas_answering_three_simultaneous_evictions_keep_a_ready_pod(
+    sim: KubeSim, tmp_path: Path
+) -> None:
+    """Three controller replicas, a 3-replica Deployment over the two nodes, its three pods
+    evicted at the same moment, each eviction at a different replica: two pods may go on the
+    third's account, never all three; whatever was held completes once the rollout's
+    replacement is Ready (retried as a drain client does). What each replica answered first
+    depends on the order of the writes; the outcome does not."""
+    async with drain_cluster(sim, tmp_path) as cluster:
+        replicas = [await cluster.start_replica("graceful-drain-0")]
+        for n in (1, 2):
+            replicas.append(await cluster.start_replica(f"graceful-drain-{n}", route=False))
+        await cluster.route_to(*replicas)
+        for round_ in range(ROUNDS):
+            name = f"trio-{round_}"
+            await cluster.create(spread_pair(name, replicas=3))
+            await cluster.until(lambda: cluster.recorder.ready(name, WORKLOADS) >= 3)  # noqa: B023
+            placed = await cluster.pods(name)
+            assert {p["spec"]["nodeName"] for p in placed} == {"node-a", "node-b"}
+            pods = [p["metadata"]["name"] for p in placed]
+            before = [reviews(r) for r in replicas]
+            start = cluster.recorder.clock()
+
+            first = await asyncio.gather(*(evict(cluster.admin, pod) for pod in pods))
+
+            assert [reviews(r) - b for r, b in zip(replicas, before, strict=True)] == [1, 1, 1]
+            allowed = sum(1 for code, _ in first if code == 201)
+            assert allowed <= 2, first  # never all three at once
+            held = [pod for pod, (code, _) in zip(pods, first, strict=True) if code == 429]
+            for pod in held:
+                answers = await evict_until_done(cluster.admin, pod)
+                assert answers[-1] in (201, 404), answers
+            await cluster.until(lambda: cluster.recorder.ready(name, WORKLOADS) >= 3)  # noqa: B023
+            window = (start, cluster.recorder.clock())
+
+            assert cluster.zero_ready_seconds(window, name) == 0
+            assert len(cluster.rollouts(window, name)) <= 1
+            remaining = {p["metadata"]["name"] for p in await cluster.pods(name)
+                         if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+            assert not remaining & set(pods), "every eviction completed"
+            await remove(cluster, name)
