@@ -59,6 +59,28 @@ def is_eviction(record: Obj, namespace: str) -> bool:
     )
 
 
+def is_deployment_write(record: Obj, namespace: str) -> bool:
+    """A write of a Deployment in the workload's namespace, not of its status."""
+    ref = record.get("objectRef") or {}
+    return bool(
+        record.get("verb") in ("patch", "update")
+        and ref.get("resource") == "deployments"
+        and not ref.get("subresource")
+        and ref.get("namespace") == namespace
+    )
+
+
+# The audit annotation the API server adds to a request a webhook with `failurePolicy: Ignore`
+# failed to answer in time (or at all): the eviction went through unchecked (k8s.io/apiserver
+# pkg/admission/plugin/webhook/validating/dispatcher.go, "failed-open.validating.webhook...").
+FAILED_OPEN_PREFIX = "failed-open.validating.webhook.admission.k8s.io/"
+
+
+def failed_open(record: Obj) -> bool:
+    """The API server let this request through without the webhook's answer."""
+    return any(key.startswith(FAILED_OPEN_PREFIX) for key in record.get("annotations") or {})
+
+
 def _code(record: Obj) -> int | None:
     code = (record.get("responseStatus") or {}).get("code")
     return int(code) if code is not None else None
@@ -73,6 +95,12 @@ class AuditSummary:
     answers: tuple[tuple[int, int], ...]  # (HTTP code, count) of the evictions in the
     # workload's namespace, by code: 429 held by graceful-drain, 201 allowed, 404 pod gone
     eviction_latencies: tuple[float, ...]  # seconds, received to answered (webhook included)
+    # writes of the workloads' Deployments themselves (not their status): graceful-drain's
+    # stamps, evictions-ledger records and the reconciler's writes (nothing else writes them)
+    deployment_writes: int = 0
+    # evictions the API server let through without graceful-drain's answer (its webhook did
+    # not answer within timeoutSeconds; the shipped failurePolicy is Ignore)
+    failed_open: int = 0
 
     @property
     def evictions(self) -> int:
@@ -97,7 +125,7 @@ def summarize_audit(
     drain_client: Callable[[Obj], bool] = is_karpenter,
 ) -> AuditSummary:  # fmt: skip
     """The requests the API server received within [start, end] (epoch seconds)."""
-    writes = karpenter_writes = 0
+    writes = karpenter_writes = deployment_writes = unchecked = 0
     answers: Counter[int] = Counter()
     latencies: list[float] = []
     for record in records:
@@ -111,13 +139,16 @@ def summarize_audit(
             writes += 1
             if drain_client(record):
                 karpenter_writes += 1
+            if is_deployment_write(record, namespace):
+                deployment_writes += 1
         if is_eviction(record, namespace):
             answers[_code(record) or 0] += 1
+            unchecked += failed_open(record)
             if record.get("stageTimestamp"):  # exact to the microsecond, unlike epoch floats
                 answered = audit_datetime(record["stageTimestamp"]) - audit_datetime(received)
                 latencies.append(answered.total_seconds())
     return AuditSummary(writes, karpenter_writes, tuple(sorted(answers.items())),
-                        tuple(latencies))  # fmt: skip
+                        tuple(latencies), deployment_writes, unchecked)  # fmt: skip
 
 
 _DECISION = re.compile(r'^' + re.escape(DECISIONS_METRIC)
@@ -193,8 +224,11 @@ COLUMNS = [
     Column("zero", "zero-Ready s (max)", fixed(2)),
     Column("evictions", "evictions by answer"),
     Column("allowed", "allowed by graceful-drain"),
+    Column("failed_open", "let through unchecked (webhook late)"),
     Column("writes", "API writes / pod", fixed(1)),
     Column("karpenter_writes", "of which Karpenter's / pod", fixed(1)),
+    Column("deployment_writes", "Deployment writes / protected pod", fixed(2)),
+    Column("per_allowed", "Deployment writes / allowed eviction", fixed(2)),
     Column("cpu", "controller CPU s", fixed(2)),
     Column("rss", "controller RSS MiB (max)", fixed(0)),
     Column("p99", "eviction p99 ms", fixed(1)),
@@ -218,8 +252,13 @@ def _row(run: KarpenterRun, simulated: KarpenterRun | None) -> dict[str, object]
         "zero": max(run.zero_ready, default=0.0),
         "evictions": audit.answers_text,
         "allowed": ", ".join(f"{reason}: {n}" for reason, n in run.allowed) or "none",
+        "failed_open": audit.failed_open,
         "writes": audit.writes / run.count,
         "karpenter_writes": audit.karpenter_writes / run.count,
+        "deployment_writes": audit.deployment_writes / run.count,
+        "per_allowed": (
+            audit.deployment_writes / audit.answered(201) if audit.answered(201) else None
+        ),
         "cpu": None if run.usage is None else run.usage.cpu_seconds,
         "rss": None if run.usage is None else run.usage.rss_max_bytes / 2**20,
         "p99": None if audit.eviction_p99 is None else audit.eviction_p99 * 1000,
@@ -277,7 +316,10 @@ def build_karpenter_table(runs: Sequence[KarpenterRun], counts: Sequence[int],
         "Ready again and, for real Karpenter, the nodes gone): evictions in the namespace and "
         "the 429s among them, every write request (all clients: Karpenter, graceful-drain, "
         "the controller manager, the scheduler, kwok) and the drain client's, per protected "
-        "pod; 'eviction p99' is the API server's time from receiving an eviction to answering "
+        "pod; 'let through unchecked' counts the evictions whose record carries the API "
+        "server's failed-open annotation: graceful-drain's webhook did not answer within its "
+        "timeoutSeconds (5 s) and the shipped failurePolicy (Ignore) let them go without a "
+        "decision; 'eviction p99' is the API server's time from receiving an eviction to answering "
         "it, graceful-drain's webhook call included, nearest rank. 'controller CPU/RSS' is "
         "the graceful-drain controller's process over the same window (/proc).",
         "The 2 cores are shared with other engineers' builds and tests: compare the ratios "

@@ -1,9 +1,10 @@
 """The annotation keys graceful-drain writes and reads: the contract between its parts.
 
-The controller writes restarted-at and completed-at on a Deployment and reads the enabled
-key; the termination-cause detector reads restarted-at back (its rollout marker) and writes
-the cause and action on its Events. Each key is defined here once, so the detector reads
-exactly what the controller writes (tests/e2e/termination/test_rollouts_e2e.py
+The controller writes restarted-at, completed-at and the evictions ledger on a Deployment
+and reads the enabled key; the termination-cause detector reads restarted-at back (its
+rollout marker) and writes the cause and action on its Events. Each key is defined here
+once, so the detector reads exactly what the controller writes
+(tests/e2e/termination/test_rollouts_e2e.py
 `test_a_graceful_drain_rollout_is_voluntary`: a stamp written through the controller's
 patcher, classified by the detector from that same object).
 
@@ -29,6 +30,11 @@ DEFAULT_ROLLOUT_TIMEOUT: Final = timedelta(minutes=10)
 # Set by the reconciler when the rollout restarted-at asked for has completed; both are removed
 # once the old pod's grace period has passed (docs/decisions.md, "Reconciler").
 COMPLETED_AT_ANNOTATION: Final = PREFIX + "completed-at"
+# The ledger (docs/decisions.md, "The ledger"): the pods whose eviction the webhook let go
+# while other pods of the Deployment had to stay Ready, as compact JSON, pod name ->
+# {"uid": pod uid, "at": RFC 3339 UTC}; written with the Deployment's resourceVersion, so two
+# replicas counting on each other's pod cannot both let theirs go.
+EVICTIONS_ANNOTATION: Final = PREFIX + "evictions"
 # Read on every Deployment: "false" opts out; with --enabled-annotation (opt-in mode) that key
 # is read instead and only "true" opts in.
 DEFAULT_ENABLED_ANNOTATION: Final = PREFIX + "enabled"

@@ -205,6 +205,7 @@ class ControllerApp:
             self.events,
             rollout_timeout=config.rollout_timeout,
             metrics=self.metrics,
+            ledger_pod_uid=lambda: self.cache.ledger_pod_uid,
         )
         # Reports held pods deleted without their eviction, on the replica that reconciles.
         self.bypass = BypassWatcher(

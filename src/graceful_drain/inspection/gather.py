@@ -19,7 +19,11 @@ from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.deadline import deadlines_by_node
 from graceful_drain.controller.decision.draining import is_being_drained
 from graceful_drain.controller.decision.view import NodeClaim
-from graceful_drain.controller.reconcile.events import DRAIN_TIMEOUT
+from graceful_drain.controller.reconcile.events import (
+    DRAIN_TIMEOUT,
+    DRAIN_WRITE_DEFERRED,
+    DRAIN_WRITE_FAILED,
+)
 from graceful_drain.inspection.plan import NodeState, WebhookScope
 from graceful_drain.inspection.reads import get_or_none, list_all
 from graceful_drain.inspection.settings import DEFAULT_CONTROLLER_DEPLOYMENT
@@ -104,7 +108,11 @@ async def node_state(
     deployments: list[JsonDict] = []
     budgets: list[JsonDict] = []
     namespace_objects: dict[str, JsonDict] = {}
+    write_events: list[JsonDict] = []
     for namespace in namespaces:
+        write_events += await list_all(
+            api, Event, namespace, field_selector=f"reason={DRAIN_WRITE_DEFERRED}"
+        )
         neighbours += await list_all(api, Pod, namespace)
         replicasets += await list_all(api, ReplicaSet, namespace)
         deployments += await list_all(api, Deployment, namespace)
@@ -130,6 +138,7 @@ async def node_state(
         health=health,
         staying_nodes=staying,
         node_deadline=(await node_deadlines(api)).get(node),
+        write_events=write_events,
     )
 
 
@@ -158,6 +167,11 @@ async def status_state(
     nodes = await list_all(api, Node)
     cordoned = frozenset(n["metadata"]["name"] for n in nodes if is_being_drained(n))
     events = await list_all(api, Event, field_selector=f"reason={DRAIN_TIMEOUT}")
+    write_events = [
+        event
+        for reason in (DRAIN_WRITE_DEFERRED, DRAIN_WRITE_FAILED)
+        for event in await list_all(api, Event, field_selector=f"reason={reason}")
+    ]
     _, health = await registered_webhook(api, webhook_configuration, webhook_address)
     lease = await get_or_none(api, Lease, lease_name, controller_namespace)
     return StatusState(
@@ -170,4 +184,5 @@ async def status_state(
         leader=LeaderState.of(lease, f"{controller_namespace}/{lease_name}"),
         leader_elect=leader_elect,
         node_deadlines=await node_deadlines(api),
+        write_events=write_events,
     )

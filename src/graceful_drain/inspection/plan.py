@@ -22,6 +22,7 @@ from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
     scaled_value_from_int_or_percent,
 )
+from graceful_drain.controller.decision.ledger import gone_uids
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     PodFound,
@@ -43,7 +44,7 @@ from graceful_drain.inspection.kubectl_drain import kubectl_treatment
 from graceful_drain.inspection.selectors import labels_of, selector_matches
 from graceful_drain.inspection.webhook_health import WebhookHealth
 from graceful_drain.kube.owners import controller_ref
-from graceful_drain.kube.timefmt import parse_rfc3339
+from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 
 JsonDict = Mapping[str, Any]
 PLAN_USERNAME = "graceful-drain plan"
@@ -101,6 +102,9 @@ class NodeState:
     # The drain client's termination deadline on `node` (decision/deadline.py: Karpenter's
     # NodeClaim annotation), when one is known.
     node_deadline: datetime | None = None
+    # GracefulDrainWriteDeferred events in the namespaces of `pods`: a Deployment the
+    # controller cannot write for now, so its pods' evictions are held (write-deferred)
+    write_events: Sequence[JsonDict] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +174,8 @@ def eviction_request(pod: ObjectRef) -> EvictionRequest:
 
 
 class _Lookups:
-    def __init__(self, state: NodeState, config: DecisionConfig) -> None:
+    def __init__(self, state: NodeState, config: DecisionConfig, now: datetime) -> None:
+        self.now = now  # the evictions ledger's entries count as gone until their expiry
         self.replicasets = {
             (rs.namespace, rs.name): rs
             for rs in (ReplicaSetInfo.from_object(raw) for raw in state.replicasets)
@@ -195,7 +200,7 @@ class _Lookups:
             other for other in self.neighbours
             if other.namespace == deployment.namespace
             and self._deployment_of(other) == deployment.ref
-        ))  # fmt: skip
+        ), gone_uids(deployment.evictions, self.now))  # fmt: skip
 
     def being_drained(self, node: str) -> bool:
         """The planned node is; another one is unless `staying_nodes` lists it."""
@@ -207,7 +212,7 @@ class _Lookups:
             other for other in self.neighbours
             if other.namespace == deployment.namespace
             and self._deployment_of(other) == deployment.ref
-        ), self.being_drained)  # fmt: skip
+        ), self.being_drained, gone_uids(deployment.evictions, self.now))  # fmt: skip
 
     def _deployment_of(self, pod: PodInfo) -> ObjectRef | None:
         found = resolve_owner(pod, self.replicaset, self.deployment)
@@ -354,6 +359,9 @@ def _plan_pod(
             held = with_deadline(held, deadline, now)
             base.update(decision=held, deadline=deadline)
             message = held.message
+        failing = _write_deferred(state.write_events, held.deployment, now, config)
+        if failing is not None:
+            message = f"{message}; held meanwhile because {failing}"
         wait, source = expected_wait(pod)
         if wait is not None and held.waited is not None:
             wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
@@ -380,8 +388,32 @@ def _plan_pod(
     return PodPlan(**base, outcome=Outcome.EVICTED, outage=outage, message=message, fix=fix)
 
 
+def _write_deferred(events: Sequence[JsonDict], deployment: ObjectRef | None, now: datetime,
+                    config: DecisionConfig) -> str | None:  # fmt: skip
+    """The newest GracefulDrainWriteDeferred said of `deployment` within --rollout-timeout (the
+    longest such a hold lasts): the controller's write to it fails for now, and why."""
+    if deployment is None:
+        return None
+    newest: tuple[datetime, str] | None = None
+    for event in events:
+        regarding = event.get("involvedObject") or {}
+        if (regarding.get("namespace"), regarding.get("name")) != (
+            deployment.namespace, deployment.name,
+        ):  # fmt: skip
+            continue
+        seen = parse_rfc3339(str(event.get("lastTimestamp") or event.get("eventTime") or ""))
+        if seen is None or now - seen > config.rollout_timeout:
+            continue
+        if newest is None or seen > newest[0]:
+            newest = (seen, str(event.get("message") or ""))
+    if newest is None:
+        return None
+    message = newest[1].removeprefix("graceful-drain: ")
+    return f"{message} (GracefulDrainWriteDeferred, {format_rfc3339(newest[0])})"
+
+
 def plan_node(state: NodeState, config: DecisionConfig, now: datetime) -> Plan:
-    lookups = _Lookups(state, config)
+    lookups = _Lookups(state, config, now)
     serving_elsewhere = _serving_elsewhere(state, lookups)
     pods = sorted(state.pods, key=_key)
     return Plan(

@@ -309,6 +309,27 @@ def status_document(status: Status, config_source: str) -> dict[str, Any]:
             }
             for t in status.timeouts
         ],
+        "evictionsRecorded": [
+            {
+                "namespace": r.namespace,
+                "deployment": r.deployment,
+                "pod": r.pod,
+                "recordedAt": format_rfc3339(r.recorded_at),
+                "countsUntil": format_rfc3339(r.counts_until),
+            }
+            for r in status.recorded
+        ],
+        "writeFailures": [
+            {
+                "namespace": t.namespace,
+                "deployment": t.deployment,
+                "reason": t.reason,
+                "lastSeen": t.last_seen,
+                "count": t.count,
+                "message": t.message,
+            }
+            for t in status.write_failures
+        ],
         "webhook": _webhook_json(webhook),
         "leader": {
             "lease": leader.lease,
@@ -388,4 +409,22 @@ def status_table(status: Status, config_source: str, *, colour: bool) -> str:
         )
     else:
         lines.append("No recent timeouts.")
+    if status.write_failures:
+        lines.append("")
+        lines.append(
+            "Writes to Deployments that failed (GracefulDrainWriteDeferred: the drain is held "
+            "while the controller retries; GracefulDrainWriteFailed: allowed without it):"
+        )
+        lines.extend(
+            f"  {t.last_seen}  {t.namespace}/{t.deployment}  {t.reason}  x{t.count}  {t.message}"
+            for t in status.write_failures
+        )
+    if status.recorded:
+        lines.append("")
+        lines.append("Pods let go, counted as gone (the evictions ledger):")
+        lines.extend(
+            f"  {r.namespace}/{r.deployment}  {r.pod}  recorded {format_rfc3339(r.recorded_at)}, "
+            f"counts until {format_rfc3339(r.counts_until)}"
+            for r in status.recorded
+        )
     return "\n".join(lines)

@@ -1,7 +1,10 @@
 """`graceful-drain status`, the pure part: whether the webhook protects evictions at all, the
 Deployments graceful-drain holds evictions for and their replacement pods, the drains that
-have finished (their stamp kept as the detector's evidence), recent GracefulDrainTimeout
-events and the leader Lease.
+have finished (their stamp kept as the detector's evidence), the pods each Deployment's
+evictions ledger counts as gone (decision/ledger.py), recent GracefulDrainTimeout events,
+recent writes to Deployments that failed (GracefulDrainWriteDeferred: a drain held while the
+API server refuses the controller's write for now; GracefulDrainWriteFailed: allowed
+without it) and the leader Lease.
 
 For each held Deployment the webhook's answer right now comes from `decide_eviction` (the
 function the webhook decides through) for its pod on the node being drained, so the waited
@@ -18,6 +21,7 @@ from typing import Any
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
+from graceful_drain.controller.decision.ledger import ENTRY_LIFETIME, gone_uids
 from graceful_drain.controller.decision.lookups import (
     PodFound,
     ready_besides_among,
@@ -135,11 +139,26 @@ class HeldDeployment:
 
 @dataclass(frozen=True, slots=True)
 class DrainTimeout:
+    """A recent Warning on a Deployment (GracefulDrainTimeout, or a failed write's)."""
+
     namespace: str
     deployment: str
     last_seen: str
     count: int
     message: str
+    reason: str = ""  # the event's reason
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEviction:
+    """A pod the Deployment's evictions ledger counts as gone (let go by the webhook while
+    other pods had to stay Ready) until `counts_until`."""
+
+    namespace: str
+    deployment: str
+    pod: str
+    recorded_at: datetime
+    counts_until: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +173,8 @@ class StatusState:
     leader_elect: bool
     # node -> the drain client's termination deadline (decision/deadline.py), where known
     node_deadlines: Mapping[str, datetime] = field(default_factory=dict)
+    # GracefulDrainWriteDeferred and GracefulDrainWriteFailed events
+    write_events: Sequence[JsonDict] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +187,8 @@ class Status:
     webhook: WebhookHealth
     leader: LeaderState
     leader_elect: bool
+    recorded: tuple[RecordedEviction, ...] = ()
+    write_failures: tuple[DrainTimeout, ...] = ()
 
     @property
     def leader_present(self) -> bool:
@@ -231,13 +254,14 @@ def _held(
     candidates = draining or [pod for pod in pods if not pod.terminating]
     subject = candidates[0] if candidates else None
     decision = None
+    gone = gone_uids(deployment.evictions, now)
     if subject is not None:
         decision = decide_eviction(
             eviction_request(subject.ref), PodFound(subject),
             lambda _, name: replicasets.get(name), lambda _, __: deployment, config, now,
-            ready_besides=lambda pod, _: ready_besides_among(pod, pods),
+            ready_besides=lambda pod, _: ready_besides_among(pod, pods, gone),
             ready_elsewhere=lambda pod, _: ready_elsewhere_among(
-                pod, pods, state.cordoned.__contains__
+                pod, pods, state.cordoned.__contains__, gone
             ),
         )  # fmt: skip
     deadline = None
@@ -266,6 +290,25 @@ def _held(
     )
 
 
+def _recorded(state: StatusState, config: DecisionConfig, now: datetime
+              ) -> tuple[RecordedEviction, ...]:  # fmt: skip
+    found: list[RecordedEviction] = []
+    for raw in state.deployments:
+        deployment = DeploymentInfo.from_object(raw, enabled_annotation=config.enabled_annotation)
+        found.extend(
+            RecordedEviction(
+                deployment.namespace,
+                deployment.name,
+                entry.pod,
+                entry.at,
+                entry.at + ENTRY_LIFETIME,
+            )
+            for entry in deployment.evictions
+            if entry.counts(now)
+        )
+    return tuple(sorted(found, key=lambda r: (r.namespace, r.deployment, r.recorded_at)))
+
+
 def _timeouts(events: Sequence[JsonDict]) -> tuple[DrainTimeout, ...]:
     def last_seen(event: JsonDict) -> str:
         return str(event.get("lastTimestamp") or event.get("eventTime") or "")
@@ -278,6 +321,7 @@ def _timeouts(events: Sequence[JsonDict]) -> tuple[DrainTimeout, ...]:
             last_seen=last_seen(event),
             count=int(event.get("count") or 1),
             message=str(event.get("message") or ""),
+            reason=str(event.get("reason") or ""),
         )
         for event in newest
     )
@@ -306,4 +350,6 @@ def build_status(state: StatusState, config: DecisionConfig, now: datetime) -> S
         webhook=state.webhook,
         leader=state.leader,
         leader_elect=state.leader_elect,
+        recorded=_recorded(state, config, now),
+        write_failures=_timeouts(state.write_events),
     )

@@ -190,9 +190,11 @@ class DrainCluster:
             "ValidatingWebhookConfiguration", None, published,
         )  # fmt: skip
 
-    async def route_to(self, replica: Replica) -> None:
-        """Make the webhook's Service, as the applied configuration names it, reach `replica`
-        (the Service's targetPort is the container's `webhook` port, checked in replica_config)."""
+    async def route_to(self, *replicas: Replica) -> None:
+        """Make the webhook's Service, as the applied configuration names it, reach `replicas`
+        (the Service's targetPort is the container's `webhook` port, checked in replica_config);
+        several: each webhook call goes to the next one in turn, as over a Service's ready
+        endpoints."""
         [hook] = (await self.webhook_configuration())["webhooks"]
         service = hook["clientConfig"]["service"]
         [applied] = [
@@ -203,9 +205,10 @@ class DrainCluster:
         port = int(service.get("port") or 443)
         [target] = [p for p in applied["spec"]["ports"] if p["port"] == port]
         assert target["targetPort"] == "webhook", target
-        self.sim.webhook_services.register(
-            service["namespace"], service["name"], port, "127.0.0.1", replica.webhook_port
-        )
+        self.sim.webhook_services.register_endpoints(
+            service["namespace"], service["name"], port, "127.0.0.1",
+            [replica.webhook_port for replica in replicas],
+        )  # fmt: skip
 
     # workloads
 

@@ -94,7 +94,7 @@ async def test_api_5xx_burst(cluster: DrainCluster) -> None:
     row = await run_fault(cluster, Fault(
         "API 5xx burst (every controller request 503, 4 informer retries)",
         inject, lift, recovered, bound=6.0, app_options={"cache_backoff": Backoff},
-        note="real back-off (cap 5 s); a stamp tried during the burst fails open (STAMP_FAILED)",
+        note="real back-off (cap 5 s); a stamp tried during the burst is held (write-deferred)",
     ))  # fmt: skip
     check(row, absorbed=False)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from bench.drain.karpenter_table import (
+    FAILED_OPEN_PREFIX,
     KARPENTER_USER,
     REAL,
     SIMULATED,
@@ -81,15 +82,25 @@ def test_the_audit_window_counts_writes_karpenters_writes_and_evictions_by_answe
         eviction("08.000000", 404, "08.002000", user=KARPENTER_USER),
         eviction("09.000000", 201, "09.003000", namespace="elsewhere", user=KARPENTER_USER),
         eviction("10.000000", 201, "10.001000", stage="RequestReceived"),
+        # allowed by the API server without the webhook's answer (failurePolicy Ignore)
+        {
+            **eviction("11.000000", 201, "17.000000", user=KARPENTER_USER),
+            "annotations": {
+                "authorization.k8s.io/decision": "allow",
+                f"{FAILED_OPEN_PREFIX}round_0_index_0": "eviction.graceful-drain.stonal.com",
+            },
+        },
     ]
     summary = summarize_audit(records, NS, START, END)
-    assert summary.writes == 8  # 4 plain writes + 4 counted evictions (creates)
-    assert summary.karpenter_writes == 6  # its node patch, the event, its 4 evictions
-    assert summary.answers == ((404, 1), (429, 2))
-    assert summary.evictions == 3 and summary.answered(429) == 2
-    assert summary.answers_text == "404: 1, 429: 2"
-    assert sorted(summary.eviction_latencies) == pytest.approx([0.002, 0.004, 0.12])
-    assert summary.eviction_p99 == pytest.approx(0.12)
+    assert summary.writes == 9  # 4 plain writes + 5 counted evictions (creates)
+    assert summary.deployment_writes == 1  # the stamp; kwok's status patch is not one
+    assert summary.karpenter_writes == 7  # its node patch, the event, its 5 evictions
+    assert summary.answers == ((201, 1), (404, 1), (429, 2))
+    assert summary.evictions == 4 and summary.answered(429) == 2
+    assert summary.answers_text == "201: 1, 404: 1, 429: 2"
+    assert summary.failed_open == 1  # only the eviction the API server let through unchecked
+    assert sorted(summary.eviction_latencies) == pytest.approx([0.002, 0.004, 0.12, 6.0])
+    assert summary.eviction_p99 == pytest.approx(6.0)
 
 
 def test_an_empty_window_has_no_p99_and_says_none() -> None:
@@ -158,6 +169,7 @@ def test_the_table_puts_real_karpenter_beside_kubesims_client_with_ratios() -> N
     assert real["writes"] == 40 and real["karpenter_writes"] == 12
     assert real["cpu"] == 0.5 and real["rss"] == 80
     assert real["p99"] == pytest.approx(200.0)
+    assert real["failed_open"] == 0
     assert "R = 10 s" in table.notes[0]
 
 

@@ -37,11 +37,17 @@ from graceful_drain.controller.decision.model import (
 )
 from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 from graceful_drain.controller.decision.request import EvictionRequest
-from graceful_drain.controller.decision.stamp import FollowUp, stamp_patch
+from graceful_drain.controller.decision.stamp import (
+    FollowUp,
+    RecordIntent,
+    WriteFailure,
+    classify_write_failure,
+    stamp_patch,
+)
 from graceful_drain.controller.decision.table import (
     DecisionConfig,
     Protect,
-    after_stamp_failure,
+    after_write_failure,
     decide,
     precheck,
     reread_failed,
@@ -116,7 +122,15 @@ STEPS: tuple[tuple[Reason, ...], ...] = (
     (Reason.SURGE_READY,),
     (Reason.ROLLOUT_TIMEOUT,),
     (Reason.ROLLOUT_IN_PROGRESS,),
-    (Reason.ROLLOUT_REQUESTED, Reason.REREAD_FAILED, Reason.STAMP_FAILED),  # the base scenario
+    # the base scenario, and what its write may come to (test_write_failure_rule)
+    (
+        Reason.ROLLOUT_REQUESTED,
+        Reason.REREAD_FAILED,
+        Reason.WRITE_DEFERRED,
+        Reason.WRITE_TIMEOUT,
+        Reason.STAMP_FAILED,
+        Reason.RECORD_FAILED,
+    ),
 )
 # Outside the table's order: what the webhook answers when it cannot walk the table.
 OUTSIDE_THE_TABLE = (Reason.ERROR, Reason.MALFORMED_REVIEW)
@@ -366,6 +380,7 @@ def test_every_reason_has_its_place_in_the_table_order() -> None:
         Reason.ROLLOUT_IN_PROGRESS,
         Reason.ROLLOUT_REQUESTED,
         Reason.REREAD_FAILED,
+        Reason.WRITE_DEFERRED,
     }
     assert denying == DENYING_REASONS
 
@@ -441,7 +456,9 @@ def test_only_the_warning_reasons_ask_for_a_warning_event() -> None:
     for reason, situation in CASES:
         decision = TRIGGERS[reason][situation](Scenario()).decide()
         warned = reason in (Reason.CANNOT_SURGE, Reason.CANNOT_PROTECT,
-                            Reason.ENABLED_ANNOTATION_INVALID)  # fmt: skip
+                            Reason.ENABLED_ANNOTATION_INVALID, Reason.WRITE_DEFERRED,
+                            Reason.WRITE_TIMEOUT, Reason.STAMP_FAILED,
+                            Reason.RECORD_FAILED)  # fmt: skip
         assert decision.warning_event is warned, (reason, situation)
 
 
@@ -591,38 +608,86 @@ def test_stamp_replaces_a_malformed_restarted_at() -> None:
 REQUESTED = Scenario().decide()
 
 
+TIMEOUT = DecisionConfig().rollout_timeout
+
+
 @pytest.mark.parametrize(
-    ("status", "attempt", "retry"),
+    ("status", "attempt", "failing_for", "expected"),
     [
-        (409, 1, True),
-        (409, 2, False),
-        (422, 1, False),
-        (404, 1, False),
-        (403, 1, False),
-        (500, 1, False),
-        (None, 1, False),
+        (409, 1, None, FollowUp.REREAD_AND_DECIDE),
+        (409, 2, None, FollowUp.REREAD_AND_DECIDE),
+        (409, 3, None, Reason.WRITE_DEFERRED),  # contention: held, never allowed
+        (None, 1, timedelta(0), Reason.WRITE_DEFERRED),  # timed out, connection reset
+        (429, 1, timedelta(0), Reason.WRITE_DEFERRED),  # API Priority and Fairness
+        (500, 1, timedelta(seconds=30), Reason.WRITE_DEFERRED),
+        (503, 2, TIMEOUT - timedelta(microseconds=1), Reason.WRITE_DEFERRED),
+        (504, 1, TIMEOUT, Reason.WRITE_TIMEOUT),  # the liveness bound
+        (503, 1, TIMEOUT * 3, Reason.WRITE_TIMEOUT),
+        (422, 1, None, Reason.STAMP_FAILED),  # refused for good: a misconfiguration
+        (404, 1, None, Reason.STAMP_FAILED),
+        (403, 1, None, Reason.STAMP_FAILED),
+        (400, 1, None, Reason.STAMP_FAILED),
     ],
 )
-def test_stamp_failure_rule(status: int | None, attempt: int, retry: bool) -> None:
-    follow_up = after_stamp_failure(REQUESTED, status=status, attempt=attempt)
+def test_write_failure_rule(
+    status: int | None, attempt: int, failing_for: timedelta | None, expected: object
+) -> None:
+    failure = classify_write_failure(status)
+    follow_up = after_write_failure(REQUESTED, failure, status=status, attempt=attempt,
+                                    failing_for=failing_for, rollout_timeout=TIMEOUT)  # fmt: skip
 
-    if retry:
+    if expected is FollowUp.REREAD_AND_DECIDE:
         assert follow_up is FollowUp.REREAD_AND_DECIDE
-    else:
-        assert isinstance(follow_up, Decision)
-        assert follow_up.allowed
-        assert follow_up.reason is Reason.STAMP_FAILED
-        assert follow_up.deployment == ObjectRef("default", "web")
-        assert follow_up.stamp is None
-
-
-def test_stamp_failure_message() -> None:
-    follow_up = after_stamp_failure(REQUESTED, status=500, attempt=1, detail="etcd timeout")
-
+        return
     assert isinstance(follow_up, Decision)
-    assert follow_up.message == (
-        "graceful-drain: could not request a rollout of Deployment default/web "
-        "(HTTP 500: etcd timeout); allowing the eviction"
+    assert follow_up.reason is expected
+    assert follow_up.allowed is (expected is not Reason.WRITE_DEFERRED)
+    assert follow_up.warning_event
+    assert follow_up.deployment == ObjectRef("default", "web")
+    assert follow_up.write is None
+
+
+def test_a_refused_record_allows_as_record_failed() -> None:
+    """The ledger write of READY_ELSEWHERE, refused: the same rule, its own reason."""
+    allowed = Decision(True, Reason.READY_ELSEWHERE, "x", deployment=ObjectRef("default", "web"),
+                       record=RecordIntent(DEPLOYMENT, "web-1", "uid-1", NOW))  # fmt: skip
+    refused = after_write_failure(allowed, WriteFailure.DEFINITE, status=403, attempt=1)
+    deferred = after_write_failure(allowed, WriteFailure.TRANSIENT, status=503, attempt=1)
+
+    assert isinstance(refused, Decision) and isinstance(deferred, Decision)
+    assert (refused.reason, refused.allowed) == (Reason.RECORD_FAILED, True)
+    assert (deferred.reason, deferred.allowed) == (Reason.WRITE_DEFERRED, False)
+    assert "eviction record (ledger) on Deployment default/web" in refused.message
+
+
+@given(st.one_of(st.none(), st.integers(100, 599)))
+def test_only_a_conflict_a_transient_or_a_refusal(status: int | None) -> None:
+    """Every answer is classified; 429 and 5xx and no answer never allow at once."""
+    failure = classify_write_failure(status)
+    if status == 409:
+        assert failure is WriteFailure.CONFLICT
+    elif status is None or status == 429 or status >= 500:
+        assert failure is WriteFailure.TRANSIENT
+    else:
+        assert failure is WriteFailure.DEFINITE
+
+
+def test_write_failure_messages() -> None:
+    stamp = after_write_failure(REQUESTED, WriteFailure.DEFINITE, status=403, attempt=1,
+                                detail="forbidden")  # fmt: skip
+    held = after_write_failure(REQUESTED, WriteFailure.TRANSIENT, status=503, attempt=1,
+                               detail="etcd timeout", failing_for=timedelta(minutes=4),
+                               rollout_timeout=timedelta(minutes=10))  # fmt: skip
+
+    assert isinstance(stamp, Decision) and isinstance(held, Decision)
+    assert stamp.message == (
+        "graceful-drain: could not request a rollout: the rollout request (restarted-at) on "
+        "Deployment default/web was refused (HTTP 403: forbidden); allowing the eviction"
+    )
+    assert held.message == (
+        "graceful-drain: the rollout request (restarted-at) on Deployment default/web failed "
+        "for now (HTTP 503: etcd timeout); the eviction is held and the controller will retry, "
+        "for at most 6m0s more"
     )
 
 
@@ -635,9 +700,8 @@ def test_a_failed_reread_after_a_conflict_holds_the_eviction() -> None:
     assert decision.reason is Reason.REREAD_FAILED
     assert decision.deployment == ObjectRef("default", "web")
     assert decision.message == (
-        "graceful-drain: Deployment default/web changed while a rollout was being requested "
-        "and could not be read again (live GET of Deployment default/web timed out); "
-        "retry shortly"
+        "graceful-drain: Deployment default/web changed while it was being written and could "
+        "not be read again (live GET of Deployment default/web timed out); retry shortly"
     )
 
 
@@ -660,7 +724,8 @@ def test_after_a_conflict_the_second_decision_sees_the_other_stamp() -> None:
     """What the caller does on 409: re-read, decide again; another replica's stamp ->
     ROLLOUT_IN_PROGRESS."""
     first = Scenario().decide()
-    assert after_stamp_failure(first, status=409, attempt=1) is FollowUp.REREAD_AND_DECIDE
+    conflict = after_write_failure(first, WriteFailure.CONFLICT, status=409, attempt=1)
+    assert conflict is FollowUp.REREAD_AND_DECIDE
 
     reread = Scenario().restarted(timedelta(seconds=1))
     second = reread.decide()

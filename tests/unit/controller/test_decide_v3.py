@@ -24,10 +24,11 @@ from graceful_drain.controller.decision.lookups import (
 )
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
+from graceful_drain.controller.decision.stamp import WriteFailure
 from graceful_drain.controller.decision.table import (
     DecisionConfig,
     Protect,
-    after_stamp_failure,
+    after_write_failure,
     decide,
     malformed_review,
     reread_failed,
@@ -73,8 +74,9 @@ BOTH_DRAINED = Layout(others=(pod("web-2", "node-b"),), drained=frozenset({"node
 Case = Callable[[], Decision]
 
 
-def stamp_failed(held: Decision) -> Decision:
-    answer = after_stamp_failure(held, status=500, attempt=1)
+def write_failed(held: Decision, failure: WriteFailure, failing_for: timedelta | None = None
+                 ) -> Decision:  # fmt: skip
+    answer = after_write_failure(held, failure, status=503, attempt=1, failing_for=failing_for)
     assert isinstance(answer, Decision)
     return answer
 
@@ -188,9 +190,21 @@ TABLE: dict[str, tuple[Reason, Case]] = {
         Reason.REREAD_FAILED,
         lambda: reread_failed(v3(BASE), "timed out"),
     ),
-    "stamp failed": (
+    "stamp refused": (
         Reason.STAMP_FAILED,
-        lambda: stamp_failed(v3(BASE)),
+        lambda: write_failed(v3(BASE), WriteFailure.DEFINITE),
+    ),
+    "stamp failed for now": (
+        Reason.WRITE_DEFERRED,
+        lambda: write_failed(v3(BASE), WriteFailure.TRANSIENT, timedelta(seconds=5)),
+    ),
+    "stamp failed for now, for the rollout timeout": (
+        Reason.WRITE_TIMEOUT,
+        lambda: write_failed(v3(BASE), WriteFailure.TRANSIENT, timedelta(minutes=10)),
+    ),
+    "record refused": (
+        Reason.RECORD_FAILED,
+        lambda: write_failed(v3(BASE, STAYS), WriteFailure.DEFINITE),
     ),
     "bug": (Reason.ERROR, lambda: unexpected_error(REQUEST, "boom")),
     "malformed review": (Reason.MALFORMED_REVIEW, lambda: malformed_review("not JSON")),

@@ -15,6 +15,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 from prometheus_client.parser import text_string_to_metric_families
 
+from graceful_drain.controller.decision.ledger import PodUid
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
@@ -59,6 +60,18 @@ def server_error() -> ApiError:
     return ApiError(status=Status(code=500, reason="InternalError", message="etcd down"))
 
 
+def api_error(code: int) -> ApiError:
+    return ApiError(status=Status(code=code, reason="Refused", message=f"refused with {code}"))
+
+
+def unavailable() -> ApiError:
+    return api_error(503)
+
+
+def throttled() -> ApiError:
+    return api_error(429)
+
+
 @dataclass
 class FakeCluster:
     pod: PodLookup = field(default_factory=lambda: PodFound(POD))
@@ -69,7 +82,6 @@ class FakeCluster:
     others_elsewhere: int = 0  # ... of them, on nodes that are not being drained
     synced: bool = True  # False: the caches are cold, an owner they lack is read live
     live_owner: OwnerLookup | None = None  # what that live read finds
-    leaving: list[str] = field(default_factory=list)  # pods whose eviction was let through
     lookups: int = 0
     rereads: int = 0
 
@@ -92,8 +104,9 @@ class FakeCluster:
     def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         return self.others_elsewhere
 
-    def note_leaving(self, pod: PodInfo) -> None:
-        self.leaving.append(pod.name)
+    @property
+    def ledger_pod_uid(self) -> PodUid | None:
+        return None  # no synced pod cache: no deletion observed
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
         cached = resolve_owner(pod, self.replicaset, self.deployment)
@@ -226,14 +239,17 @@ async def test_a_stamp_slower_than_the_per_call_cap_but_within_the_budget_holds(
     assert len(rig.patcher.patches) == 1
 
 
-async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_allows(rig: Rig) -> None:
+async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_holds(rig: Rig) -> None:
+    """Issue 37: a PATCH slower than the webhook's budget may still land; the eviction is
+    held (write-deferred), not let go without its replacement."""
     rig.webhook = EvictionWebhook(
         rig.cluster, rig.patcher, config=DecisionConfig(), clock=lambda: NOW,
         budget_seconds=0.2, call_timeout_seconds=0.1,
     )  # fmt: skip
     rig.patcher.latency = 5.0  # cancelled at the budget: the test ends long before this
     response = await answer(rig)
-    assert response["allowed"] is True  # STAMP_FAILED: "any other failure"
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
 
 
 async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
@@ -249,15 +265,19 @@ async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
     assert len(rig.patcher.patches) == 1  # ROLLOUT_IN_PROGRESS now: nothing more to stamp
 
 
-async def test_409_twice_allows(rig: Rig) -> None:
-    rig.patcher.failures = [conflict(), conflict()]
-    rig.cluster.reread = [DeploymentFound(deployment(resource_version="43"))]
+async def test_409_three_times_holds_for_a_retry(rig: Rig) -> None:
+    """Contention (several replicas writing at once) never lets the pod go: after three
+    decisions the eviction is held, and the client retries in seconds."""
+    rig.patcher.failures = [conflict(), conflict(), conflict()]
+    rig.cluster.reread = [DeploymentFound(deployment(resource_version=rv)) for rv in ("43", "44")]
     response = await answer(rig)
-    assert response["allowed"] is True
-    assert len(rig.patcher.patches) == 2
-    assert rig.patcher.patches[1][2][1] == {
-        "op": "add", "path": "/metadata/resourceVersion", "value": "43",
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert len(rig.patcher.patches) == 3
+    assert rig.patcher.patches[2][2][1] == {
+        "op": "add", "path": "/metadata/resourceVersion", "value": "44",
     }  # fmt: skip
+    assert counted(rig, "false", "write-deferred") == 1
     assert "HTTP 409" in reason_of(response)
 
 
@@ -270,15 +290,72 @@ async def test_409_then_deployment_gone_allows(rig: Rig) -> None:
 
 
 @pytest.mark.parametrize(
-    "failure", [server_error(), ConnectionError("refused"), TimeoutError()], ids=repr
+    "failure",
+    [server_error(), unavailable(), throttled(), ConnectionError("reset"), TimeoutError()],
+    ids=repr,
 )
-async def test_any_other_stamp_failure_allows(rig: Rig, failure: BaseException) -> None:
+async def test_a_stamp_failed_for_now_holds_and_says_the_controller_retries(
+    rig: Rig, failure: BaseException
+) -> None:
     rig.patcher.failures = [failure]
     response = await answer(rig)
-    assert response["allowed"] is True
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 429
+    assert "the controller will retry" in response["status"]["message"]
     assert rig.cluster.rereads == 0
-    assert rig.events == []
+    assert [event.reason for event in rig.events] == ["GracefulDrainWriteDeferred"]
+    assert counted(rig, "false", "write-deferred") == 1
+
+
+@pytest.mark.parametrize("code", [400, 403, 404, 422])
+async def test_a_refused_stamp_allows_with_a_warning(rig: Rig, code: int) -> None:
+    rig.patcher.failures = [api_error(code)]
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert [(e.type, e.reason) for e in rig.events] == [(WARNING, "GracefulDrainWriteFailed")]
     assert counted(rig, "true", "stamp-failed") == 1
+
+
+async def test_after_a_failure_for_now_the_next_attempt_reads_live_before_writing(
+    rig: Rig,
+) -> None:
+    """A PATCH that timed out may have landed: the next request reads the Deployment live, and
+    finds the stamp (a rollout in progress), so it does not write again."""
+    rig.patcher.failures = [TimeoutError()]
+    assert (await answer(rig))["allowed"] is False
+    landed = deployment(restarted_at=NOW, restarted_at_raw="2024-05-01T12:00:00.000000Z",
+                        resource_version="43")  # fmt: skip
+    rig.cluster.reread = [DeploymentFound(landed)]
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert rig.cluster.rereads == 1
+    assert len(rig.patcher.patches) == 1  # ROLLOUT_IN_PROGRESS: nothing written twice
+    assert counted(rig, "false", "rollout-in-progress") == 1
+
+
+async def test_writes_failing_past_the_rollout_timeout_allow_then_a_success_resets(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The liveness bound: held while writes fail for now, allowed once --rollout-timeout has
+    passed since the first failure, with the Warning naming the write."""
+    clock = [1000.0]
+    monkeypatch.setattr("graceful_drain.controller.serving.webhook.time.monotonic",
+                        lambda: clock[0])  # fmt: skip
+    rig.webhook = EvictionWebhook(
+        rig.cluster, rig.patcher, config=DecisionConfig(rollout_timeout=timedelta(seconds=60)),
+        events=DrainEvents(ListRecorder()), clock=lambda: NOW,
+    )  # fmt: skip
+    rig.cluster.reread = [DeploymentFound(deployment()) for _ in range(4)]
+    rig.patcher.failures = [unavailable(), unavailable(), unavailable()]
+    assert (await answer(rig))["allowed"] is False
+    clock[0] += 59.0
+    assert (await answer(rig))["allowed"] is False
+    clock[0] += 1.0
+    response = await answer(rig)
+    assert response["allowed"] is True
+    # the API answers again: the next stamp goes through and holds; the episode is over
+    assert (await answer(rig))["allowed"] is False
+    assert rig.webhook._failing == {}
 
 
 @pytest.mark.parametrize(
@@ -477,9 +554,44 @@ async def test_another_ready_pod_on_a_node_that_stays_lets_the_eviction_through_
     rig.cluster.others_ready, rig.cluster.others_elsewhere = 2, 1
     response = await answer(rig)
     assert response["allowed"] is True
-    assert rig.patcher.patches == []  # no rollout
+    [(_, _, patch)] = rig.patcher.patches  # no rollout: the ledger record only
+    assert patch[:2] == [
+        {"op": "test", "path": "/metadata/uid", "value": "dep-uid"},
+        {"op": "add", "path": "/metadata/resourceVersion", "value": "42"},
+    ]
+    assert patch[2]["path"] == "/metadata/annotations/graceful-drain.stonal.com~1evictions"
+    assert json.loads(patch[2]["value"]) == {
+        POD.name: {"uid": POD.uid, "at": "2024-05-01T12:00:00.000000Z"}
+    }
     assert counted(rig, "true", "ready-elsewhere") == 1
-    assert rig.cluster.leaving == [POD.name]  # no longer counted as staying
+
+
+async def test_a_conflicting_record_rereads_and_sees_the_other_pod_gone(rig: Rig) -> None:
+    """Two replicas counting on each other's pod: the second record gets 409, re-reads, and
+    (the other pod now recorded, so not counted) holds with a rollout."""
+    rig.cluster.others_elsewhere = 1
+    rig.patcher.failures = [conflict()]
+    rig.cluster.reread = [DeploymentFound(deployment(resource_version="43"))]
+    counts = iter([1, 0])  # the re-read's ledger counts the other pod as gone
+    rig.cluster.ready_elsewhere = lambda pod, deployment: next(counts)  # type: ignore[method-assign]
+    response = await answer(rig)
+    assert response["allowed"] is False
+    assert counted(rig, "false", "rollout-requested") == 1
+    assert len(rig.patcher.patches) == 2  # the record that conflicted, then the stamp
+
+
+@pytest.mark.parametrize(("failure", "allowed", "reason"), [
+    (unavailable(), False, "write-deferred"),
+    (api_error(403), True, "record-failed"),
+])  # fmt: skip
+async def test_a_failed_record_holds_for_now_and_allows_when_refused(
+    rig: Rig, failure: BaseException, allowed: bool, reason: str
+) -> None:
+    rig.cluster.others_elsewhere = 1
+    rig.patcher.failures = [failure]
+    response = await answer(rig)
+    assert response["allowed"] is allowed
+    assert counted(rig, str(allowed).lower(), reason) == 1
 
 
 async def test_every_other_ready_pod_on_a_drained_node_holds_whatever_the_replicas(

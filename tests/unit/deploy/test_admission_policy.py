@@ -21,6 +21,7 @@ from tests.unit.deploy.rendered import NAMESPACE, SELF_SIGNED, SERVICE_ACCOUNT, 
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 RESTARTED_AT = "graceful-drain.stonal.com/restarted-at"
 COMPLETED_AT = "graceful-drain.stonal.com/completed-at"
+EVICTIONS = "graceful-drain.stonal.com/evictions"
 TEMPLATE_RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
 
@@ -97,6 +98,12 @@ def completed(obj: Obj) -> None:
     obj["metadata"]["annotations"][COMPLETED_AT] = "2026-12-01T12:00:30Z"
 
 
+def recorded(obj: Obj) -> None:
+    obj["metadata"]["annotations"][EVICTIONS] = (
+        '{"web-1":{"uid":"u","at":"2026-12-01T12:00:00.000000Z"}}'
+    )
+
+
 def restarted(obj: Obj) -> None:
     obj["spec"]["template"]["metadata"]["annotations"] = {
         TEMPLATE_RESTARTED_AT: "2026-12-01T12:00:00Z"
@@ -105,8 +112,8 @@ def restarted(obj: Obj) -> None:
 
 @pytest.mark.parametrize(
     "edit",
-    [stamped, restarted, completed],
-    ids=["stamp restarted-at", "template restartedAt", "mark completed-at"],
+    [stamped, restarted, completed, recorded],
+    ids=["stamp restarted-at", "template restartedAt", "mark completed-at", "record eviction"],
 )
 def test_the_controllers_own_deployment_writes_pass(edit: Any) -> None:
     assert refusals(DEPLOYMENT, changed(DEPLOYMENT, edit), resource="deployments") == []
@@ -115,6 +122,12 @@ def test_the_controllers_own_deployment_writes_pass(edit: Any) -> None:
 def test_removing_the_stamp_passes() -> None:
     with_stamp = changed(DEPLOYMENT, stamped)
     assert refusals(with_stamp, DEPLOYMENT, resource="deployments") == []
+
+
+def test_cleaning_the_evictions_ledger_passes() -> None:
+    """The reconciler removes the ledger once its entries expired."""
+    with_ledger = changed(DEPLOYMENT, recorded)
+    assert refusals(with_ledger, DEPLOYMENT, resource="deployments") == []
 
 
 def test_retiring_a_completed_drain_passes() -> None:

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graceful_drain.annotations import EVICTIONS_ANNOTATION
+from graceful_drain.controller.decision.ledger import LedgerEntry, encode_ledger
 from graceful_drain.controller.decision.table import DecisionConfig, Protect
 from graceful_drain.inspection.plan import (
     NodeState,
@@ -21,6 +23,7 @@ from graceful_drain.inspection.plan import (
 )
 from graceful_drain.inspection.render import plan_json, plan_table
 from graceful_drain.inspection.webhook_health import WebhookHealth
+from graceful_drain.kube.timefmt import format_rfc3339
 
 from . import cluster_objects as k
 from .documented_schema import problems
@@ -294,3 +297,42 @@ def test_a_held_pod_on_a_node_with_a_karpenter_deadline_names_it() -> None:
     without = plan_node(state([pod], deployments=[web]), CONFIG, NOW)
     assert without.pods[0].deadline is None and "Karpenter" not in without.pods[0].message
     assert json.loads(plan_json(without, "defaults"))["pods"][0]["terminationDeadline"] is None
+
+
+def test_a_pod_the_ledger_counts_as_gone_is_not_ready_elsewhere() -> None:
+    """The other pod was let go by the webhook (recorded in the Deployment's evictions ledger)
+    but its deletion has not been seen yet: plan counts it as gone, as the webhook does."""
+    pair = k.deployment("pair", replicas=2)
+    ledger = encode_ledger([LedgerEntry("there", "uid-there", NOW - timedelta(seconds=3))])
+    pair["metadata"].setdefault("annotations", {})[EVICTIONS_ANNOTATION] = ledger
+    here, there = deployment_pod(pair, "here"), deployment_pod(pair, "there", node="node-b")
+    plan = plan_node(state([here], deployments=[pair], elsewhere=[there]), CONFIG, NOW)
+    assert one(plan) == (Outcome.HELD, False, "rollout-requested")
+    later = NOW + timedelta(minutes=2)  # the entry expired: the pod was never deleted
+    assert (
+        one(plan_node(state([here], deployments=[pair], elsewhere=[there]), CONFIG, later))[2]
+        == "ready-elsewhere"
+    )
+
+
+def test_a_held_pod_whose_deployment_cannot_be_written_says_why() -> None:
+    web = k.deployment("web")
+    pod = deployment_pod(web)
+    deferred = {
+        "involvedObject": {"namespace": "default", "name": "web"},
+        "reason": "GracefulDrainWriteDeferred",
+        "lastTimestamp": format_rfc3339(NOW - timedelta(seconds=20)),
+        "message": "graceful-drain: the rollout request (restarted-at) on Deployment default/web "
+        "failed for now (HTTP 503: unavailable); the eviction is held and the controller will "
+        "retry, for at most 9m40s more",
+    }
+    stale = {**deferred, "lastTimestamp": format_rfc3339(NOW - timedelta(hours=1))}
+    plan = plan_node(replace(state([pod], deployments=[web]), write_events=[deferred]), CONFIG,
+                     NOW)  # fmt: skip
+    [held] = plan.pods
+    assert held.outcome is Outcome.HELD
+    assert "held meanwhile because the rollout request (restarted-at) on Deployment" in held.message
+    assert "failed for now (HTTP 503: unavailable)" in held.message
+    assert "(GracefulDrainWriteDeferred, 2026-05-01T11:59:40Z)" in held.message
+    old = plan_node(replace(state([pod], deployments=[web]), write_events=[stale]), CONFIG, NOW)
+    assert "held meanwhile" not in old.pods[0].message

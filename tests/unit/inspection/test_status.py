@@ -6,6 +6,8 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from graceful_drain.annotations import EVICTIONS_ANNOTATION
+from graceful_drain.controller.decision.ledger import LedgerEntry, encode_ledger
 from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
@@ -233,3 +235,37 @@ def test_a_held_deployment_on_a_node_with_a_karpenter_deadline_names_it() -> Non
     plain = build_status(held_state(), CONFIG, NOW)
     assert plain.held[0].deadline is None
     assert json.loads(status_json(plain, "defaults"))["held"][0]["terminationDeadline"] is None
+
+
+def test_the_ledgers_pods_and_the_failing_writes_are_listed() -> None:
+    """Issue 37: the pods each Deployment's evictions ledger counts as gone (until their
+    expiry), and the GracefulDrainWriteDeferred/Failed events that say a drain is held because
+    the Deployment cannot be written for now, and why."""
+    ledger = encode_ledger([
+        LedgerEntry("api-1", "uid-1", NOW - timedelta(seconds=30)),
+        LedgerEntry("api-2", "uid-2", NOW - timedelta(minutes=3)),  # expired: not listed
+    ])  # fmt: skip
+    api = k.deployment("api", annotations={EVICTIONS_ANNOTATION: ledger})
+    deferred = {"involvedObject": {"namespace": "default", "name": "web"}, "count": 4,
+                "reason": "GracefulDrainWriteDeferred",
+                "lastTimestamp": format_rfc3339(NOW - timedelta(seconds=5)),
+                "message": "graceful-drain: the rollout request (restarted-at) failed for now "
+                           "(HTTP 503); the eviction is held"}  # fmt: skip
+    state = held_state()
+    state = replace(state, deployments=[*state.deployments, api], write_events=[deferred])
+    status = build_status(state, CONFIG, NOW)
+
+    [recorded] = status.recorded
+    assert (recorded.deployment, recorded.pod) == ("api", "api-1")
+    assert recorded.counts_until == NOW + timedelta(seconds=90)
+    [failure] = status.write_failures
+    assert (failure.deployment, failure.reason, failure.count) == (
+        "web", "GracefulDrainWriteDeferred", 4,
+    )  # fmt: skip
+    document = json.loads(status_json(status, "defaults"))
+    assert problems(document, "status") == []
+    assert document["evictionsRecorded"][0]["pod"] == "api-1"
+    assert document["writeFailures"][0]["reason"] == "GracefulDrainWriteDeferred"
+    table = status_table(status, "defaults", colour=False)
+    assert "default/web  GracefulDrainWriteDeferred  x4" in table
+    assert "default/api  api-1  recorded" in table

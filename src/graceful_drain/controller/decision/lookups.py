@@ -5,7 +5,7 @@ caller's (controller/decision/view.py, `graceful-drain plan`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import msgspec
 
@@ -61,20 +61,25 @@ OwnerLookup = DeploymentFound | NoDeployment | OwnerUnresolved
 ReadyBesides = Callable[[PodInfo, DeploymentInfo], int]
 
 
-def ready_besides_among(pod: PodInfo, pods: Iterable[PodInfo]) -> int:
-    """How many of `pods` (the Deployment's) are Ready, not terminating, and not `pod`."""
+def ready_besides_among(pod: PodInfo, pods: Iterable[PodInfo], gone: Collection[str] = ()) -> int:
+    """How many of `pods` (the Deployment's) are Ready, not terminating, not `pod`, and not
+    counted as gone by the Deployment's ledger (`gone`: their uids, ledger.py `gone_uids`)."""
     return sum(1 for other in pods if other.ready and not other.terminating
-               and other.name != pod.name)  # fmt: skip
+               and other.name != pod.name and other.uid not in gone)  # fmt: skip
 
 
 def ready_elsewhere_among(
-    pod: PodInfo, pods: Iterable[PodInfo], being_drained: Callable[[str], bool]
+    pod: PodInfo,
+    pods: Iterable[PodInfo],
+    being_drained: Callable[[str], bool],
+    gone: Collection[str] = (),
 ) -> int:
-    """How many of `pods` (the Deployment's) are Ready, not terminating, not `pod`, and run on
-    a node for which `being_drained(node name)` is false (draining.py; a node the
-    caller does not know counts as being drained: it is no place that stays)."""
+    """How many of `pods` (the Deployment's) are Ready, not terminating, not `pod`, not counted
+    as gone by the ledger (`gone`), and run on a node for which `being_drained(node name)` is
+    false (draining.py; a node the caller does not know counts as being drained: it is no
+    place that stays)."""
     return sum(1 for other in pods if other.ready and not other.terminating
-               and other.name != pod.name and other.node_name
+               and other.name != pod.name and other.uid not in gone and other.node_name
                and not being_drained(other.node_name))  # fmt: skip
 
 

@@ -23,6 +23,7 @@ import msgspec
 # decision room's modules keep reading them from here.
 from graceful_drain.annotations import COMPLETED_AT_ANNOTATION as COMPLETED_AT_ANNOTATION
 from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION as DEFAULT_ENABLED_ANNOTATION
+from graceful_drain.annotations import EVICTIONS_ANNOTATION
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION as RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.draining import drain_signals
 from graceful_drain.controller.decision.intstr import (
@@ -30,6 +31,7 @@ from graceful_drain.controller.decision.intstr import (
     resolve_max_surge,
     resolve_max_unavailable,
 )
+from graceful_drain.controller.decision.ledger import LedgerEntry, parse_ledger
 from graceful_drain.kube.rawjson import FieldReader, JsonObject
 from graceful_drain.kube.timefmt import parse_rfc3339
 
@@ -274,10 +276,16 @@ class DeploymentInfo:
     enabled_value: str | None = None  # the enabled annotation's value (see Enablement)
     completed_at_raw: str | None = None  # graceful-drain.stonal.com/completed-at
     template_grace_period_seconds: int = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+    # The evictions ledger (ledger.py), oldest first as written
+    evictions: tuple[LedgerEntry, ...] = ()
 
     @property
     def ref(self) -> ObjectRef:
         return ObjectRef(self.namespace, self.name)
+
+    @property
+    def ref_key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
 
     @property
     def enablement(self) -> Enablement:
@@ -349,6 +357,13 @@ class DeploymentInfo:
             "spec.template.spec.terminationGracePeriodSeconds",
         )
         enabled_key = enabled_annotation or DEFAULT_ENABLED_ANNOTATION
+        evictions, evictions_malformed = parse_ledger(
+            reader.optional_string(
+                annotations, EVICTIONS_ANNOTATION, f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
+            )
+        )
+        if evictions_malformed:
+            reader.malformed.append(f"metadata.annotations[{EVICTIONS_ANNOTATION}]")
 
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
@@ -391,6 +406,7 @@ class DeploymentInfo:
             template_grace_period_seconds=(
                 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS if grace is None or grace < 0 else grace
             ),
+            evictions=evictions,
             malformed=tuple(reader.malformed),
         )
 

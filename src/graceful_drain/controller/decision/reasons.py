@@ -10,7 +10,7 @@ from datetime import timedelta
 from enum import StrEnum
 
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.decision.stamp import StampIntent
+from graceful_drain.controller.decision.stamp import RecordIntent, StampIntent
 
 
 class Reason(StrEnum):
@@ -41,17 +41,34 @@ class Reason(StrEnum):
     ROLLOUT_IN_PROGRESS = "rollout-in-progress"
     ROLLOUT_REQUESTED = "rollout-requested"
     REREAD_FAILED = "reread-failed"
+    WRITE_DEFERRED = "write-deferred"
+    WRITE_TIMEOUT = "write-timeout"
     STAMP_FAILED = "stamp-failed"
+    RECORD_FAILED = "record-failed"
     ERROR = "error"
     MALFORMED_REVIEW = "malformed-review"
 
 
 DENYING_REASONS = frozenset(
-    {Reason.CACHE_COLD, Reason.ROLLOUT_IN_PROGRESS, Reason.ROLLOUT_REQUESTED, Reason.REREAD_FAILED}
+    {
+        Reason.CACHE_COLD,
+        Reason.ROLLOUT_IN_PROGRESS,
+        Reason.ROLLOUT_REQUESTED,
+        Reason.REREAD_FAILED,
+        Reason.WRITE_DEFERRED,
+    }
 )
-# Allowed outcomes that also ask for a Warning event on the Deployment.
+# Outcomes that also ask for a Warning event on the Deployment.
 WARNING_REASONS = frozenset(
-    {Reason.ENABLED_ANNOTATION_INVALID, Reason.CANNOT_SURGE, Reason.CANNOT_PROTECT}
+    {
+        Reason.ENABLED_ANNOTATION_INVALID,
+        Reason.CANNOT_SURGE,
+        Reason.CANNOT_PROTECT,
+        Reason.WRITE_DEFERRED,
+        Reason.WRITE_TIMEOUT,
+        Reason.STAMP_FAILED,
+        Reason.RECORD_FAILED,
+    }
 )
 
 
@@ -67,6 +84,7 @@ class Decision:
     deployment: ObjectRef | None
     waited: timedelta | None  # since restarted-at, when the Deployment carries it
     stamp: StampIntent | None  # Reason.ROLLOUT_REQUESTED only
+    record: RecordIntent | None  # the ledger write of READY_ELSEWHERE and SURGE_READY
     _message: Message
 
     def __init__(
@@ -77,6 +95,7 @@ class Decision:
         deployment: ObjectRef | None = None,
         waited: timedelta | None = None,
         stamp: StampIntent | None = None,
+        record: RecordIntent | None = None,
     ) -> None:
         setattr_ = object.__setattr__  # frozen
         setattr_(self, "allowed", allowed)
@@ -85,6 +104,7 @@ class Decision:
         setattr_(self, "deployment", deployment)
         setattr_(self, "waited", waited)
         setattr_(self, "stamp", stamp)
+        setattr_(self, "record", record)
 
     @property
     def message(self) -> str:
@@ -97,7 +117,8 @@ class Decision:
         return text
 
     def _key(self) -> tuple[object, ...]:
-        return (self.allowed, self.reason, self.message, self.deployment, self.waited, self.stamp)
+        return (self.allowed, self.reason, self.message, self.deployment, self.waited,
+                self.stamp, self.record)  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Decision):
@@ -111,8 +132,13 @@ class Decision:
         return (
             f"Decision(allowed={self.allowed!r}, reason={self.reason!r}, "
             f"message={self.message!r}, deployment={self.deployment!r}, "
-            f"waited={self.waited!r}, stamp={self.stamp!r})"
+            f"waited={self.waited!r}, stamp={self.stamp!r}, record={self.record!r})"
         )
+
+    @property
+    def write(self) -> StampIntent | RecordIntent | None:
+        """The write the caller must make before answering (stamp.py)."""
+        return self.stamp if self.stamp is not None else self.record
 
     @property
     def warning_event(self) -> bool:

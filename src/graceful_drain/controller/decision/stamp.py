@@ -1,6 +1,8 @@
-"""`rollout-requested`'s write: the restarted-at stamp on a Deployment as a JSON patch, and
-the rule for its one retry (a 409 re-reads the Deployment and decides once more;
-table.after_stamp_failure)."""
+"""The webhook's two writes to a Deployment, as JSON patches: `rollout-requested`'s
+restarted-at stamp (`StampIntent`) and the ledger record of `ready-elsewhere` and
+`surge-ready` (`RecordIntent`, ledger.py), both guarded by the resourceVersion the decision
+was made on; and the rule for a write that failed (a 409 re-reads the Deployment and decides
+again; table.after_write_failure)."""
 
 from __future__ import annotations
 
@@ -9,15 +11,18 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from graceful_drain.controller.decision.ledger import PodUid, ledger_patch, with_recorded
 from graceful_drain.controller.decision.model import (
     COMPLETED_AT_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.kube.meta import json_pointer_token
+from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_TOO_MANY_REQUESTS, json_pointer_token
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 
-MAX_DECIDE_ATTEMPTS = 2  # the first decision, plus one more after a 409 on the stamp
+# The first decision, plus two more after a 409 on a write: one writer wins each round, so
+# three simultaneous evictions of one Deployment's pods are all decided in one request each.
+MAX_DECIDE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,30 @@ class StampIntent:
     @property
     def patch(self) -> list[dict[str, Any]]:
         return stamp_patch(self.deployment, self.stamped_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIntent:
+    """`Reason.READY_ELSEWHERE`, `Reason.SURGE_READY`: the caller must add `pod` to the
+    Deployment's ledger (`patch`), then answer allowed."""
+
+    deployment: DeploymentInfo
+    pod: str  # the pod's name
+    uid: str
+    recorded_at: datetime
+
+    def patch(self, pod_uid: PodUid | None = None) -> list[dict[str, Any]]:
+        """The guarded JSON patch adding the entry; the same write drops the entries that
+        expired or whose pod's deletion `pod_uid` observes (ledger.py `keep`)."""
+        deployment = self.deployment
+        entries = with_recorded(deployment.evictions, self.pod, self.uid, self.recorded_at,
+                                deployment.namespace, pod_uid)  # fmt: skip
+        return ledger_patch(
+            deployment.uid, deployment.resource_version, deployment.has_annotations, entries
+        )
+
+
+WriteIntent = StampIntent | RecordIntent
 
 
 def stamp_value(deployment: DeploymentInfo, now: datetime) -> str:
@@ -92,6 +121,24 @@ def stamp_patch(deployment: DeploymentInfo, now: datetime) -> list[dict[str, Any
             }
         )
     return ops
+
+
+class WriteFailure(Enum):
+    """What a failed write's answer says (docs/decisions.md, "When a write fails")."""
+
+    CONFLICT = "conflict"  # 409: another writer got there first
+    TRANSIENT = "transient"  # refused for now: timeout, no answer, 429, 5xx
+    DEFINITE = "definite"  # refused for good: any other 4xx (403, 404, 422, 400)
+
+
+def classify_write_failure(status: int | None) -> WriteFailure:
+    """`status`: the HTTP status of the failed PATCH, None when there was none (a timeout, a
+    connection reset)."""
+    if status == HTTP_CONFLICT:
+        return WriteFailure.CONFLICT
+    if status is None or status == HTTP_TOO_MANY_REQUESTS or status >= 500:
+        return WriteFailure.TRANSIENT
+    return WriteFailure.DEFINITE
 
 
 class FollowUp(Enum):

@@ -21,6 +21,7 @@ from typing import Any
 
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
+from graceful_drain.controller.decision.ledger import MAX_ENTRIES, recorded_recently
 from graceful_drain.controller.decision.lookups import (
     NoDeployment,
     OwnerLookup,
@@ -42,8 +43,13 @@ from graceful_drain.controller.decision.model import (
 )
 from graceful_drain.controller.decision.reasons import Decision, Message, Reason
 from graceful_drain.controller.decision.request import EvictionRequest
-from graceful_drain.controller.decision.stamp import MAX_DECIDE_ATTEMPTS, FollowUp, StampIntent
-from graceful_drain.kube.meta import HTTP_CONFLICT
+from graceful_drain.controller.decision.stamp import (
+    MAX_DECIDE_ATTEMPTS,
+    FollowUp,
+    RecordIntent,
+    StampIntent,
+    WriteFailure,
+)
 from graceful_drain.kube.names import is_dns_label, is_dns_subdomain
 from graceful_drain.kube.timefmt import as_utc, format_go_duration
 
@@ -164,6 +170,35 @@ def _cannot_protect_why(deployment: DeploymentInfo) -> str | None:
             "remove the last Ready pod before a replacement is Ready; set it to 0 to protect it"
         )
     return None
+
+
+def _record(deployment: DeploymentInfo, pod: str, uid: str, now: datetime) -> RecordIntent | None:
+    """The ledger write an allow that counted other pods makes first (docs/decisions.md, "The
+    ledger"); None when the pod is already recorded recently (a retried eviction)."""
+    if recorded_recently(deployment.evictions, pod, uid, now):
+        return None
+    return RecordIntent(deployment=deployment, pod=pod, uid=uid, recorded_at=now)
+
+
+def _ledger_full(deployment: DeploymentInfo, pod: str, uid: str, now: datetime
+                 ) -> Decision | None:  # fmt: skip
+    """`Reason.WRITE_DEFERRED` when the pod would have to be recorded and the ledger already
+    holds MAX_ENTRIES pods whose deletion is not confirmed yet (as the eviction subresource
+    refuses past MaxDisruptedPodSize): held, never let go unrecorded. It empties by itself as
+    the deletions are seen."""
+    if recorded_recently(deployment.evictions, pod, uid, now):
+        return None
+    counting = sum(1 for entry in deployment.evictions if entry.counts(now))
+    if counting < MAX_ENTRIES:
+        return None
+    return _deny(
+        Reason.WRITE_DEFERRED,
+        f"the eviction record (ledger) on Deployment {deployment.ref} holds {counting} pods "
+        "let go whose deletion is not confirmed yet; the eviction is held and the controller "
+        "will retry once they are, retry shortly",
+        deployment=deployment.ref,
+        waited=None,
+    )
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -329,6 +364,9 @@ def _first_match(
     if last_ready and pod.ready:  # another Ready pod stays, or the replacement is up
         elsewhere = 0 if ready_elsewhere is None else ready_elsewhere(pod, deployment)
         if elsewhere >= 1:
+            full = _ledger_full(deployment, pod.name, pod.uid, now)
+            if full is not None:
+                return full
             reason = Reason.SURGE_READY if restarted_at is not None else Reason.READY_ELSEWHERE
             return _allow(
                 reason,
@@ -336,6 +374,7 @@ def _first_match(
                     f"Deployment {ref} keeps {elsewhere} other Ready pod(s) on nodes that are "
                     f"not being drained; evicting pod {pod.ref}"
                 ),
+                record=_record(deployment, pod.name, pod.uid, now),
                 **known,
             )
 
@@ -376,12 +415,16 @@ def _first_match(
         and deployment.ready_replicas >= 2
         and (ready_besides is None or ready_besides(pod, deployment) >= 1)
     ):
+        full = _ledger_full(deployment, pod.name, pod.uid, now)
+        if full is not None:
+            return full
         return _allow(
             Reason.SURGE_READY,
             lambda: (
                 f"Deployment {ref} has {deployment.ready_replicas} Ready replicas; "
                 "the replacement is up"
             ),
+            record=_record(deployment, pod.name, pod.uid, now),
             **known,
         )
 
@@ -415,37 +458,83 @@ def _first_match(
     )
 
 
-# --- after ROLLOUT_REQUESTED: the stamp's one retry ---------------------------------------------
+# --- after a write failed: re-decide, hold, or allow -------------------------------------------
 
 
-def after_stamp_failure(
-    decision: Decision, *, status: int | None, attempt: int, detail: str = ""
-) -> Decision | FollowUp:
-    """The caller's rule when the stamp patch of `decision` failed.
-
-    `status` is the HTTP status of the PATCH (None: no HTTP answer, e.g. a timeout);
-    `attempt` counts the decisions made for this request so far (1 for the first).
-    On 409, re-read the Deployment and decide once more; on anything else, or a second
-    failure, allow: never block a drain because the controller could not write.
-    """
-    if status == HTTP_CONFLICT and attempt < MAX_DECIDE_ATTEMPTS:
-        return FollowUp.REREAD_AND_DECIDE
-    what = "no HTTP response" if status is None else f"HTTP {status}"
-    if detail:
-        what = f"{what}: {_detail(detail)}"
+def _write_what(decision: Decision) -> str:
     target = (
         "its Deployment" if decision.deployment is None else f"Deployment {decision.deployment}"
     )
+    if decision.stamp is not None:
+        return f"the rollout request (restarted-at) on {target}"
+    return f"the eviction record (ledger) on {target}"
+
+
+def after_write_failure(
+    decision: Decision,
+    failure: WriteFailure,
+    *,
+    status: int | None,
+    attempt: int,
+    detail: str = "",
+    failing_for: timedelta | None = None,
+    rollout_timeout: timedelta = DEFAULT_ROLLOUT_TIMEOUT,
+) -> Decision | FollowUp:
+    """The caller's rule when the write of `decision` (its stamp or its ledger record) failed
+    (docs/decisions.md, "When a write fails").
+
+    `failure` classifies the PATCH's answer (stamp.py `classify_write_failure`); `status` is
+    its HTTP status (None: no HTTP answer, e.g. a timeout); `attempt` counts the decisions made
+    for this request so far (1 for the first); `failing_for`: how long writes to this
+    Deployment have failed for now, as this replica saw them (None: this is the first).
+    A conflict re-reads the Deployment and decides again (at most MAX_DECIDE_ATTEMPTS
+    decisions, then held); a failure for now holds (429) until `rollout_timeout` has passed
+    since the first one, then allows; a refusal allows.
+    """
+    what = "no HTTP response" if status is None else f"HTTP {status}"
+    if detail:
+        what = f"{what}: {_detail(detail)}"
+    write = _write_what(decision)
+    known = {"deployment": decision.deployment, "waited": decision.waited}
+    if failure is WriteFailure.CONFLICT and attempt < MAX_DECIDE_ATTEMPTS:
+        return FollowUp.REREAD_AND_DECIDE
+    if failure is WriteFailure.CONFLICT:
+        return _deny(
+            Reason.WRITE_DEFERRED,
+            f"{write} kept conflicting with other writers ({what}); the controller will "
+            "retry, retry shortly",
+            **known,
+        )
+    if failure is WriteFailure.TRANSIENT:
+        failed = failing_for or timedelta(0)
+        if failed >= rollout_timeout:
+            return _allow(
+                Reason.WRITE_TIMEOUT,
+                f"{write} has failed for {format_go_duration(failed)} (rolloutTimeout "
+                f"{format_go_duration(rollout_timeout)}), last {what}; allowing the eviction",
+                **known,
+            )
+        return _deny(
+            Reason.WRITE_DEFERRED,
+            f"{write} failed for now ({what}); the eviction is held and the controller will "
+            f"retry, for at most {format_go_duration(rollout_timeout - failed)} more",
+            **known,
+        )
+    if decision.stamp is not None:
+        return _allow(
+            Reason.STAMP_FAILED,
+            f"could not request a rollout: {write} was refused ({what}); allowing the eviction",
+            **known,
+        )
     return _allow(
-        Reason.STAMP_FAILED,
-        f"could not request a rollout of {target} ({what}); allowing the eviction",
-        deployment=decision.deployment,
-        waited=decision.waited,
+        Reason.RECORD_FAILED,
+        f"{write} was refused ({what}); allowing the eviction",
+        **known,
     )
 
 
 def reread_failed(decision: Decision, detail: str) -> Decision:
-    """`Reason.REREAD_FAILED`: the stamp met a 409 and the Deployment could not be read again.
+    """`Reason.REREAD_FAILED`: a write met a 409 and the Deployment could not be read again.
     Someone is changing it right now (most likely another replica stamping it): 429, the client
     retries in seconds, rather than letting the pod go without a replacement."""
     target = (
@@ -453,7 +542,7 @@ def reread_failed(decision: Decision, detail: str) -> Decision:
     )
     return _deny(
         Reason.REREAD_FAILED,
-        f"{target} changed while a rollout was being requested and could not be read again "
+        f"{target} changed while it was being written and could not be read again "
         f"({_detail(detail) or 'no detail'}); retry shortly",
         deployment=decision.deployment,
         waited=decision.waited,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -36,6 +35,7 @@ from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
 from graceful_drain.controller.decision.deadline import KARPENTER_NODECLAIMS, NodeClaimInfo
+from graceful_drain.controller.decision.ledger import PodUid, gone_uids
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
@@ -66,16 +66,11 @@ from graceful_drain.kube.informer import (
     LightkubeListWatch,
     ListWatch,
 )
-from graceful_drain.kube.meta import HTTP_FORBIDDEN, HTTP_NOT_FOUND
+from graceful_drain.kube.meta import HTTP_FORBIDDEN, HTTP_NOT_FOUND, utc_now
 from graceful_drain.logs import get_logger
 
 T = TypeVar("T")
 
-# How long a pod whose eviction this replica let through counts as leaving, whatever the cache
-# still says: the deletion reaches the cache in milliseconds, but two evictions of one
-# Deployment's last two Ready pods may be decided inside that window (two drains at once), and
-# each would count the other pod as staying.
-LEAVING_SECONDS = 15.0
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
@@ -193,7 +188,6 @@ class ClusterCache:
             )
         self._enabled_annotation = enabled_annotation
         self._tasks: list[asyncio.Task[None]] = []
-        self._leaving: dict[str, float] = {}  # pod uid -> monotonic deadline, oldest first
 
     # --- lifecycle (the app's Component protocol) ----------------------------------------------
 
@@ -287,13 +281,14 @@ class ClusterCache:
         return self.replicasets.by_index(REPLICASETS_BY_DEPLOYMENT, namespace, deployment)
 
     def ready_besides(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
-        """The Deployment's Ready pods other than `pod`, not terminating, as cached
-        (`surge-ready`: its status may still count a pod that is gone)."""
+        """The Deployment's Ready pods other than `pod`, not terminating, not counted as gone
+        by its ledger, as cached (`surge-ready`: its status may still count a pod that is
+        gone)."""
         return ready_besides_among(pod, (
             other
             for replicaset in self.replicasets_of_deployment(deployment.namespace, deployment.name)
             for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
-        ))  # fmt: skip
+        ), _gone(deployment))  # fmt: skip
 
     def being_drained(self, node_name: str) -> bool:
         """draining.py's definition, on the cached Node; a node the cache does not
@@ -315,30 +310,25 @@ class ClusterCache:
 
     def ready_elsewhere(self, pod: PodInfo, deployment: DeploymentInfo) -> int:
         """The Deployment's Ready pods other than `pod`, not terminating, on nodes that are not
-        being drained, as cached (`ready-elsewhere`), leaving out those whose eviction this
-        replica let through in the last LEAVING_SECONDS (`note_leaving`)."""
-        leaving = self._leaving_now()
+        being drained, as cached (`ready-elsewhere`), leaving out those its ledger counts as
+        gone (ledger.py): let go by any replica, even while this cache still shows them."""
         return ready_elsewhere_among(pod, (
             other
             for replicaset in self.replicasets_of_deployment(deployment.namespace, deployment.name)
             for other in self.pods_of_replicaset(deployment.namespace, replicaset.name)
-            if other.uid not in leaving
-        ), self.being_drained)  # fmt: skip
+        ), self.being_drained, _gone(deployment))  # fmt: skip
 
-    def note_leaving(self, pod: PodInfo) -> None:
-        """The webhook let `pod`'s eviction through: it no longer counts as staying, even
-        before the cache shows it terminating."""
-        self._leaving.pop(pod.uid, None)
-        self._leaving[pod.uid] = time.monotonic() + LEAVING_SECONDS
+    def pod_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the cached pod `namespace/name`, None if the cache holds none (ledger.py
+        `PodUid`: only meaningful once the pod cache has synced, see `ledger_pod_uid`)."""
+        cached = self.pods.get(namespace, name)
+        return None if cached is None else cached.uid
 
-    def _leaving_now(self) -> dict[str, float]:
-        now = time.monotonic()
-        while self._leaving:
-            uid, deadline = next(iter(self._leaving.items()))
-            if deadline > now:
-                break
-            del self._leaving[uid]
-        return self._leaving
+    @property
+    def ledger_pod_uid(self) -> PodUid | None:
+        """`pod_uid` once the pod cache has synced (a pod it lacks is then gone), else None:
+        a cold cache observes no deletion."""
+        return self.pod_uid if self.pods.synced else None
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup:
         """pod -> ReplicaSet -> Deployment from the cache, each one the cache lacks read live
@@ -409,6 +399,12 @@ class ClusterCache:
             return OwnerUnresolved(
                 f"live GET of Deployment {namespace}/{name} failed: {error_detail(error)}"
             )
+
+
+def _gone(deployment: DeploymentInfo) -> frozenset[str] | tuple[()]:
+    """The uids the Deployment's ledger counts as gone now (most Deployments have none: no
+    clock read on the webhook's hot path)."""
+    return gone_uids(deployment.evictions, utc_now()) if deployment.evictions else ()
 
 
 def _failure(error: BaseException) -> str:

@@ -44,11 +44,20 @@ DRAIN_DEADLINE: Final = "GracefulDrainDeadline"
 # On the Node, while an eviction of a pod on it is held: `kubectl describe node` explains a
 # drain client's "pods are waiting to be evicted" (Karpenter writes nothing more specific).
 DRAIN_HOLDING: Final = "GracefulDrainHolding"
+# A held eviction whose write to the Deployment failed for now (`Reason.WRITE_DEFERRED`);
+# `graceful-drain status` lists them.
+DRAIN_WRITE_DEFERRED: Final = "GracefulDrainWriteDeferred"
+# An eviction allowed although its write to the Deployment failed.
+DRAIN_WRITE_FAILED: Final = "GracefulDrainWriteFailed"
 # The Warning each warning decision (reasons.WARNING_REASONS) is reported with.
 WARNING_EVENT_REASON: Final = {
     Reason.CANNOT_SURGE: DRAIN_CANNOT_SURGE,
     Reason.CANNOT_PROTECT: DRAIN_CANNOT_PROTECT,
     Reason.ENABLED_ANNOTATION_INVALID: DRAIN_INVALID_ANNOTATION,
+    Reason.WRITE_DEFERRED: DRAIN_WRITE_DEFERRED,
+    Reason.WRITE_TIMEOUT: DRAIN_WRITE_FAILED,
+    Reason.STAMP_FAILED: DRAIN_WRITE_FAILED,
+    Reason.RECORD_FAILED: DRAIN_WRITE_FAILED,
 }
 
 

@@ -1,4 +1,5 @@
-"""The Deployment reconciler: turns restarted-at into a rollout, and clears it when done.
+"""The Deployment reconciler: turns restarted-at into a rollout, and clears it when done;
+cleans the evictions ledger (decision/ledger.py) of the entries that expired.
 
 The rows it follows are in docs/decisions.md ("Reconciler").
 
@@ -6,8 +7,9 @@ The rows it follows are in docs/decisions.md ("Reconciler").
                             rollout_timeout=timedelta(minutes=10), metrics=metrics)
     await reconciler.start()   # a component; the leader elector may start and stop it often
 
-Driven by the Deployment informer (a change to a Deployment carrying restarted-at queues it)
-and by one timer per Deployment at its rolloutTimeout deadline; never by polling. What to do
+Driven by the Deployment informer (a change to a Deployment carrying restarted-at or a
+ledger queues it) and by one timer per Deployment at its rolloutTimeout deadline or its
+ledger's next expiry; never by polling. What to do
 is decided by `rollout.next_step` on the cached view; every write is a `test`-guarded JSON
 patch, so any number of reconcilers (replicas without leader election, a restarted one, one
 with a stale cache) trigger one rollout and one removal, and a 422 on a guarded write only
@@ -26,6 +28,7 @@ from typing import Protocol
 
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.controller.decision.ledger import PodUid, kept, ledger_patch, next_expiry
 from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.controller.reconcile.events import DrainEvents
 from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
@@ -51,7 +54,7 @@ from graceful_drain.controller.reconcile.rollout import (
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import http_status
 from graceful_drain.kube.loop import DEFAULT_WORKERS, ReconcileLoop
-from graceful_drain.kube.meta import HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
+from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 from graceful_drain.logs import get_logger
 
@@ -127,6 +130,7 @@ class Result:
     # Seconds until this Deployment is reconciled again (a deadline), or None: nothing to
     # wait for but the informer.
     requeue_after: float | None = None
+    ledger_cleaned: bool = False  # entries were removed from the evictions ledger
 
 
 class Reconciler:
@@ -142,8 +146,12 @@ class Reconciler:
         metrics: RolloutMetrics | None = None,
         clock: Callable[[], datetime] = utc_now,
         workers: int = DEFAULT_WORKERS,
+        ledger_pod_uid: Callable[[], PodUid | None] = lambda: None,
     ) -> None:
         self._deployments = deployments
+        # The pod cache's uid lookup once it has synced (view.py `ledger_pod_uid`), for
+        # removing ledger entries whose pod's deletion was observed; None: only expiry.
+        self._ledger_pod_uid = ledger_pod_uid
         self._patcher = patcher
         self._events = events
         self._timeout = rollout_timeout
@@ -195,9 +203,10 @@ class Reconciler:
 
     def _track(self, namespace: str, name: str, deployment: DeploymentInfo | None) -> None:
         key = (namespace, name)
-        carrying = deployment is not None and deployment.restarted_at_raw is not None
+        stamped = deployment is not None and deployment.restarted_at_raw is not None
         # A completed drain's stamp is only kept as evidence: not a drain in progress.
-        draining = carrying and deployment is not None and deployment.completed_at_raw is None
+        draining = stamped and deployment is not None and deployment.completed_at_raw is None
+        carrying = stamped or (deployment is not None and bool(deployment.evictions))
         if draining:
             self._in_progress.add(key)
         else:
@@ -217,11 +226,44 @@ class Reconciler:
         return (await self.reconcile(key)).requeue_after
 
     async def reconcile(self, key: Key) -> Result:
-        """Decide and act once for the Deployment `key` as the cache has it."""
+        """Decide and act once for the Deployment `key` as the cache has it: its rollout step,
+        then, unless that step wrote (the informer brings the change back), its ledger."""
         deployment = self._deployments.get(*key)
         if deployment is None:
             return Result(None)
         now = self._clock()
+        result = await self._rollout(key, deployment, now)
+        if result.applied or result.already_done or not deployment.evictions:
+            return result
+        cleaned, ledger_timer = await self._clean_ledger(deployment, now)
+        timers = [t for t in (result.requeue_after, ledger_timer) if t is not None]
+        return replace(result, ledger_cleaned=cleaned,
+                       requeue_after=min(timers) if timers else None)  # fmt: skip
+
+    async def _clean_ledger(self, deployment: DeploymentInfo, now: datetime
+                            ) -> tuple[bool, float | None]:  # fmt: skip
+        """Remove the ledger's entries that expired, or whose pod's deletion was observed
+        (ledger.py `keep`), with the webhook's guard: a conflict means someone wrote it since,
+        and the informer brings it back. (whether it wrote, seconds until the next look)"""
+        entries = deployment.evictions
+        keep = kept(entries, deployment.namespace, now, self._ledger_pod_uid())
+        cleaned = False
+        if len(keep) < len(entries):
+            patch = ledger_patch(deployment.uid, deployment.resource_version,
+                                 deployment.has_annotations, keep)  # fmt: skip
+            try:
+                await self._patcher.patch_json(deployment.namespace, deployment.name, patch)
+                cleaned = True
+                _log.info("evictions ledger cleaned", deployment=str(deployment.ref),
+                          removed=len(entries) - len(keep), kept=len(keep))  # fmt: skip
+            except ApiError as error:
+                if http_status(error) not in (HTTP_CONFLICT, HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
+                    raise
+                return False, None  # changed or gone since this view: the informer says
+        expiry = next_expiry(keep, now)
+        return cleaned, None if expiry is None else _seconds_until(expiry, now)
+
+    async def _rollout(self, key: Key, deployment: DeploymentInfo, now: datetime) -> Result:
         step = next_step(deployment, now, self._timeout)
         if isinstance(step, Idle):
             return Result(step)

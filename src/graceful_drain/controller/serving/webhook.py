@@ -2,11 +2,15 @@
 
 `EvictionWebhook.review` is the caller's loop around the pure table of decision/table.py:
 precheck, cache lookups (with a live GET for a pod the cache lacks, and for an owner it lacks
-while the caches have not synced), decide, and for `Reason.ROLLOUT_REQUESTED` the
-one side effect, the restarted-at JSON patch (409: re-read the Deployment live and decide once more;
-any other failure: allow). Every path ends in a valid AdmissionReview answered with HTTP 200: a 5xx
-would make the API server apply failurePolicy and tell the client nothing, so even a bug is answered
-"allow" (`Reason.ERROR`), logged and counted.
+while the caches have not synced), decide, and the one side effect a decision may ask for: the
+restarted-at JSON patch of `Reason.ROLLOUT_REQUESTED`, or the ledger record of
+`Reason.READY_ELSEWHERE` and `Reason.SURGE_READY` (decision/ledger.py). A write that conflicts
+re-reads the Deployment live and decides again; one that failed for now holds (429,
+`Reason.WRITE_DEFERRED`) until --rollout-timeout has passed since the first such failure
+(`_failing`, this replica's memory: a liveness bound, not safety), then allows; a refusal
+allows (docs/decisions.md, "When a write fails"). Every path ends in a valid AdmissionReview
+answered with HTTP 200: a 5xx would make the API server apply failurePolicy and tell the client
+nothing, so even a bug is answered "allow" (`Reason.ERROR`), logged and counted.
 
 All live API calls share one budget per request (`budget_seconds`, below the API server's
 timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
@@ -28,14 +32,16 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from graceful_drain.controller.decision.deadline import PodDeadline, pod_deadline, with_deadline
+from graceful_drain.controller.decision.ledger import PodUid
 from graceful_drain.controller.decision.lookups import (
+    DeploymentFound,
     NoDeployment,
     OwnerLookup,
     OwnerUnresolved,
@@ -52,10 +58,15 @@ from graceful_drain.controller.decision.model import (
 )
 from graceful_drain.controller.decision.reasons import Decision, Reason
 from graceful_drain.controller.decision.request import EvictionRequest
-from graceful_drain.controller.decision.stamp import FollowUp
+from graceful_drain.controller.decision.stamp import (
+    FollowUp,
+    StampIntent,
+    WriteFailure,
+    classify_write_failure,
+)
 from graceful_drain.controller.decision.table import (
     DecisionConfig,
-    after_stamp_failure,
+    after_write_failure,
     decide,
     malformed_review,
     precheck,
@@ -83,6 +94,8 @@ from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, get_logger, line_fields
 
 WEBHOOK_PATH = "/validate-eviction"
+# Deployments whose writes `_failing` remembers failing at once, at most (oldest forgotten).
+_FAILING_REMEMBERED = 4096
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
 DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
 
@@ -91,12 +104,20 @@ _admission_line = EventLine("webhook")
 
 # Decisions logged as a warning, with their message: the controller could not do its part.
 _WARNING_LINE_REASONS = frozenset(
-    {Reason.STAMP_FAILED, Reason.REREAD_FAILED, Reason.MALFORMED_REVIEW, Reason.ERROR}
+    {
+        Reason.STAMP_FAILED,
+        Reason.RECORD_FAILED,
+        Reason.WRITE_DEFERRED,
+        Reason.WRITE_TIMEOUT,
+        Reason.REREAD_FAILED,
+        Reason.MALFORMED_REVIEW,
+        Reason.ERROR,
+    }
 )
 
 
 class AdmissionLine(msgspec.Struct, gc=False):
-    """The fields of the one line logged per admission, in this order; the last five only when
+    """The fields of the one line logged per admission, in this order; the last six only when
     they say something (UNSET fields are left out). A struct rather than a dict: msgspec writes
     its keys from pre-encoded names, and it is built in a single call."""
 
@@ -110,6 +131,7 @@ class AdmissionLine(msgspec.Struct, gc=False):
     node: str | UnsetType = UNSET
     attempts: int | UnsetType = UNSET
     stamped: bool | UnsetType = UNSET
+    recorded: bool | UnsetType = UNSET
     message: str | UnsetType = UNSET  # on the warning and error lines only
 
 
@@ -134,7 +156,8 @@ class ClusterView(Protocol):
 
     async def resolve_owner_live(self, pod: PodInfo, *, budget: float) -> OwnerLookup: ...
 
-    def note_leaving(self, pod: PodInfo) -> None: ...
+    @property
+    def ledger_pod_uid(self) -> PodUid | None: ...
 
     async def read_deployment(self, namespace: str, name: str, *, budget: float) -> OwnerLookup: ...
 
@@ -158,6 +181,7 @@ class Outcome:
     pod: PodInfo | None = None
     attempts: int = 0  # decide() calls
     stamped: bool = False
+    recorded: bool = False  # the pod was added to the Deployment's ledger
     error: BaseException | None = field(default=None, repr=False)
     deadline: PodDeadline | None = None  # a held pod's drain-client deadline (deadline.py)
     decided_at: datetime | None = None  # the clock when the deadline was read
@@ -200,6 +224,12 @@ class EvictionWebhook:
         self._budget = budget_seconds
         self._call_timeout = call_timeout_seconds
         self._unobserved: list[tuple[Outcome, float]] = []  # answered, not yet observed
+        # (namespace, name) of a Deployment -> (monotonic time of the first, of the last) write
+        # to it that failed for now, since the last one that succeeded: the liveness bound
+        # (`Reason.WRITE_TIMEOUT`), and the mark that its next decision reads it live first
+        # (a PATCH that timed out may have landed). Memory on purpose: it bounds liveness,
+        # not safety, and the Deployment is what cannot be written (docs/decisions.md).
+        self._failing: dict[tuple[str, str], tuple[float, float]] = {}
 
     # --- HTTP -----------------------------------------------------------------------------------
 
@@ -255,36 +285,55 @@ class EvictionWebhook:
                 owner = await self.cluster.resolve_owner_live(
                     pod_lookup.pod, budget=deadline.call_timeout()
                 )
+            if isinstance(owner, DeploymentFound) and owner.deployment.ref_key in self._failing:
+                # A write to it failed for now: it may have landed. Read before writing (a
+                # failed read keeps the cached view; its write is guarded all the same).
+                live = await self.cluster.read_deployment(
+                    owner.deployment.namespace, owner.deployment.name,
+                    budget=deadline.call_timeout(),
+                )  # fmt: skip
+                if isinstance(live, DeploymentFound):
+                    owner = live
         decision = decide(
             request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
             ready_besides=self.cluster.ready_besides,
             ready_elsewhere=self.cluster.ready_elsewhere,
         )  # fmt: skip
         outcome.attempts = 1
-        while decision.stamp is not None:  # Reason.ROLLOUT_REQUESTED
-            stamp = decision.stamp
+        while (write := decision.write) is not None:
+            target = write.deployment
+            key = target.ref_key
+            patch = (
+                write.patch
+                if isinstance(write, StampIntent)
+                else write.patch(self.cluster.ledger_pod_uid)
+            )
             try:
-                # The whole remaining budget, not the per-call cap: a slow stamp that lands
-                # still holds the eviction (429); cutting it short would let it through.
+                # The whole remaining budget, not the per-call cap: a slow write that lands
+                # still decides the eviction; cutting it short would hold it needlessly.
                 async with asyncio.timeout(deadline.remaining()):
-                    await self.patcher.patch_json(
-                        stamp.deployment.namespace, stamp.deployment.name, stamp.patch
-                    )
+                    await self.patcher.patch_json(target.namespace, target.name, patch)
             except Exception as error:
-                follow_up = after_stamp_failure(
+                status = http_status(error)
+                failure = classify_write_failure(status)
+                failing_for = None
+                if failure is WriteFailure.TRANSIENT:
+                    failing_for = self._note_failure(key)
+                follow_up = after_write_failure(
                     decision,
-                    status=http_status(error),
+                    failure,
+                    status=status,
                     attempt=outcome.attempts,
                     detail="timed out" if isinstance(error, TimeoutError) else error_detail(error),
+                    failing_for=failing_for,
+                    rollout_timeout=self.config.rollout_timeout,
                 )
                 if isinstance(follow_up, Decision):
                     decision = follow_up
                     break
                 assert follow_up is FollowUp.REREAD_AND_DECIDE
                 owner = await self.cluster.read_deployment(
-                    stamp.deployment.namespace,
-                    stamp.deployment.name,
-                    budget=deadline.call_timeout(),
+                    target.namespace, target.name, budget=deadline.call_timeout()
                 )
                 if isinstance(owner, OwnerUnresolved):
                     decision = reread_failed(decision, owner.detail)
@@ -296,19 +345,38 @@ class EvictionWebhook:
                     ready_elsewhere=self.cluster.ready_elsewhere,
                 )  # fmt: skip
                 continue
-            outcome.stamped = True
-            self._rollout_requested(stamp.deployment.ref, outcome.pod, stamp.value)
+            self._failing.pop(key, None)
+            if isinstance(write, StampIntent):
+                outcome.stamped = True
+                self._rollout_requested(target.ref, outcome.pod, write.value)
+            else:
+                outcome.recorded = True
             break
         pod = outcome.pod
-        if decision.allowed and pod is not None and decision.deployment is not None:
-            self.cluster.note_leaving(pod)  # counts as gone for the next decisions
-        elif pod is not None and decision.deployment is not None and self._deadlines is not None:
+        if (
+            not decision.allowed
+            and pod is not None
+            and decision.deployment is not None
+            and self._deadlines is not None
+        ):
             ahead = pod_deadline(pod.node_name, self._deadlines(pod.node_name),
                                  pod.grace_seconds)  # fmt: skip
             if ahead is not None:
                 outcome.deadline, outcome.decided_at = ahead, self._clock()
                 decision = with_deadline(decision, ahead, outcome.decided_at)
         outcome.decision = decision
+
+    def _note_failure(self, key: tuple[str, str]) -> timedelta:
+        """A write to the Deployment `key` failed for now: how long writes to it have been
+        failing (0 for the first failure, or the first after a quiet rollout timeout)."""
+        now = time.monotonic()
+        first, last = self._failing.get(key, (now, now))
+        if now - last > self.config.rollout_timeout.total_seconds():
+            first = now  # the earlier failures were another episode
+        self._failing[key] = (first, now)
+        if len(self._failing) > _FAILING_REMEMBERED:
+            self._failing.pop(next(iter(self._failing)))
+        return timedelta(seconds=now - first)
 
     # --- after the decision ---------------------------------------------------------------------
 
@@ -383,6 +451,7 @@ class EvictionWebhook:
             node=UNSET if pod is None else pod.node_name,
             attempts=outcome.attempts if outcome.attempts > 1 else UNSET,
             stamped=True if outcome.stamped else UNSET,
+            recorded=True if outcome.recorded else UNSET,
         )
         if outcome.error is not None:
             line.message = decision.message

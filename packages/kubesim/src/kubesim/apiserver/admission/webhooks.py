@@ -71,24 +71,41 @@ USER_AGENT = "kube-apiserver-admission"
 
 
 class ServiceResolver:
-    """Where `clientConfig.service` (namespace, name, port) really listens, on loopback."""
+    """Where `clientConfig.service` (namespace, name, port) really listens, on loopback: one
+    endpoint, or several taken in turn, one per webhook call (a Service with several ready
+    endpoints, whose calls kube-proxy spreads over them)."""
 
     def __init__(self) -> None:
-        self._endpoints: dict[tuple[str, str, int], tuple[str, int]] = {}
+        self._endpoints: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+        self._turn: dict[tuple[str, str, int], int] = {}
 
     def register(self, namespace: str, name: str, port: int, host: str, real_port: int) -> None:
+        self.register_endpoints(namespace, name, port, host, [real_port])
+
+    def register_endpoints(
+        self, namespace: str, name: str, port: int, host: str, real_ports: list[int]
+    ) -> None:
+        """Several endpoints: each call goes to the next one in order (round robin)."""
         if not _is_loopback(host):
             raise ValueError(f"kubesim resolves webhook services to loopback only, not {host!r}")
-        self._endpoints[(namespace, name, port)] = (host, real_port)
+        if not real_ports:
+            raise ValueError("a Service needs at least one endpoint")
+        key = (namespace, name, port)
+        self._endpoints[key] = [(host, real_port) for real_port in real_ports]
+        self._turn[key] = 0
 
     def unregister(self, namespace: str, name: str, port: int) -> None:
         self._endpoints.pop((namespace, name, port), None)
+        self._turn.pop((namespace, name, port), None)
 
     def resolve(self, namespace: str, name: str, port: int) -> tuple[str, int]:
         """Raises LookupError with the message the cluster-IP resolver gives."""
-        found = self._endpoints.get((namespace, name, port))
+        key = (namespace, name, port)
+        found = self._endpoints.get(key)
         if found is not None:
-            return found
+            turn = self._turn[key]
+            self._turn[key] = turn + 1
+            return found[turn % len(found)]
         if any(ns == namespace and n == name for ns, n, _ in self._endpoints):
             raise LookupError(f'no service port {port} found for service "{name}"')
         raise LookupError(f'service "{name}" not found')
