@@ -9,7 +9,8 @@ world under it.
     await proxy.stop()
 
 Every request is relayed as it came (its token included: the API server still
-authenticates and authorizes the client, and audits what it was answered); a rule may
+authenticates and authorizes the client, and audits what it was answered: `answered` keeps
+the status of each relayed request, as the client received it); a rule may
 delay it (await inside the rule) or answer it with a Kubernetes Status of its own, which
 then never reaches the API server. Responses, watches included, are streamed back chunk
 by chunk as they arrive; `relayed` keeps the body chunks of watch responses so a test can
@@ -68,6 +69,7 @@ class ApiProxy:
     rules: list[Rule] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     relayed: list[tuple[str, bytes]] = field(default_factory=list)  # (path, watch chunk)
+    answered: list[tuple[Seen, int]] = field(default_factory=list)  # the API server's status
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     url: str = ""
     ca_pem: bytes = b""
@@ -78,7 +80,7 @@ class ApiProxy:
         authority = ClusterCA("api-proxy-ca")
         pair = authority.issue_serving(["127.0.0.1"])
         self.ca_pem = authority.cert_pem
-        serving = _serving_context(pair.cert_pem, pair.key_pem)
+        serving = serving_context(pair.cert_pem, pair.key_pem)
         upstream = ssl.create_default_context(cadata=self.upstream_ca_pem.decode())
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=upstream),
@@ -129,6 +131,8 @@ class ApiProxy:
             data=body if body else None,
         ) as upstream:  # fmt: skip
             relayed = {k: v for k, v in upstream.headers.items() if k.lower() not in _NOT_RELAYED}
+            self.answered.append((seen, upstream.status))
+            self._note()
             response = web.StreamResponse(status=upstream.status, headers=relayed)
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
@@ -140,7 +144,8 @@ class ApiProxy:
             return response
 
 
-def _serving_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+def serving_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    """A TLS server context serving `cert_pem` with `key_pem`."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with TemporaryDirectory() as directory:  # load_cert_chain reads files only
         cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
