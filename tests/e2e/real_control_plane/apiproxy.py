@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -56,6 +56,10 @@ class Seen:
 Rule = Callable[[Seen], Awaitable[int | None]]
 
 
+def no_lag(seen: Seen) -> float:
+    return 0.0
+
+
 def status_body(code: int, message: str) -> dict[str, object]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": "InternalError" if code >= 500 else "Conflict",
@@ -70,6 +74,9 @@ class ApiProxy:
     seen: list[Seen] = field(default_factory=list)
     relayed: list[tuple[str, bytes]] = field(default_factory=list)  # (path, watch chunk)
     answered: list[tuple[Seen, int]] = field(default_factory=list)  # the API server's status
+    # Seconds each chunk of a watch is held back before it is relayed (an informer lagging
+    # behind the API server, as under load), per watch request.
+    lag: Callable[[Seen], float] = no_lag
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     url: str = ""
     ca_pem: bytes = b""
@@ -135,13 +142,42 @@ class ApiProxy:
             self._note()
             response = web.StreamResponse(status=upstream.status, headers=relayed)
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
+            lag = self.lag(seen) if seen.watch else 0.0
+            async for chunk in _lagged(upstream.content.iter_any(), lag):
                 if seen.watch:
                     self.relayed.append((seen.path, chunk))
                     self._note()
                 await response.write(chunk)
             await response.write_eof()
             return response
+
+
+async def _lagged(chunks: AsyncIterator[bytes], lag: float) -> AsyncIterator[bytes]:
+    """`chunks`, each `lag` seconds after it arrived (as they come when `lag` is 0)."""
+    if lag <= 0:
+        async for chunk in chunks:
+            yield chunk
+        return
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                queue.put_nowait((loop.time() + lag, chunk))
+        finally:
+            queue.put_nowait((loop.time() + lag, None))
+
+    reader = asyncio.create_task(read())
+    try:
+        while True:
+            due, held = await queue.get()
+            await asyncio.sleep(max(0.0, due - loop.time()))  # the lag injected, by design
+            if held is None:
+                return
+            yield held
+    finally:
+        reader.cancel()
 
 
 def serving_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:

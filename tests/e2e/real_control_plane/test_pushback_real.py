@@ -425,8 +425,15 @@ async def test_a_deployment_that_cannot_be_written_holds_the_drain_for_the_rollo
             await staged.apply(deny)
             try:
                 await refused_updates(staged)
+                [old] = await staged.pods_on(a)
                 draining = asyncio.create_task(drain(real_cluster, staged.recorder, a))
-                held = await until_audited(real_cluster, audited_eviction(namespace, 429))
+                held = asyncio.ensure_future(
+                    until_audited(real_cluster, audited_eviction(namespace, 429))
+                )
+                await first_of(held, staged.recorder.wait_until(
+                    lambda: staged.recorder.pod_departed(namespace, old["metadata"]["name"])
+                ))  # fmt: skip
+                assert held.done() and not held.cancelled(), "let go without being held"
                 plan_code, plan = await graceful_drain_json(real_cluster, "plan", a)
                 deferred = await deferred_writes(real_cluster, namespace, draining)
                 drained = await draining
@@ -447,7 +454,7 @@ async def test_a_deployment_that_cannot_be_written_holds_the_drain_for_the_rollo
             # Held for the bound: no eviction let through before --rollout-timeout had passed
             # since the first refused write (a lower bound: a loaded machine only delays it).
             waited = (received(allowed) - received(failed_writes[0])).total_seconds()
-            assert waited >= ROLLOUT_TIMEOUT_SECONDS - 1, (waited, received(held))
+            assert waited >= ROLLOUT_TIMEOUT_SECONDS - 1, (waited, received(held.result()))
             warnings = [e for e in await until_events(real_cluster, namespace,
                                                       "GracefulDrainWriteFailed")
                         if e["involvedObject"].get("name") == "web"]  # fmt: skip

@@ -30,6 +30,7 @@ from realcluster.addons import Descheduler
 from realcluster.binaries import ensure_built
 from realcluster.cluster import RealCluster
 
+from .apiproxy import ApiProxy
 from .harness import (
     BOUND,
     Installation,
@@ -213,6 +214,7 @@ def taint_policy(namespaces: list[str]) -> Obj:
 
 
 DESCHEDULED_ROUNDS = 4
+WATCH_LAG = 2.0
 
 
 async def test_the_descheduler_evicting_from_two_nodes_in_one_cycle_keeps_a_ready_pod(
@@ -221,17 +223,24 @@ async def test_the_descheduler_evicting_from_two_nodes_in_one_cycle_keeps_a_read
     """Two controller replicas; `DESCHEDULED_ROUNDS` Deployments of two pods, one on each of
     two kwok nodes; both nodes get a NoSchedule taint the pods do not tolerate, and the real
     descheduler (RemovePodsViolatingNodeTaints) evicts every pod of both nodes in one cycle,
-    each pod's eviction answered by a different replica. It does not retry a refused
+    each pod's eviction answered by a different replica, both seeing pods WATCH_LAG late
+    (before the ledger: the second replica let its pod go too). It does not retry a refused
     eviction within its cycle; its next cycles evict what is still on the tainted nodes.
     Each Deployment keeps a Ready pod, its pods all leave the tainted nodes, one rollout at
     most."""
     first_two = ["desched-a", "desched-b"]
     spare = ["desched-c", "desched-d"]
     admin = admin_client(real_cluster, "descheduler-rounds")
+    # The replicas see pods WATCH_LAG late (their watches relayed late by the API proxy), as
+    # a loaded informer does: the replica answering the second eviction has not seen the
+    # first pod leave, whichever node the descheduler takes first.
+    api = await ApiProxy(real_cluster.server, real_cluster.ca_pem).start()
+    api.lag = lambda seen: WATCH_LAG if seen.path.endswith("/pods") else 0.0
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(api.stop)
         await stack.enter_async_context(own_nodes(real_cluster, first_two, POOL_KEY, first_two[0]))
         routed = await stack.enter_async_context(routed_replicas(
-            installation, ["graceful-drain-d-0", "graceful-drain-d-1"]))  # fmt: skip
+            installation, ["graceful-drain-d-0", "graceful-drain-d-1"], api=api))  # fmt: skip
         namespaces = [await stack.enter_async_context(fresh_namespace(real_cluster))
                       for _ in range(DESCHEDULED_ROUNDS)]  # fmt: skip
         recorders = [await stack.enter_async_context(AvailabilityRecorder(admin, namespace=ns))
