@@ -9,7 +9,8 @@ world under it.
     await proxy.stop()
 
 Every request is relayed as it came (its token included: the API server still
-authenticates and authorizes the client, and audits what it was answered); a rule may
+authenticates and authorizes the client, and audits what it was answered: `answered` keeps
+the status of each relayed request, as the client received it); a rule may
 delay it (await inside the rule) or answer it with a Kubernetes Status of its own, which
 then never reaches the API server. Responses, watches included, are streamed back chunk
 by chunk as they arrive; `relayed` keeps the body chunks of watch responses so a test can
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -55,6 +56,10 @@ class Seen:
 Rule = Callable[[Seen], Awaitable[int | None]]
 
 
+def no_lag(seen: Seen) -> float:
+    return 0.0
+
+
 def status_body(code: int, message: str) -> dict[str, object]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": "InternalError" if code >= 500 else "Conflict",
@@ -68,6 +73,10 @@ class ApiProxy:
     rules: list[Rule] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     relayed: list[tuple[str, bytes]] = field(default_factory=list)  # (path, watch chunk)
+    answered: list[tuple[Seen, int]] = field(default_factory=list)  # the API server's status
+    # Seconds each chunk of a watch is held back before it is relayed (an informer lagging
+    # behind the API server, as under load), per watch request.
+    lag: Callable[[Seen], float] = no_lag
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     url: str = ""
     ca_pem: bytes = b""
@@ -78,7 +87,7 @@ class ApiProxy:
         authority = ClusterCA("api-proxy-ca")
         pair = authority.issue_serving(["127.0.0.1"])
         self.ca_pem = authority.cert_pem
-        serving = _serving_context(pair.cert_pem, pair.key_pem)
+        serving = serving_context(pair.cert_pem, pair.key_pem)
         upstream = ssl.create_default_context(cadata=self.upstream_ca_pem.decode())
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=upstream),
@@ -129,9 +138,12 @@ class ApiProxy:
             data=body if body else None,
         ) as upstream:  # fmt: skip
             relayed = {k: v for k, v in upstream.headers.items() if k.lower() not in _NOT_RELAYED}
+            self.answered.append((seen, upstream.status))
+            self._note()
             response = web.StreamResponse(status=upstream.status, headers=relayed)
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
+            lag = self.lag(seen) if seen.watch else 0.0
+            async for chunk in _lagged(upstream.content.iter_any(), lag):
                 if seen.watch:
                     self.relayed.append((seen.path, chunk))
                     self._note()
@@ -140,7 +152,36 @@ class ApiProxy:
             return response
 
 
-def _serving_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+async def _lagged(chunks: AsyncIterator[bytes], lag: float) -> AsyncIterator[bytes]:
+    """`chunks`, each `lag` seconds after it arrived (as they come when `lag` is 0)."""
+    if lag <= 0:
+        async for chunk in chunks:
+            yield chunk
+        return
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                queue.put_nowait((loop.time() + lag, chunk))
+        finally:
+            queue.put_nowait((loop.time() + lag, None))
+
+    reader = asyncio.create_task(read())
+    try:
+        while True:
+            due, held = await queue.get()
+            await asyncio.sleep(max(0.0, due - loop.time()))  # the lag injected, by design
+            if held is None:
+                return
+            yield held
+    finally:
+        reader.cancel()
+
+
+def serving_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    """A TLS server context serving `cert_pem` with `key_pem`."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with TemporaryDirectory() as directory:  # load_cert_chain reads files only
         cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -29,10 +30,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from kubesim.client import KubeClient
+from kubesim.client import ApiStatusError, KubeClient, resource_path
 from kubesim.recorder import AvailabilityRecorder
 from kubesim.watchlog import watch_until
-from realcluster.cluster import RealCluster, free_port, wait_until
+from realcluster.cluster import RealCluster, free_port, node_manifest, wait_until
 from realcluster.kubeconfig import write_kubeconfig
 from realcluster.processes import Child
 from tests.conftest import kubectl_cache_args
@@ -41,7 +42,8 @@ from tests.e2e.controller.drain_cluster import KubectlRun
 from tests.e2e.controller.replica import container_invocation
 
 from .apiproxy import ApiProxy
-from .loadbalancer import LoadBalancer
+from .loadbalancer import Backends
+from .reviewrouter import ReviewRouter
 
 Obj = dict[str, Any]
 
@@ -179,6 +181,66 @@ async def fresh_namespace(cluster: RealCluster) -> AsyncIterator[str]:
                       check=False)  # fmt: skip
 
 
+@contextlib.asynccontextmanager
+async def own_nodes(
+    cluster: RealCluster, names: Sequence[str], key: str, value: str
+) -> AsyncIterator[None]:
+    """kwok nodes `names`, Ready, labelled `key=value` and tainted with it (NoSchedule), so
+    only the pods that select and tolerate it land there; deleted afterwards."""
+    client = admin_client(cluster, "own-nodes")
+    try:
+        for node in names:
+            manifest = node_manifest(node, {key: value})
+            manifest["spec"] = {"taints": [{"key": key, "value": value, "effect": "NoSchedule"}]}
+            await client.request("POST", "/api/v1/nodes", manifest)
+        await watch_objects(cluster, "v1", "nodes", "Node", None, lambda items: all(
+            any(n["metadata"]["name"] == node and node_ready(n) for n in items)
+            for node in names
+        ))  # fmt: skip
+        yield
+    finally:
+        await client.close()
+        for node in names:
+            await kubectl(cluster.kubeconfig_path, "delete", "node", node, "--wait=false",
+                          check=False)  # fmt: skip
+
+
+def node_ready(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])  # fmt: skip
+
+
+EVICTION_RETRY = 1.0  # a drain client's pause before it asks again (kubectl drain's is 5 s)
+
+
+async def evict_once(client: KubeClient, namespace: str, pod: str) -> int:
+    """One Eviction (policy/v1) of `namespace`/`pod`: the API server's HTTP answer (201: the
+    pod is being deleted; 429: refused for now; 404: no such pod)."""
+    body = {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace}}  # fmt: skip
+    try:
+        await client.create(resource_path("v1", "pods", namespace, pod, "eviction"), body)
+    except ApiStatusError as error:
+        return error.code
+    return 201
+
+
+async def evict(
+    client: KubeClient, namespace: str, pod: str, retried: Sequence[int] = (429,)
+) -> list[int]:
+    """Evict `namespace`/`pod` as a drain client does: asked again EVICTION_RETRY seconds
+    after each answer in `retried` (429: held), until it is let go (201) or gone (404);
+    every answer, in order."""
+    answers: list[int] = []
+    async with asyncio.timeout(BOUND):
+        while True:
+            answers.append(await evict_once(client, namespace, pod))
+            if answers[-1] not in retried:
+                assert answers[-1] in (201, 404), f"eviction of {namespace}/{pod}: {answers}"
+                return answers
+            await asyncio.sleep(EVICTION_RETRY)
+
+
 # --- the install ---------------------------------------------------------------------------
 
 
@@ -216,7 +278,7 @@ class Installation:
     """graceful-drain applied to the cluster, with the Service's stand-in."""
 
     cluster: RealCluster
-    service: LoadBalancer
+    service: Backends
     workdir: Path
     # Where and under which name it is installed (the Deployment's, and its ServiceAccount's
     # unless service_account says otherwise): deploy/'s, or a Helm release's.
@@ -329,7 +391,7 @@ class ControllerProcess:
     env: dict[str, str]
     kubeconfig: Path
     log_path: Path
-    service: LoadBalancer
+    service: Backends
     launcher: Launcher = field(default_factory=SourceTree)
     webhook_port: int = 0
     metrics_port: int = 0
@@ -412,6 +474,51 @@ class ControllerProcess:
         self.service.remove(self.webhook_port)
         if self.child is not None:
             self.child.kill()
+
+
+# --- replicas behind a router -------------------------------------------------------------
+
+
+@dataclass
+class Routed:
+    """Controller replicas behind a ReviewRouter (reviewrouter.py): which replica answers which
+    eviction is the test's to say."""
+
+    router: ReviewRouter
+    replicas: list[ControllerProcess]
+    installation: Installation  # the session's, its replicas registering with the router
+    env: Mapping[str, str] | None = None
+    api: ApiProxy | None = None
+
+    async def start_replica(self, name: str) -> ControllerProcess:
+        replica = await self.installation.start_controller(name, env=self.env, api=self.api)
+        self.replicas.append(replica)
+        return replica
+
+
+@contextlib.asynccontextmanager
+async def routed_replicas(
+    installation: Installation, names: Sequence[str], env: Mapping[str, str] | None = None,
+    api: ApiProxy | None = None,
+) -> AsyncIterator[Routed]:  # fmt: skip
+    """Controller replicas `names` (with `env`, talking through `api` when given), started
+    together, behind a ReviewRouter that the session's load balancer sends every review to
+    while the block runs."""
+    admin = admin_client(installation.cluster, "review-router")
+    router = ReviewRouter(admin)
+    behind = dataclasses.replace(installation, service=router)
+    routed = Routed(router, [], behind, env, api)
+    try:
+        await asyncio.gather(*(routed.start_replica(name) for name in names))
+        await router.start()
+        installation.service.add(router.port)
+        yield routed
+    finally:
+        installation.service.remove(router.port)
+        for replica in routed.replicas:
+            replica.stop()
+        await router.stop()
+        await admin.close()
 
 
 # --- workloads -----------------------------------------------------------------------------

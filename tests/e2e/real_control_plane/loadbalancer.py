@@ -15,8 +15,20 @@ import contextlib
 import itertools
 import socket
 import threading
+from typing import Protocol
 
 _CHUNK = 64 * 1024
+
+
+class Backends(Protocol):
+    """What a controller replica registers its webhook port with while it serves: this load
+    balancer, or a router standing in for it (reviewrouter.py)."""
+
+    port: int
+
+    def add(self, port: int) -> None: ...
+
+    def remove(self, port: int) -> None: ...
 
 
 class LoadBalancer:
