@@ -11,9 +11,10 @@ controller schedules with it; both import it from here.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .goduration import parse_go_duration
 
 _MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
@@ -27,8 +28,6 @@ DESCRIPTORS = {
     "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }  # fmt: skip
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 SEARCH_YEARS = 5  # robfig gives up on a schedule that matches nothing within five years
 
 
@@ -124,15 +123,11 @@ def _field(expr: str, low: int, high: int, names: dict[str, int]) -> tuple[froze
 
 
 def _every(text: str) -> float:
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
+    try:
+        total = parse_go_duration(text)
+    except ValueError:
         raise CronError(f"failed to parse duration @every {text}: time: invalid duration "
-                        f'"{text}"')  # fmt: skip
+                        f'"{text}"') from None  # fmt: skip
     return max(float(int(total)), 1.0)  # rounded down to the second, at least one
 
 

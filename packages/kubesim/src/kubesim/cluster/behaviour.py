@@ -7,9 +7,10 @@ tests and `kubectl apply` all drive it the same way. Durations are Go-style
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from ..goduration import parse_go_duration
 
 PREFIX = "sim.kubesim.io/"
 START_DELAY = PREFIX + "start-delay"  # container start (image pull + exec)
@@ -28,9 +29,6 @@ EXIT_CODE = PREFIX + "exit-code"  # ... with this code (default 0); Completed if
 # until it is stopped.
 JOB_POD_RUN_FOR = 1.0
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def parse_duration(text: str) -> float:
     """Go-style duration or a bare number of seconds; raises ValueError on anything else."""
@@ -39,15 +37,7 @@ def parse_duration(text: str) -> float:
         return float(text)
     except ValueError:
         pass
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"invalid duration {text!r}")
-    return total
+    return parse_go_duration(text)
 
 
 @dataclass(frozen=True, slots=True)
