@@ -67,6 +67,13 @@ def http_status(error: BaseException) -> int | None:
     return None
 
 
+def status_message(error: BaseException) -> str | None:
+    """The `message` of the Status a failed API call answered, or None without one."""
+    if isinstance(error, ApiError) and error.status is not None:
+        return error.status.message
+    return None
+
+
 def error_detail(error: BaseException) -> str:
     if isinstance(error, ApiError) and error.status is not None:
         return f"{error.status.code} {error.status.reason}: {error.status.message}"

@@ -13,6 +13,11 @@ HTTP_NOT_FOUND: Final = 404
 HTTP_CONFLICT: Final = 409  # a create of an existing object, a stale resourceVersion
 HTTP_GONE: Final = 410  # a watch's resourceVersion is too old
 HTTP_UNPROCESSABLE: Final = 422  # e.g. a JSON patch whose `test` failed
+# The message of the 422 kube-apiserver answers when a JSON patch does not apply to the stored
+# object (a `test` that fails, a `remove` of a member that is gone; apiserver
+# endpoints/handlers/patch.go `applyJSPatch`: errors.NewGenericServerResponse(422, ...)); a
+# validation failure says "<Kind> \"<name>\" is invalid: ..." instead.
+JSON_PATCH_NOT_APPLICABLE: Final = "the server rejected our request due to an error in our request"
 HTTP_TOO_MANY_REQUESTS: Final = 429  # how the webhook holds an eviction
 # Either way the caller may not read it: what it learns is that, not the object.
 HTTP_NOT_ALLOWED: Final = frozenset({HTTP_UNAUTHORIZED, HTTP_FORBIDDEN})

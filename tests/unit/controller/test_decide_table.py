@@ -672,6 +672,37 @@ def test_only_a_conflict_a_transient_or_a_refusal(status: int | None) -> None:
         assert failure is WriteFailure.DEFINITE
 
 
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        # kube-apiserver's answer when the JSON patch does not apply to the stored object (a
+        # `remove` of a completed-at the reconciler just cleared, a failed uid `test`): the
+        # Deployment moved under the decision, so it is read again, never allowed unwritten.
+        (
+            422,
+            "the server rejected our request due to an error in our request",
+            WriteFailure.CONFLICT,
+        ),
+        (
+            422,
+            'Deployment.apps "web" is invalid: metadata.annotations: Too long',
+            WriteFailure.DEFINITE,
+        ),
+        (422, None, WriteFailure.DEFINITE),
+        (409, None, WriteFailure.CONFLICT),
+        (
+            400,
+            "the server rejected our request due to an error in our request",
+            WriteFailure.DEFINITE,
+        ),
+    ],
+)
+def test_a_patch_that_no_longer_applies_is_a_conflict(
+    status: int, message: str | None, expected: WriteFailure
+) -> None:
+    assert classify_write_failure(status, message) is expected
+
+
 def test_write_failure_messages() -> None:
     stamp = after_write_failure(REQUESTED, WriteFailure.DEFINITE, status=403, attempt=1,
                                 detail="forbidden")  # fmt: skip

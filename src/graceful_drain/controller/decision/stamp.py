@@ -17,7 +17,13 @@ from graceful_drain.controller.decision.model import (
     RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_TOO_MANY_REQUESTS, json_pointer_token
+from graceful_drain.kube.meta import (
+    HTTP_CONFLICT,
+    HTTP_TOO_MANY_REQUESTS,
+    HTTP_UNPROCESSABLE,
+    JSON_PATCH_NOT_APPLICABLE,
+    json_pointer_token,
+)
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 
 # The first decision, plus two more after a 409 on a write: one writer wins each round, so
@@ -128,13 +134,18 @@ class WriteFailure(Enum):
 
     CONFLICT = "conflict"  # 409: another writer got there first
     TRANSIENT = "transient"  # refused for now: timeout, no answer, 429, 5xx
-    DEFINITE = "definite"  # refused for good: any other 4xx (403, 404, 422, 400)
+    DEFINITE = "definite"  # refused for good: any other 4xx (403, 404, 400, 422 invalid)
 
 
-def classify_write_failure(status: int | None) -> WriteFailure:
+def classify_write_failure(status: int | None, message: str | None = None) -> WriteFailure:
     """`status`: the HTTP status of the failed PATCH, None when there was none (a timeout, a
-    connection reset)."""
+    connection reset); `message`: its Status's message. A 422 saying the JSON patch does not
+    apply to the stored object is a conflict too: the Deployment changed under a view whose
+    patch held a `remove` (a finished drain's completed-at) or an `add` into an annotations map
+    that another writer has since emptied, as the reconciler does when it clears a drain."""
     if status == HTTP_CONFLICT:
+        return WriteFailure.CONFLICT
+    if status == HTTP_UNPROCESSABLE and message == JSON_PATCH_NOT_APPLICABLE:
         return WriteFailure.CONFLICT
     if status is None or status == HTTP_TOO_MANY_REQUESTS or status >= 500:
         return WriteFailure.TRANSIENT

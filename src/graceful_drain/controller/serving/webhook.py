@@ -89,7 +89,7 @@ from graceful_drain.controller.serving.admission import (
     parse_review,
 )
 from graceful_drain.controller.serving.metrics import Metrics
-from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.client import error_detail, http_status, status_message
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, get_logger, line_fields
 
@@ -315,7 +315,7 @@ class EvictionWebhook:
                     await self.patcher.patch_json(target.namespace, target.name, patch)
             except Exception as error:
                 status = http_status(error)
-                failure = classify_write_failure(status)
+                failure = classify_write_failure(status, status_message(error))
                 failing_for = None
                 if failure is WriteFailure.TRANSIENT:
                     failing_for = self._note_failure(key)
