@@ -205,11 +205,18 @@ def test_a_retried_eviction_of_a_recorded_pod_writes_nothing_until_half_the_life
     assert decide_for(replaced).record is not None
 
 
-def test_allows_that_do_not_count_other_pods_write_nothing() -> None:
-    not_ready = decide_for(TWO, replace(POD, ready=False), others=())
+def test_an_unprotected_pod_writes_nothing() -> None:
     opted_out = decide_for(replace(TWO, enabled_value="false"))
-    assert not_ready.reason is Reason.POD_NOT_READY and not_ready.record is None
     assert opted_out.reason is Reason.OPTED_OUT and opted_out.record is None
+
+
+def test_a_pod_not_ready_in_this_view_is_recorded() -> None:
+    """Another replica's pod cache may hold the same pod Ready and count it as staying: the
+    record makes its decision conflict and count the pod as gone (seen on the real control
+    plane with two replicas whose pod watches lagged, under the real descheduler)."""
+    not_ready = decide_for(TWO, replace(POD, ready=False), others=())
+    assert not_ready.reason is Reason.POD_NOT_READY
+    assert not_ready.record is not None and not_ready.record.pod == POD.name
 
 
 # --- the invariant: concurrent replicas linearised by the guarded write -------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -82,7 +82,9 @@ class FakeCluster:
     others_elsewhere: int = 0  # ... of them, on nodes that are not being drained
     synced: bool = True  # False: the caches are cold, an owner they lack is read live
     live_owner: OwnerLookup | None = None  # what that live read finds
+    live_pod: PodLookup | None = None  # what a live read of the pod finds (None: as cached)
     lookups: int = 0
+    live_pod_reads: int = 0
     rereads: int = 0
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
@@ -91,6 +93,11 @@ class FakeCluster:
         if isinstance(self.pod, Exception):
             raise self.pod
         return self.pod
+
+    async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
+        assert budget > 0
+        self.live_pod_reads += 1
+        return self.pod if self.live_pod is None else self.live_pod
 
     def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None:
         return self.replicasets.get(name)
@@ -564,6 +571,30 @@ async def test_another_ready_pod_on_a_node_that_stays_lets_the_eviction_through_
         POD.name: {"uid": POD.uid, "at": "2024-05-01T12:00:00.000000Z"}
     }
     assert counted(rig, "true", "ready-elsewhere") == 1
+
+
+async def test_a_pod_not_ready_in_the_cache_but_ready_live_is_held(rig: Rig) -> None:
+    """The pod cache lags: the pod turned Ready since. Read live, it is the last Ready pod, so
+    the eviction is held with a rollout instead of let go as `pod-not-ready`."""
+    rig.cluster.pod = PodFound(replace(POD, ready=False))
+    rig.cluster.live_pod = PodFound(POD)
+    response = await answer(rig)
+    assert response["allowed"] is False and response["status"]["code"] == 429
+    assert rig.cluster.live_pod_reads == 1
+    [(_, _, patch)] = rig.patcher.patches
+    assert patch[-1]["path"] == "/metadata/annotations/" + RESTARTED_AT_ANNOTATION.replace(
+        "/", "~1"
+    )
+
+
+async def test_a_pod_not_ready_live_too_is_let_go_and_recorded(rig: Rig) -> None:
+    rig.cluster.pod = PodFound(replace(POD, ready=False))
+    response = await answer(rig)
+    assert response["allowed"] is True
+    assert rig.cluster.live_pod_reads == 1
+    [(_, _, patch)] = rig.patcher.patches  # the ledger record, no rollout
+    assert patch[-1]["path"] == "/metadata/annotations/graceful-drain.stonal.com~1evictions"
+    assert counted(rig, "true", "pod-not-ready") == 1
 
 
 async def test_a_conflicting_record_rereads_and_sees_the_other_pod_gone(rig: Rig) -> None:

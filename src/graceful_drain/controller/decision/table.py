@@ -400,9 +400,15 @@ def _first_match(
         )
 
     if not pod.ready:
+        # Recorded too: "not Ready" is this replica's view, and another replica's (a pod cache
+        # a moment older or newer) may count the same pod as the Ready one that stays.
+        full = _ledger_full(deployment, pod.name, pod.uid, now)
+        if full is not None:
+            return full
         return _allow(
             Reason.POD_NOT_READY,
             lambda: f"pod {pod.ref} is not Ready; a restart cannot make things worse",
+            record=_record(deployment, pod.name, pod.uid, now),
             **known,
         )
 

@@ -372,6 +372,11 @@ class ClusterCache:
         cached = self.pods.get(namespace, name)
         if cached is not None:
             return PodFound(cached)
+        return await self.read_pod(namespace, name, budget=budget)
+
+    async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
+        """A live GET of the pod, past the cache: 404 -> PodGone, any other failure ->
+        PodUnavailable."""
         try:
             async with asyncio.timeout(budget):
                 raw = await self.raw.get(Pod, name, namespace)

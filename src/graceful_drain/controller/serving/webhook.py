@@ -146,6 +146,8 @@ class ClusterView(Protocol):
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
+    async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
+
     def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None: ...
 
     def deployment(self, namespace: str, name: str) -> DeploymentInfo | None: ...
@@ -299,6 +301,21 @@ class EvictionWebhook:
             ready_besides=self.cluster.ready_besides,
             ready_elsewhere=self.cluster.ready_elsewhere,
         )  # fmt: skip
+        if decision.reason is Reason.POD_NOT_READY and isinstance(pod_lookup, PodFound):
+            # "Not Ready" may be this pod cache's lag, and a Ready pod is never let go on it:
+            # the pod read live decides (docs/decisions.md, `pod-not-ready`). A failed read
+            # keeps the cached view; its ledger record is written all the same.
+            live_pod = await self.cluster.read_pod(
+                request.namespace, request.name, budget=deadline.call_timeout()
+            )
+            if isinstance(live_pod, PodFound) and live_pod.pod.ready:
+                pod_lookup = live_pod
+                outcome.pod = live_pod.pod
+                decision = decide(
+                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
+                    ready_besides=self.cluster.ready_besides,
+                    ready_elsewhere=self.cluster.ready_elsewhere,
+                )  # fmt: skip
         outcome.attempts = 1
         while (write := decision.write) is not None:
             target = write.deployment
