@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
 import msgspec
 import pytest
@@ -43,9 +42,10 @@ from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 from graceful_drain.controller.decision.reasons import Decision, Reason
 from graceful_drain.controller.decision.stamp import RecordIntent
 from graceful_drain.controller.decision.table import DecisionConfig, decide
-from graceful_drain.controller.reconcile.reconciler import DeploymentChange, Reconciler
+from graceful_drain.controller.reconcile.reconciler import Reconciler
 
 from .objects import DEPLOYMENT, NOW, POD, REQUEST, raw_deployment
+from .reconciler_fakes import Patcher, Source
 
 
 def entry(pod: str, seconds_ago: float, uid: str | None = None) -> LedgerEntry:
@@ -303,32 +303,6 @@ def test_concurrent_replicas_never_let_go_the_last_ready_pod_on_a_node_that_stay
 
 
 # --- the reconciler cleans it, on a timer ------------------------------------------------------
-
-
-@dataclass
-class Source:
-    current: DeploymentInfo
-    handlers: list[Callable[[DeploymentChange], None]] = field(default_factory=list)
-
-    def get(self, namespace: str, name: str) -> DeploymentInfo | None:
-        return self.current
-
-    def items(self) -> list[DeploymentInfo]:
-        return [self.current]
-
-    def add_handler(self, handler: Callable[[DeploymentChange], None]) -> None:
-        self.handlers.append(handler)
-
-
-@dataclass
-class Patcher:
-    patches: list[list[dict[str, Any]]] = field(default_factory=list)
-    failure: BaseException | None = None
-
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        self.patches.append(patch)
-        if self.failure is not None:
-            raise self.failure
 
 
 def reconciler(source: Source, patcher: Patcher,

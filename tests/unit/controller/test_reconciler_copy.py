@@ -3,16 +3,16 @@ a view older than its write (docs/decisions.md, "The reconciler")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from graceful_drain.controller.decision.model import DeploymentInfo
-from graceful_drain.controller.reconcile.reconciler import DeploymentChange, Reconciler
+from graceful_drain.controller.reconcile.reconciler import Reconciler
 from graceful_drain.controller.reconcile.rollout import CopyToTemplate, WaitForRollout
 
 from .objects import NOW, raw_deployment
+from .reconciler_fakes import Patcher, Source
 
 STAMP = "2024-05-01T11:59:58.000000Z"
 
@@ -20,29 +20,6 @@ STAMP = "2024-05-01T11:59:58.000000Z"
 def stamped(**changes: Any) -> DeploymentInfo:
     raw = raw_deployment(restarted_at=STAMP, generation=3, observed=3)
     return replace(DeploymentInfo.from_object(raw), **changes)
-
-
-@dataclass
-class Source:
-    current: DeploymentInfo
-    handlers: list[Callable[[DeploymentChange], None]] = field(default_factory=list)
-
-    def get(self, namespace: str, name: str) -> DeploymentInfo | None:
-        return self.current
-
-    def items(self) -> list[DeploymentInfo]:
-        return [self.current]
-
-    def add_handler(self, handler: Callable[[DeploymentChange], None]) -> None:
-        self.handlers.append(handler)
-
-
-@dataclass
-class Patcher:
-    patches: list[list[dict[str, Any]]] = field(default_factory=list)
-
-    async def patch_json(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> None:
-        self.patches.append(patch)
 
 
 async def test_a_stale_view_after_our_copy_does_not_copy_again() -> None:
