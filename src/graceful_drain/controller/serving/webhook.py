@@ -267,6 +267,16 @@ class EvictionWebhook:
         uid = "" if outcome.request is None else outcome.request.uid
         return encode_review_response(uid, outcome.decision), outcome
 
+    def _table(
+        self, request: EvictionRequest, pod_lookup: PodLookup, owner: OwnerLookup
+    ) -> Decision:
+        """The table's decision on what was looked up: the one call of `decide`."""
+        return decide(
+            request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
+            ready_besides=self.cluster.ready_besides,
+            ready_elsewhere=self.cluster.ready_elsewhere,
+        )  # fmt: skip
+
     async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
         early = precheck(request)  # no lookups, no side effects
         if early is not None:
@@ -296,11 +306,7 @@ class EvictionWebhook:
                 )  # fmt: skip
                 if isinstance(live, DeploymentFound):
                     owner = live
-        decision = decide(
-            request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
-            ready_besides=self.cluster.ready_besides,
-            ready_elsewhere=self.cluster.ready_elsewhere,
-        )  # fmt: skip
+        decision = self._table(request, pod_lookup, owner)
         if decision.reason is Reason.POD_NOT_READY and isinstance(pod_lookup, PodFound):
             # "Not Ready" may be this pod cache's lag, and a Ready pod is never let go on it:
             # the pod read live decides (docs/decisions.md, `pod-not-ready`). A failed read
@@ -311,11 +317,7 @@ class EvictionWebhook:
             if isinstance(live_pod, PodFound) and live_pod.pod.ready:
                 pod_lookup = live_pod
                 outcome.pod = live_pod.pod
-                decision = decide(
-                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
-                    ready_besides=self.cluster.ready_besides,
-                    ready_elsewhere=self.cluster.ready_elsewhere,
-                )  # fmt: skip
+                decision = self._table(request, pod_lookup, owner)
         outcome.attempts = 1
         while (write := decision.write) is not None:
             target = write.deployment
@@ -356,11 +358,7 @@ class EvictionWebhook:
                     decision = reread_failed(decision, owner.detail)
                     break
                 outcome.attempts += 1
-                decision = decide(
-                    request, pod_lookup, owner, self.config, self._clock(), prechecked=True,
-                    ready_besides=self.cluster.ready_besides,
-                    ready_elsewhere=self.cluster.ready_elsewhere,
-                )  # fmt: skip
+                decision = self._table(request, pod_lookup, owner)
                 continue
             self._failing.pop(key, None)
             if isinstance(write, StampIntent):
