@@ -86,7 +86,7 @@ DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 5.0
 # open file descriptors can pass the guard's cap by this many until the evicted ones close.
 LISTEN_BACKLOG = 128
 
-_log = get_logger("webhook_http")
+_log = get_logger("http")
 
 
 def _plain(status: bytes, text: bytes, extra: bytes = b"") -> bytes:
@@ -131,6 +131,27 @@ def _ok(body: bytes, keep_alive: bool) -> bytes:
 _Pending = tuple[BodyHandler | None, bytes | None, bool]
 
 
+class _Message:
+    """One request as it is parsed, from its first byte (`on_message_begin`) until it is
+    whole (`on_message_complete`): the next request's first byte makes a new one."""
+
+    __slots__ = (
+        "body", "body_bytes", "content_length", "expect_continue", "head_bytes", "head_read",
+        "in_head", "oversized", "url",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
+        self.head_read = 0  # of the head read while it was incomplete, counted by slice
+        self.in_head = True
+        self.expect_continue = False
+        self.content_length = -1
+        self.body: list[bytes] = []
+        self.body_bytes = 0
+        self.oversized = False  # over max_body: the body is not kept
+
+
 class _Exchange(asyncio.BufferedProtocol):
     """One connection, from `accept`: its TLS (ssl.SSLObject over memory BIOs), then its
     requests, parsed as they arrive and answered in order.
@@ -142,13 +163,11 @@ class _Exchange(asyncio.BufferedProtocol):
     connection is freed by reference counting, not left to the cyclic collector."""
 
     __slots__ = (
-        "__weakref__", "_answered", "_answered_early", "_answering", "_bad_version", "_begun",
-        "_body", "_body_bytes", "_broken", "_closed", "_connection", "_content_length",
-        "_eof", "_expect_continue", "_fd", "_fed_body", "_guard", "_handshaken",
-        "_head_began_at", "_head_bytes", "_head_read", "_head_too_large", "_heads_done",
-        "_in_head", "_in_message", "_incoming", "_outgoing", "_oversized", "_parser",
-        "_paused", "_queue", "_server", "_shutting_down", "_task", "_tls", "_transport",
-        "_unfed", "_url", "_waiting", "_writable", "_writing_paused",
+        "__weakref__", "_answered", "_answering", "_begun", "_broken", "_closed",
+        "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at",
+        "_heads_done", "_incoming", "_message", "_outgoing", "_parser", "_paused", "_queue",
+        "_refusal", "_server", "_shutting_down", "_task", "_tls", "_transport", "_unfed",
+        "_waiting", "_writable", "_writing_paused",
     )  # fmt: skip
     # made at the first byte (`_begin`)
     _parser: httptools.HttpRequestParser
@@ -177,23 +196,14 @@ class _Exchange(asyncio.BufferedProtocol):
         self._paused = False
         self._writing_paused = False  # the transport's buffer is full: nothing more is read
         self._writable: asyncio.Future[None] | None = None  # the answers wait on it meanwhile
-        # the request being parsed
-        self._url = b""
-        self._head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
-        self._head_read = 0  # of the head read while it was incomplete, counted by slice
-        self._fed_body = 0  # body bytes in the slice being parsed
+        # the parsing: the request begun and not yet whole (None between requests), ...
+        self._message: _Message | None = None
+        # ... the answer (431 or 505) and problem that end the connection once the parser
+        # returns, ...
+        self._refusal: tuple[bytes, str] | None = None
+        self._heads_done = 0  # ... heads parsed, to tell where data ended, ...
+        self._fed_body = 0  # ... and the slice being parsed: its body bytes so far
         self._head_began_at = -1  # body bytes in that slice before the head began in it
-        self._heads_done = 0  # heads parsed on this connection, to tell where data ended
-        self._in_head = False
-        self._in_message = False  # between a request's first byte and its end
-        self._head_too_large = False
-        self._bad_version = False
-        self._answered_early = False  # its answer is queued before its body (Expect, too big)
-        self._body: list[bytes] = []
-        self._body_bytes = 0
-        self._oversized = False
-        self._expect_continue = False
-        self._content_length = -1
 
     # --- the TCP transport and TLS ------------------------------------------------------------
 
@@ -319,7 +329,7 @@ class _Exchange(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._wake_writer()
         if not self._answering and not self._closed:
-            self._guard.done(self._connection, mid_request=self._in_message)
+            self._guard.done(self._connection, mid_request=self._message is not None)
         if self._waiting < MAX_PIPELINED:
             self._resume()
 
@@ -364,7 +374,8 @@ class _Exchange(asyncio.BufferedProtocol):
                 self._unfed = data[start:]
                 return
             stop = min(end, start + FEED_SLICE)
-            needed = 2 if not self._in_message else 1 if self._in_head else 0
+            message = self._message
+            needed = 2 if message is None else 1 if message.in_head else 0
             allowed = needed + 2 * room - 1
             if data.count(b"\n", start, stop) > allowed:
                 cut = start - 1
@@ -390,61 +401,59 @@ class _Exchange(asyncio.BufferedProtocol):
             return
         if self._broken:
             return
-        if self._in_head and self._heads_done == heads_before:
+        message = self._message
+        if message is not None and message.in_head and self._heads_done == heads_before:
             # the slice was head from where the head began (and more may come); the parser
             # keeps a header's value until it ends, so this counts what it holds
             began = self._head_began_at
-            self._head_read += len(data) if began < 0 else len(data) - began
-            self._head_too_large = self._head_read > MAX_HEAD_BYTES
-        if self._head_too_large:
-            self._fail(HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
-        elif self._bad_version:
-            self._fail(VERSION_NOT_SUPPORTED, "not HTTP/1.x")
+            message.head_read += len(data) if began < 0 else len(data) - began
+            if message.head_read > MAX_HEAD_BYTES:
+                self._refusal = (HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
+        if self._refusal is not None:
+            self._fail(*self._refusal)
 
     # --- httptools' callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._url = b""
-        self._head_bytes = self._head_read = 0
+        self._message = _Message()
         self._head_began_at = self._fed_body
-        self._in_head = True
-        self._in_message = True
-        self._body = []
-        self._body_bytes = 0
-        self._oversized = False
-        self._expect_continue = False
-        self._answered_early = False
-        self._content_length = -1
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
-        self._head_bytes += len(url)
+        message = self._message
+        assert message is not None
+        message.url += url
+        message.head_bytes += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_bytes += len(name) + len(value) + 4
+        message = self._message
+        assert message is not None
+        message.head_bytes += len(name) + len(value) + 4
         if len(name) == 6 and name.lower() == b"expect" and value.lower() == b"100-continue":
-            self._expect_continue = True
+            message.expect_continue = True
         elif len(name) == 14 and name.lower() == b"content-length" and value.isdigit():
-            self._content_length = int(value)  # the parser refuses a bad or repeated one
+            message.content_length = int(value)  # the parser refuses a bad or repeated one
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
+        message = self._message
+        assert message is not None
+        message.in_head = False
         self._heads_done += 1
         if self._broken:
             return
-        if self._head_bytes > MAX_HEAD_BYTES:
-            self._head_too_large = True  # answered once feed_data returns
+        if message.head_bytes > MAX_HEAD_BYTES:
+            # answered once feed_data returns
+            self._refusal = (HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
             return
         if not self._parser.get_http_version().startswith("1."):
-            self._bad_version = True  # 505, once feed_data returns (as Go's net/http)
+            # 505, once feed_data returns (as Go's net/http)
+            self._refusal = (VERSION_NOT_SUPPORTED, "not HTTP/1.x")
             return
-        if not self._expect_continue or self._transport is None or self._closed:
+        if not message.expect_continue or self._transport is None or self._closed:
             return
-        if self._content_length > self._server.max_body:
+        if message.content_length > self._server.max_body:
             # Go's net/http: no 100 Continue for a body the handler does not read; the
-            # answer (the handler given None) is sent at once and the connection closed
-            self._answered_early = True
-            self._enqueue(self._route(None, keep_alive=False))
+            # answer (the handler given None) is queued at once and the connection closed
+            self._enqueue(self._route(message.url, None, keep_alive=False))
             self._broken = True
             self._pause()
         elif self._answering:  # after the answers to the requests before it, in order
@@ -454,26 +463,29 @@ class _Exchange(asyncio.BufferedProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._fed_body += len(body)
-        if self._oversized or self._head_too_large or self._broken:
+        message = self._message
+        assert message is not None
+        if message.oversized or self._refusal is not None or self._broken:
             return
-        self._body_bytes += len(body)
-        if self._body_bytes > self._server.max_body:
-            self._oversized = True
-            self._body = []
+        message.body_bytes += len(body)
+        if message.body_bytes > self._server.max_body:
+            message.oversized = True
+            message.body = []
         else:
-            self._body.append(body)
+            message.body.append(body)
 
     def on_message_complete(self) -> None:
-        self._in_message = False
+        message, self._message = self._message, None
+        assert message is not None
         parser = self._parser
-        if self._broken or self._head_too_large or self._bad_version or parser.should_upgrade():
+        if self._broken or self._refusal is not None or parser.should_upgrade():
             return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
         keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
-        self._enqueue(self._route(None if self._oversized else b"".join(self._body), keep_alive))
-        self._body = []
+        body = None if message.oversized else b"".join(message.body)
+        self._enqueue(self._route(message.url, body, keep_alive))
 
-    def _route(self, body: bytes | None, keep_alive: bool) -> _Pending:
-        path, _, _ = self._url.partition(b"?")
+    def _route(self, url: bytes, body: bytes | None, keep_alive: bool) -> _Pending:
+        path, _, _ = url.partition(b"?")
         handler = self._server.routes.get(path)
         method = self._parser.get_method()
         if handler is None:
@@ -541,7 +553,7 @@ class _Exchange(asyncio.BufferedProtocol):
                 if self._eof:
                     self._close()  # the client half-closed: everything whole is answered
                 else:
-                    self._guard.done(self._connection, mid_request=self._in_message)
+                    self._guard.done(self._connection, mid_request=self._message is not None)
 
     async def _until_read(self) -> bool:
         """The client leaves its answers unread: no handler runs, no answer is made and

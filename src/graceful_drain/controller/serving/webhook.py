@@ -237,7 +237,7 @@ class EvictionWebhook:
 
     async def answer(self, body: bytes | None) -> bytes:
         """The HTTP answer's body for one request body (None: over MAX_REVIEW_BYTES, not kept
-        by the server); webhook_http.py sends it with status 200. Never raises. The answer is
+        by the server); serving/http.py sends it with status 200. Never raises. The answer is
         logged, counted and its events handed over in the next turn of the event loop."""
         started = time.perf_counter()
         if body is None:

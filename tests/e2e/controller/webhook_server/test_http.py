@@ -1,4 +1,4 @@
-"""The webhook's own HTTP/1.1 server (webhook_http.py) against raw bytes over real TLS.
+"""The webhook's own HTTP/1.1 server (controller/serving/http.py) against raw bytes over real TLS.
 
 Each test starts a `WebhookServer` on 127.0.0.1 with small handlers (one echoes the body it
 got, one waits on an event the test sets, one raises) and speaks HTTP to it byte by byte, as
