@@ -286,6 +286,8 @@ class _Exchange(asyncio.BufferedProtocol):
         while not self._paused and not self._broken and not self._closed:
             if self._unfed:
                 data, self._unfed = self._unfed, b""
+            elif not self._incoming.pending and not self._tls.pending():
+                break  # nothing to decrypt: the read would raise SSLWantReadError, at a cost
             else:
                 try:
                     data = self._tls.read(TLS_READ_BYTES)
