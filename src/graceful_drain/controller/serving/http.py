@@ -163,11 +163,11 @@ class _Exchange(asyncio.BufferedProtocol):
     connection is freed by reference counting, not left to the cyclic collector."""
 
     __slots__ = (
-        "__weakref__", "_answered", "_answering", "_begun", "_broken", "_closed",
+        "__weakref__", "_answering", "_begun", "_broken", "_closed",
         "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at",
         "_heads_done", "_incoming", "_message", "_outgoing", "_parser", "_paused", "_queue",
         "_refusal", "_server", "_shutting_down", "_task", "_tls", "_transport", "_unfed",
-        "_waiting", "_writable", "_writing_paused",
+        "_unread_at_most", "_waiting", "_writable", "_writing_paused",
     )  # fmt: skip
     # made at the first byte (`_begin`)
     _parser: httptools.HttpRequestParser
@@ -183,7 +183,10 @@ class _Exchange(asyncio.BufferedProtocol):
         self._fd = -1  # the socket's, to ask the kernel what it holds unsent
         self._begun = False
         self._handshaken = False
-        self._answered = False  # an answer was written: the next waits until it is read
+        # Bytes written that the client may not have taken: `_unconsumed` when last asked,
+        # plus all written since (none leave but by the client's reads), so that the kernel
+        # is asked only once this could pass WRITE_BUFFER_HIGH.
+        self._unread_at_most = 0
         self._unfed = b""  # plaintext decrypted but not yet parsed (reading paused)
         self._queue: deque[_Pending] = deque()
         self._waiting = 0  # requests in the queue (not counting 100 Continue answers)
@@ -309,7 +312,9 @@ class _Exchange(asyncio.BufferedProtocol):
     def _flush_tls(self) -> None:
         """Send what TLS produced (handshake messages, tickets, encrypted answers)."""
         if self._outgoing.pending and self._transport is not None:
-            self._transport.write(self._outgoing.read())
+            data = self._outgoing.read()
+            self._unread_at_most += len(data)
+            self._transport.write(data)
 
     def _send(self, data: bytes) -> None:
         self._tls.write(data)
@@ -352,6 +357,7 @@ class _Exchange(asyncio.BufferedProtocol):
             with contextlib.suppress(OSError):
                 queued = fcntl.ioctl(self._fd, termios.TIOCOUTQ, b"\0\0\0\0")
                 unconsumed += int.from_bytes(queued, sys.byteorder, signed=True)
+        self._unread_at_most = unconsumed
         return unconsumed
 
     # --- parsing, a bounded chunk at a time ---------------------------------------------------
@@ -523,7 +529,10 @@ class _Exchange(asyncio.BufferedProtocol):
                     continue
                 if (
                     self._writing_paused
-                    or (self._answered and self._unconsumed() > WRITE_BUFFER_HIGH)
+                    or (
+                        self._unread_at_most > WRITE_BUFFER_HIGH
+                        and self._unconsumed() > WRITE_BUFFER_HIGH
+                    )
                 ) and not await self._until_read():
                     return
                 handler, body, keep_alive = self._queue.popleft()
@@ -545,7 +554,6 @@ class _Exchange(asyncio.BufferedProtocol):
                         answer = _ok(reply, keep_alive)
                 if not self._write(answer, keep_alive):
                     return
-                self._answered = True
                 this_turn += 1
                 if self._paused and self._waiting <= RESUME_AT:
                     self._resume()
