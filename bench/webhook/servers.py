@@ -39,6 +39,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
+from bench.webhook.baseline_server import instant_pod_reads
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
 from graceful_drain.controller.decision.table import DecisionConfig, Protect
@@ -140,6 +141,7 @@ async def filled_cache(spec: PopulationSpec, config: DecisionConfig) -> ClusterC
     )
     await cache.start()
     await cache.wait_synced()
+    instant_pod_reads(cache)  # pod-not-ready's live read, answered in-process
     return cache
 
 

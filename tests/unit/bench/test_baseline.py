@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,51 @@ async def test_the_memory_watches_send_bookmarks_so_the_informer_never_relists(
                 "BOOKMARK",
                 {"metadata": {"resourceVersion": "7"}},
             )
+
+
+class _Pods:
+    def __init__(self, names: set[str]) -> None:
+        self._names = names
+
+    def get(self, namespace: str, name: str) -> str | None:
+        return f"{namespace}/{name}" if name in self._names else None
+
+
+class _Cache:
+    """What `instant_pod_reads` uses of a ClusterCache: the pod cache, lookup_pod, read_pod."""
+
+    def __init__(self, cached: set[str]) -> None:
+        self.pods = _Pods(cached)
+        self.live_reads: list[str] = []
+
+    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> object:
+        cached = self.pods.get(namespace, name)
+        return (
+            ("found", cached)
+            if cached is not None
+            else await self.read_pod(namespace, name, budget=budget)
+        )
+
+    async def read_pod(self, namespace: str, name: str, *, budget: float) -> object:
+        self.live_reads.append(name)
+        return ("unavailable", name)
+
+
+def test_instant_pod_reads_answer_a_cached_pod_in_process_and_read_the_others_live() -> None:
+    cache = _Cache({"web-1"})
+    baseline_server.instant_pod_reads(cache)
+    read = cache.read_pod
+    assert asyncio.run(read("shop", "web-1", budget=1.0)) == ("found", "shop/web-1")
+    assert cache.live_reads == []
+    assert asyncio.run(read("shop", "gone", budget=1.0)) == ("unavailable", "gone")
+    assert asyncio.run(cache.lookup_pod("shop", "gone", budget=1.0)) == ("unavailable", "gone")
+    assert cache.live_reads == ["gone", "gone"]
+
+
+def test_instant_pod_reads_leave_a_cache_without_live_pod_reads_alone() -> None:
+    class Old:
+        pods = _Pods(set())
+
+    old = Old()
+    baseline_server.instant_pod_reads(old)
+    assert not hasattr(old, "read_pod")
