@@ -163,11 +163,11 @@ class _Exchange(asyncio.BufferedProtocol):
     connection is freed by reference counting, not left to the cyclic collector."""
 
     __slots__ = (
-        "__weakref__", "_answering", "_begun", "_broken", "_closed",
-        "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at",
-        "_heads_done", "_incoming", "_message", "_outgoing", "_parser", "_paused", "_queue",
-        "_refusal", "_server", "_shutting_down", "_task", "_tls", "_transport", "_unfed",
-        "_unread_at_most", "_waiting", "_writable", "_writing_paused",
+        "__weakref__", "_answering", "_begun", "_broken", "_closed", "_connection", "_eof",
+        "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at", "_heads_done", "_idle",
+        "_incoming", "_message", "_outgoing", "_parser", "_paused", "_queue", "_refusal",
+        "_server", "_shutting_down", "_task", "_tls", "_transport", "_unfed", "_unread_at_most",
+        "_waiting", "_writable", "_writing_paused",
     )  # fmt: skip
     # made at the first byte (`_begin`)
     _parser: httptools.HttpRequestParser
@@ -190,8 +190,11 @@ class _Exchange(asyncio.BufferedProtocol):
         self._unfed = b""  # plaintext decrypted but not yet parsed (reading paused)
         self._queue: deque[_Pending] = deque()
         self._waiting = 0  # requests in the queue (not counting 100 Continue answers)
-        self._answering = False  # a task is answering the queue
+        self._answering = False  # the task is answering the queue
+        # The connection's one answering task, from its first request until it closes; it
+        # waits on `_idle` while there is nothing to answer.
         self._task: asyncio.Task[None] | None = None
+        self._idle: asyncio.Future[None] | None = None
         self._closed = False
         self._broken = False  # the parser failed or the stream was refused: nothing more is read
         self._eof = False  # the client half-closed: answer what came whole, then close
@@ -232,6 +235,9 @@ class _Exchange(asyncio.BufferedProtocol):
         self._waiting = 0
         self._unfed = b""
         self._wake_writer()
+        idle, self._idle = self._idle, None
+        if idle is not None and not idle.done():
+            idle.set_result(None)  # the answering task ends
         self._guard.closed(self._connection)
         self._server._forget(self)
         self._transport = None
@@ -513,57 +519,71 @@ class _Exchange(asyncio.BufferedProtocol):
                 self._pause()
         if not self._answering:
             self._answering = True
-            # held: the loop keeps only a weak reference to a task
-            self._task = asyncio.get_running_loop().create_task(self._answer_queue())
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set_result(None)  # the task waits for this request
+            else:  # held: the loop keeps only a weak reference to a task
+                self._task = asyncio.get_running_loop().create_task(self._answer_queue())
 
     async def _answer_queue(self) -> None:
-        """Answer the queue in order: at most ANSWERS_PER_TURN answers before the other
-        connections get their turn of the loop, and none while the client leaves more than
-        WRITE_BUFFER_HIGH bytes of answers unread (`_until_read`)."""
-        this_turn = 0
-        try:
-            while self._queue and not self._closed:
-                if this_turn >= ANSWERS_PER_TURN:
-                    this_turn = 0
-                    await asyncio.sleep(0)  # the others' turn
-                    continue
-                if (
-                    self._writing_paused
-                    or (
-                        self._unread_at_most > WRITE_BUFFER_HIGH
-                        and self._unconsumed() > WRITE_BUFFER_HIGH
-                    )
-                ) and not await self._until_read():
-                    return
-                handler, body, keep_alive = self._queue.popleft()
-                if handler is None:
-                    assert body is not None
-                    if body is not _CONTINUE:
-                        self._waiting -= 1
-                    keep_alive = keep_alive and not self._shutting_down
-                    answer = body if keep_alive else _closing(body)
-                else:
-                    self._waiting -= 1
-                    try:
-                        reply = await handler(body)
-                    except Exception as error:  # a handler's bug: said, never hidden as a 200
-                        _log.error("webhook handler failed", error=repr(error))
-                        answer, keep_alive = _closing(HANDLER_FAILED), False
-                    else:  # stop() may have come while the handler ran: then the answer says so
+        """The connection's answering task: answer the queue in order, at most
+        ANSWERS_PER_TURN answers before the other connections get their turn of the loop, and
+        none while the client leaves more than WRITE_BUFFER_HIGH bytes of answers unread
+        (`_until_read`); then wait (`_idle`) for the next request, until the connection
+        closes. One task for all of a connection's requests: a task made and ended per request
+        (its context, its entry in asyncio's weak set of tasks) cost more than a future."""
+        loop = asyncio.get_running_loop()
+        while True:
+            this_turn = 0
+            try:
+                while self._queue and not self._closed:
+                    if this_turn >= ANSWERS_PER_TURN:
+                        this_turn = 0
+                        await asyncio.sleep(0)  # the others' turn
+                        continue
+                    if (
+                        self._writing_paused
+                        or (
+                            self._unread_at_most > WRITE_BUFFER_HIGH
+                            and self._unconsumed() > WRITE_BUFFER_HIGH
+                        )
+                    ) and not await self._until_read():
+                        return
+                    handler, body, keep_alive = self._queue.popleft()
+                    if handler is None:
+                        assert body is not None
+                        if body is not _CONTINUE:
+                            self._waiting -= 1
                         keep_alive = keep_alive and not self._shutting_down
-                        answer = _ok(reply, keep_alive)
-                if not self._write(answer, keep_alive):
-                    return
-                this_turn += 1
-                if self._paused and self._waiting <= RESUME_AT:
-                    self._resume()
-        finally:
-            self._answering = False
-            if not self._closed:
-                if self._eof:
-                    self._close()  # the client half-closed: everything whole is answered
-                else:
-                    self._guard.done(self._connection, mid_request=self._message is not None)
+                        answer = body if keep_alive else _closing(body)
+                    else:
+                        self._waiting -= 1
+                        try:
+                            reply = await handler(body)
+                        except Exception as error:  # a handler's bug: said, never hidden as 200
+                            _log.error("webhook handler failed", error=repr(error))
+                            answer, keep_alive = _closing(HANDLER_FAILED), False
+                        else:  # stop() may have come while the handler ran: the answer says so
+                            keep_alive = keep_alive and not self._shutting_down
+                            answer = _ok(reply, keep_alive)
+                    if not self._write(answer, keep_alive):
+                        return
+                    this_turn += 1
+                    if self._paused and self._waiting <= RESUME_AT:
+                        self._resume()
+            finally:
+                self._answering = False
+                if not self._closed:
+                    if self._eof:
+                        self._close()  # the client half-closed: everything whole is answered
+                    else:
+                        self._guard.done(self._connection, mid_request=self._message is not None)
+            if self._closed or self._eof:
+                return
+            self._idle = idle = loop.create_future()
+            await idle  # set by `_enqueue`, or by `connection_lost`
+            if self._closed:
+                return
 
     async def _until_read(self) -> bool:
         """The client leaves its answers unread: no handler runs, no answer is made and
