@@ -210,8 +210,17 @@ class Store(Generic[T]):
         return set(self._objects)
 
     def by_index(self, index: str, namespace: str, value: str) -> list[T]:
-        names = self._indexes[index].get((namespace, value), ())
-        found = (self._objects.get((namespace, name)) for name in sorted(names))
+        """The objects under `value` in `index`, by name. The webhook asks for a Deployment's
+        ReplicaSets and their pods, usually one each: one name needs no sorting."""
+        names = self._indexes[index].get((namespace, value))
+        if not names:
+            return []
+        get = self._objects.get
+        if len(names) == 1:
+            for name in names:
+                obj = get((namespace, name))
+                return [] if obj is None else [obj]
+        found = [get((namespace, name)) for name in sorted(names)]
         return [obj for obj in found if obj is not None]
 
     def put(self, key: Key, obj: T) -> T | None:
