@@ -137,7 +137,7 @@ class _Message:
 
     __slots__ = (
         "body", "body_bytes", "content_length", "expect_continue", "head_bytes", "head_read",
-        "in_head", "oversized", "url",
+        "in_head", "oversized", "url", "version",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -145,6 +145,7 @@ class _Message:
         self.head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
         self.head_read = 0  # of the head read while it was incomplete, counted by slice
         self.in_head = True
+        self.version = ""  # "1.1", once the head is whole (the parser formats it at each ask)
         self.expect_continue = False
         self.content_length = -1
         self.body: list[bytes] = []
@@ -458,7 +459,8 @@ class _Exchange(asyncio.BufferedProtocol):
             # answered once feed_data returns
             self._refusal = (HEAD_TOO_LARGE, f"head over {MAX_HEAD_BYTES} bytes")
             return
-        if not self._parser.get_http_version().startswith("1."):
+        message.version = version = self._parser.get_http_version()
+        if not version.startswith("1."):
             # 505, once feed_data returns (as Go's net/http)
             self._refusal = (VERSION_NOT_SUPPORTED, "not HTTP/1.x")
             return
@@ -494,7 +496,7 @@ class _Exchange(asyncio.BufferedProtocol):
         parser = self._parser
         if self._broken or self._refusal is not None or parser.should_upgrade():
             return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
-        keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
+        keep_alive = parser.should_keep_alive() and message.version == "1.1"
         body = None if message.oversized else b"".join(message.body)
         self._enqueue(self._route(message.url, body, keep_alive))
 
