@@ -160,8 +160,9 @@ class _Exchange(asyncio.BufferedProtocol):
     A connection costs little until its first byte: the TLS object, its two BIOs and the
     parser are made then (`_begin`), so one that never starts TLS holds this object, its
     guard record and the transport. Nothing it holds refers back to it once it is closed
-    (the parser, whose callbacks are its methods, is let go in `connection_lost`): a closed
-    connection is freed by reference counting, not left to the cyclic collector."""
+    (the parser, whose callbacks are its methods, is let go in `connection_lost`, and its
+    answering task, woken there, ends in the next turn of the loop): a closed connection is
+    freed by reference counting, not left to the cyclic collector."""
 
     __slots__ = (
         "__weakref__", "_answering", "_begun", "_broken", "_closed", "_connection", "_eof",
