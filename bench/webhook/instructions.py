@@ -3,17 +3,18 @@ machine's load does not move, for a change too small to see in CPU seconds on sh
 
     PYTHONPATH=src .venv/bin/python -m bench.webhook.instructions [REF ...]
 
-For this checkout's `src/` (and each REF's, exported with `git archive`; a commit whose
-controller keeps the layout of 2026-12-03 or later), one server process runs under
-`valgrind --tool=callgrind`: the webhook as servers.py serves it (`app.webhook_site`, the
-informers' list path into a `ClusterCache`, JSON log line, metrics; a smaller population,
-POPULATION, since valgrind runs it some fifty times slower), plus the canned path (the
-reference's answer on the webhook's own server: the stack alone). Then the aiohttp reference
-server the same way. A client outside valgrind (32 keep-alive TLS connections, one request in
-flight each, the bench's request mix) warms each path up, the counters are zeroed
-(`callgrind_control -z`), exactly COUNT requests are sent, and the counters dumped: their
-total over COUNT is the figure. Python's allocator is left as in production (pymalloc).
-Without valgrind it says so and stops.
+For this checkout's `src/`, one server process runs under `valgrind --tool=callgrind`: the
+webhook as servers.py serves it (`app.webhook_site`, the informers' list path into a
+`ClusterCache`, JSON log line, metrics; a smaller population, POPULATION, since valgrind runs
+it some fifty times slower), plus the canned path (the reference's answer on the webhook's own
+server: the stack alone). Each REF's `src/` (exported with `git archive`) is served by
+baseline_server.py, as `--baseline` serves it (its main route only; its cache filled from the
+same objects, pickled by this process). Then the aiohttp reference server the same way. A
+client outside valgrind (32 keep-alive TLS connections, one request in flight each, the
+bench's request mix) warms each path up, the counters are zeroed (`callgrind_control -z`),
+exactly COUNT requests are sent, and the counters dumped: their total over COUNT is the
+figure. Python's allocator is left as in production (pymalloc). Without valgrind it says so
+and stops.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.baseline import exported
@@ -154,31 +157,95 @@ def count(label: str, folders: list[Path], kind: str, scratch: Path) -> dict[str
         if served["mismatches"]:
             raise RuntimeError(f"{label}: decisions differ: {served['mismatches'][:3]}")
         for name, route in served["paths"].items():
-            client = subprocess.Popen(
-                [python, "-m", "bench.webhook.instructions", "load", str(info), route],
-                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            assert client.stdin is not None and client.stdout is not None
-            with client:
-                if client.stdout.readline().split() != ["warm", "0"]:
-                    raise RuntimeError(f"{label} {name}: the warm-up failed")
-                subprocess.run(["callgrind_control", "-z", str(server.pid)], check=True,
-                               capture_output=True)  # fmt: skip
-                client.stdin.write("\n")
-                client.stdin.flush()
-                done = client.stdout.readline().split()
-                subprocess.run(["callgrind_control", "-d", name, str(server.pid)], check=True,
-                               capture_output=True)  # fmt: skip
-                client.stdin.write("\n")
-                client.stdin.flush()
-            if done != ["done", "0"]:
-                raise RuntimeError(f"{label} {name}: failed requests ({done})")
-            dump = max(work.glob("callgrind.out*"), key=lambda file: file.stat().st_mtime)
-            figures[name] = _total(dump) / (COUNT // CONCURRENCY * CONCURRENCY) / 1000
+            figures[name] = _counted(label, name, server.pid, info, route, work)
     finally:
         server.terminate()
         server.wait()
     return figures
+
+
+def count_baseline(ref: str, scratch: Path) -> dict[str, float]:
+    """k instructions per request of REF's webhook, served by baseline_server.py."""
+    from bench.webhook import baseline_server, population
+    from bench.webhook.servers import raw_nodes
+    from kubesim.pki import CertificateAuthority
+
+    work = scratch / f"{ref}-baseline"
+    work.mkdir()
+    layout = population.plan(POPULATION)
+    sources = {
+        "Pod": population.raw_pods(layout, POPULATION),
+        "ReplicaSet": population.raw_replicasets(layout),
+        "Deployment": population.raw_deployments(layout, datetime.now(UTC)),
+        "Node": iter(raw_nodes(population.raw_pods(layout, POPULATION))),
+    }
+    files = {}
+    for kind, items in sources.items():
+        files[kind] = str(work / f"{kind}.pickle")
+        baseline_server.write_pages(items, Path(files[kind]))
+    ca = CertificateAuthority("bench-ca")
+    pair = ca.issue_server(["127.0.0.1"], common_name="bench-webhook")
+    prepared = population.prepared_requests(POPULATION, layout)
+    with exported(ref) as folders:
+        options = baseline_server.BaselineOptions(
+            tuple(map(str, folders)), pair.cert_pem, pair.key_pem, files,
+            population.ROLLOUT_TIMEOUT, population.ENABLED_ANNOTATION,
+        )  # fmt: skip
+        parent, child = multiprocessing.get_context("spawn").Pipe()
+        descriptor = child.fileno()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([*options.folders, str(ROOT)]))
+        server = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out",
+             sys.executable, "-m", "bench.webhook.baseline_server", str(descriptor)],
+            pass_fds=(descriptor,), env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+            stderr=(work / "server.log").open("w"),
+        )  # fmt: skip
+        child.close()
+        try:
+            parent.send(options)
+            if not parent.poll(START_SECONDS):
+                raise RuntimeError(f"{ref}'s server did not start: see {work}/server.log")
+            ready = parent.recv()
+            if not isinstance(ready, dict):
+                raise RuntimeError(f"{ref}'s server failed: {getattr(ready, 'text', ready)}")
+            info = work / "info.json"
+            info.write_text(json.dumps({
+                "port": ready["port"], "ca": ca.cert_pem.decode(),
+                "bodies": [request.body.decode() for request in prepared],
+            }))  # fmt: skip
+            from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+
+            return {WEBHOOK: _counted(ref, WEBHOOK, server.pid, info, WEBHOOK_PATH, work)}
+        finally:
+            server.terminate()
+            server.wait()
+            parent.close()
+
+
+def _counted(label: str, name: str, pid: int, info: Path, route: str, work: Path) -> float:
+    """Warm `route` up, zero the server's counters, send COUNT requests, dump: k per request."""
+    client = subprocess.Popen(
+        [sys.executable, "-m", "bench.webhook.instructions", "load", str(info), route],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(ROOT / "src"), str(ROOT / "packages/kubesim/src"), str(ROOT)])),
+    )  # fmt: skip
+    assert client.stdin is not None and client.stdout is not None
+    with client:
+        if client.stdout.readline().split() != ["warm", "0"]:
+            raise RuntimeError(f"{label} {name}: the warm-up failed")
+        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+        client.stdin.write("\n")
+        client.stdin.flush()
+        done = client.stdout.readline().split()
+        subprocess.run(["callgrind_control", "-d", name, str(pid)], check=True,
+                       capture_output=True)  # fmt: skip
+        client.stdin.write("\n")
+        client.stdin.flush()
+    if done != ["done", "0"]:
+        raise RuntimeError(f"{label} {name}: failed requests ({done})")
+    dump = max(work.glob("callgrind.out*"), key=lambda file: file.stat().st_mtime)
+    return _total(dump) / (COUNT // CONCURRENCY * CONCURRENCY) / 1000
 
 
 def main(refs: list[str]) -> int:
@@ -191,9 +258,8 @@ def main(refs: list[str]) -> int:
         for name, figure in count("this", [ROOT / "src"], WEBHOOK, scratch).items():
             rows.append(("this checkout", name, figure))
         for ref in refs:
-            with exported(ref) as folders:
-                for name, figure in count(ref, folders, WEBHOOK, scratch).items():
-                    rows.append((ref, name, figure))
+            for name, figure in count_baseline(ref, scratch).items():
+                rows.append((ref, name, figure))
         for name, figure in count("reference", [ROOT / "src"], REFERENCE, scratch).items():
             rows.append(("aiohttp", name, figure))
     reference = next(figure for _, name, figure in rows if name == REFERENCE)
