@@ -523,7 +523,7 @@ class _Exchange(asyncio.BufferedProtocol):
         if not self._answering:
             self._answering = True
             idle, self._idle = self._idle, None
-            if idle is not None:
+            if idle is not None and not idle.done():  # (done: cancelled with the task)
                 idle.set_result(None)  # the task waits for this request
             else:  # held: the loop keeps only a weak reference to a task
                 self._task = asyncio.get_running_loop().create_task(self._answer_queue())
