@@ -41,8 +41,8 @@ from bench.procs import receive_async, rss_bytes, run_child
 from bench.webhook import breakdown, population
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.table import DecisionConfig, Protect
-from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.serving.http import WebhookServer
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook

@@ -96,20 +96,21 @@ class Forbidden:
 
 @dataclass(frozen=True)
 class Downward:
-    """The rooms of `package`, listed top first, each import only the rooms below them (and
-    themselves); a room in `apart` imports no other room and is imported only by the top.
-    `with_top`: modules beside the rooms that belong to the top one (its plain settings)."""
+    """The rooms of `package` on floors, listed top first: a room imports only the rooms on
+    the floors below its own (and itself), never one beside it; a room in `apart` imports no
+    other room and is imported only by the top floor. `with_top`: modules beside the rooms
+    that belong to the top floor's first room (its plain settings)."""
 
     name: str
     package: str
-    order: tuple[str, ...]
+    floors: tuple[tuple[str, ...], ...]
     apart: tuple[str, ...]
     with_top: tuple[str, ...] = ()
 
     def room_of(self, module: str) -> str | None:
         if within(module, tuple(f"{self.package}.{m}" for m in self.with_top)):
-            return self.order[0]
-        for room in (*self.order, *self.apart):
+            return self.floors[0][0]
+        for room in (*(r for floor in self.floors for r in floor), *self.apart):
             if within(module, (f"{self.package}.{room}",)):
                 return room
         return None
@@ -117,8 +118,9 @@ class Downward:
     def allowed(self, room: str) -> set[str]:
         if room in self.apart:
             return {room}
-        below = set(self.order[self.order.index(room) :])
-        return below | set(self.apart) if room == self.order[0] else below
+        level = next(i for i, floor in enumerate(self.floors) if room in floor)
+        below = {room, *(r for floor in self.floors[level + 1 :] for r in floor)}
+        return below | set(self.apart) if level == 0 else below
 
     def breaches(self, graph: Graph) -> list[str]:
         found = set()
@@ -303,11 +305,13 @@ RULES: tuple[Rule, ...] = (
     ),
     # kubesim is an independent check on the product: it shares no code with it.
     Forbidden("kubesim imports nothing of graceful_drain", ("kubesim",), ("graceful_drain",)),
-    # The controller's rooms: app -> serving -> reconcile -> decision -> kube; tls beside.
+    # The controller's rooms on their floors: app; serving (the webhook) beside reconcile
+    # (the reconciler); the cache (the reads) beside writes (the patch, the Events); the pure
+    # decision; then kube. tls stands apart, wired by app.
     Downward(
         "controller rooms import only downward",
         "graceful_drain.controller",
-        ("app", "serving", "reconcile", "decision"),
+        (("app",), ("serving", "reconcile"), ("cache", "writes"), ("decision",)),
         apart=("tls",),
         with_top=("settings",),
     ),
@@ -383,8 +387,8 @@ CONTROLS: dict[str, dict[str, str]] = {
         "kubesim/sim.py": "from graceful_drain.kube import events\n",
     },
     "controller rooms import only downward": {
-        "graceful_drain/controller/decision/view.py": (
-            "from graceful_drain.controller.reconcile import patcher\n"
+        "graceful_drain/controller/decision/table.py": (
+            "from graceful_drain.controller.cache import cluster\n"
         ),
     },
     "no cycle between packages": {
@@ -431,14 +435,22 @@ def test_kubesim_in_the_demo_is_not_a_breach_and_elsewhere_is(tmp_path: Path) ->
     ("importer", "imported", "allowed"),
     [
         ("app.py", "graceful_drain.controller.tls.context", True),
-        ("app.py", "graceful_drain.controller.decision.view", True),
-        ("serving/webhook.py", "graceful_drain.controller.reconcile.patcher", True),
+        ("app.py", "graceful_drain.controller.cache.cluster", True),
+        ("serving/webhook.py", "graceful_drain.controller.writes.patcher", True),
+        ("serving/webhook.py", "graceful_drain.controller.cache.cluster", True),
         ("serving/webhook.py", "graceful_drain.controller.decision.table", True),
-        ("reconcile/patcher.py", "graceful_drain.controller.decision.model", True),
+        ("reconcile/reconciler.py", "graceful_drain.controller.writes.events", True),
+        ("writes/patcher.py", "graceful_drain.controller.decision.model", True),
+        ("cache/cluster.py", "graceful_drain.controller.decision.lookups", True),
+        ("cache/cluster.py", "graceful_drain.kube.cache", True),
         ("decision/table.py", "graceful_drain.controller.decision.intstr", True),
-        ("decision/view.py", "graceful_drain.kube.cache", True),
         ("reconcile/rollout.py", "graceful_drain.controller.serving.webhook", False),
-        ("decision/table.py", "graceful_drain.controller.reconcile.events", False),
+        ("serving/webhook.py", "graceful_drain.controller.reconcile.rollout", False),
+        ("cache/cluster.py", "graceful_drain.controller.writes.events", False),
+        ("writes/events.py", "graceful_drain.controller.cache.cluster", False),
+        ("cache/cluster.py", "graceful_drain.controller.serving.webhook", False),
+        ("decision/table.py", "graceful_drain.controller.cache.cluster", False),
+        ("decision/table.py", "graceful_drain.controller.writes.events", False),
         ("serving/http.py", "graceful_drain.controller.app", False),
         ("serving/http.py", "graceful_drain.controller.tls.context", False),
         ("tls/certs.py", "graceful_drain.controller.decision.model", False),

@@ -38,11 +38,9 @@ from aiohttp import web
 from lightkube import AsyncClient
 
 from graceful_drain import __version__
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.reconcile.bypass import BypassWatcher
-from graceful_drain.controller.reconcile.events import DrainEvents
-from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconcile.reconciler import Reconciler
 from graceful_drain.controller.serving.admission import MAX_REVIEW_BYTES
 from graceful_drain.controller.serving.connections import ConnectionGuard
@@ -52,6 +50,8 @@ from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebh
 from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from graceful_drain.controller.tls.context import ReloadingTLS, ServingTLS
+from graceful_drain.controller.writes.events import DrainEvents
+from graceful_drain.controller.writes.patcher import LightkubeDeploymentPatcher
 from graceful_drain.errors import ConfigError
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import create_client, load_config

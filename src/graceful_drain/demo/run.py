@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_TIMEOUT
 from graceful_drain.controller.settings import ControllerConfig
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_TIMEOUT
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.logs import configure_logging
 from kubesim.client import KubeClient, resource_path

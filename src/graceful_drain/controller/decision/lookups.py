@@ -1,7 +1,7 @@
 """What the caller of the decision table looked up, handed in as values: the pod
 (`PodLookup`), its owning Deployment (`OwnerLookup`, resolved by `resolve_owner`), and how many
 of the Deployment's other pods are Ready (`ReadyBesides`). No I/O here: the lookups are the
-caller's (controller/decision/view.py, `graceful-drain plan`)."""
+caller's (controller/cache/cluster.py, `graceful-drain plan`)."""
 
 from __future__ import annotations
 

@@ -19,12 +19,12 @@ from typing import Any, Self
 
 import msgspec
 
-# The keys are defined in graceful_drain/annotations.py (shared with the detector); the
-# decision room's modules keep reading them from here.
-from graceful_drain.annotations import COMPLETED_AT_ANNOTATION as COMPLETED_AT_ANNOTATION
-from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION as DEFAULT_ENABLED_ANNOTATION
-from graceful_drain.annotations import EVICTIONS_ANNOTATION
-from graceful_drain.annotations import RESTARTED_AT_ANNOTATION as RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import (
+    COMPLETED_AT_ANNOTATION,
+    DEFAULT_ENABLED_ANNOTATION,
+    EVICTIONS_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+)
 from graceful_drain.controller.decision.draining import drain_signals
 from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
