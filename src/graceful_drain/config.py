@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION
 from graceful_drain.controller.decision.table import Protect
 from graceful_drain.controller.settings import ControllerConfig, LogFormat
 from graceful_drain.errors import ConfigError
@@ -67,7 +68,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--enabled-annotation",
         'opt-in mode: only protect Deployments whose annotation KEY is "true" (default: '
-        'every Deployment except those with graceful-drain.stonal.com/enabled: "false")',
+        f'every Deployment except those with {DEFAULT_ENABLED_ANNOTATION}: "false")',
         metavar="KEY",
     ),
     _Option(

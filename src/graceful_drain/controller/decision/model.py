@@ -32,6 +32,7 @@ from graceful_drain.controller.decision.intstr import (
     resolve_max_unavailable,
 )
 from graceful_drain.controller.decision.ledger import LedgerEntry, parse_ledger
+from graceful_drain.kube.owners import read_controller
 from graceful_drain.kube.rawjson import FieldReader, JsonObject
 from graceful_drain.kube.timefmt import parse_rfc3339
 
@@ -67,31 +68,6 @@ def _metadata(raw: object) -> JsonObject:
 def _shared(text: str) -> str:
     # Namespaces, node names, phases and kinds repeat across thousands of cached pods.
     return sys.intern(text)
-
-
-@dataclass(frozen=True, slots=True)
-class _ControllerRef:
-    api_version: str
-    kind: str
-    name: str
-
-
-def _controller_ref(reader: FieldReader, metadata: JsonObject) -> _ControllerRef | None:
-    """The first ownerReference with controller: true (the API server allows only one)."""
-    for index, ref in enumerate(
-        reader.sequence(metadata, "ownerReferences", "metadata.ownerReferences")
-    ):
-        path = f"metadata.ownerReferences[{index}]"
-        if not isinstance(ref, Mapping):
-            reader.malformed.append(path)
-            continue
-        if reader.boolean(ref, "controller", f"{path}.controller"):
-            return _ControllerRef(
-                api_version=reader.string(ref, "apiVersion", f"{path}.apiVersion"),
-                kind=reader.string(ref, "kind", f"{path}.kind"),
-                name=reader.string(ref, "name", f"{path}.name"),
-            )
-    return None
 
 
 def _is_ready(reader: FieldReader, status: JsonObject | None) -> bool:
@@ -143,13 +119,8 @@ class PodInfo:
         reader = FieldReader()
         spec = reader.mapping(raw, "spec", "spec")
         status = reader.mapping(raw, "status", "status")
-        owner = _controller_ref(reader, metadata)
-        is_replicaset = (
-            owner is not None
-            and owner.api_version == "apps/v1"
-            and owner.kind == "ReplicaSet"
-            and owner.name != ""
-        )
+        owner = read_controller(reader, metadata)
+        is_replicaset = owner is not None and owner.is_a("apps/v1", "ReplicaSet")
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
             name=reader.string(metadata, "name", "metadata.name"),
@@ -188,13 +159,8 @@ class ReplicaSetInfo:
     def from_object(cls, raw: Mapping[str, Any]) -> Self:
         metadata = _metadata(raw)
         reader = FieldReader()
-        owner = _controller_ref(reader, metadata)
-        is_deployment = (
-            owner is not None
-            and owner.api_version == "apps/v1"
-            and owner.kind == "Deployment"
-            and owner.name != ""
-        )
+        owner = read_controller(reader, metadata)
+        is_deployment = owner is not None and owner.is_a("apps/v1", "Deployment")
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
             name=reader.string(metadata, "name", "metadata.name"),
@@ -493,6 +459,8 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
     namespace = _shared(metadata.namespace or "")
     owner_kind: str | None = None
     owner_replicaset: str | None = None
+    # kube/owners.py's rule (`read_controller`, which from_object reads with), on the typed
+    # references: the first whose controller is true.
     for ref in metadata.owner_references or ():
         if ref.controller:
             kind = ref.kind or ""
