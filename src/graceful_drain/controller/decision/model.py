@@ -304,32 +304,10 @@ class DeploymentInfo:
 
         strategy_type, max_surge, max_unavailable = _strategy(reader, spec, replicas)
 
-        restarted_at_raw = reader.optional_string(
-            annotations, RESTARTED_AT_ANNOTATION, f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
-        )
-        restarted_at = None if restarted_at_raw is None else parse_rfc3339(restarted_at_raw)
-        if restarted_at_raw is not None and restarted_at is None:
-            reader.malformed.append(f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]")
-
-        template = reader.mapping(spec, "template", "spec.template")
-        template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
-        template_annotations = reader.mapping(
-            template_meta, "annotations", "spec.template.metadata.annotations"
-        )
-        template_spec = reader.mapping(template, "spec", "spec.template.spec")
-        grace = reader.optional_integer(
-            template_spec,
-            "terminationGracePeriodSeconds",
-            "spec.template.spec.terminationGracePeriodSeconds",
-        )
+        restarted_at_raw, restarted_at = _restarted_at(reader, annotations)
+        template_annotations, grace = _template(reader, spec)
         enabled_key = enabled_annotation or DEFAULT_ENABLED_ANNOTATION
-        evictions, evictions_malformed = parse_ledger(
-            reader.optional_string(
-                annotations, EVICTIONS_ANNOTATION, f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
-            )
-        )
-        if evictions_malformed:
-            reader.malformed.append(f"metadata.annotations[{EVICTIONS_ANNOTATION}]")
+        evictions = _ledger(reader, annotations)
 
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
@@ -375,6 +353,44 @@ class DeploymentInfo:
             evictions=evictions,
             malformed=tuple(reader.malformed),
         )
+
+
+def _restarted_at(
+    reader: FieldReader, annotations: JsonObject | None
+) -> tuple[str | None, datetime | None]:
+    """The restarted-at stamp as written, and as a time (None, recorded malformed, if it is
+    not RFC 3339)."""
+    path = f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
+    raw = reader.optional_string(annotations, RESTARTED_AT_ANNOTATION, path)
+    restarted_at = None if raw is None else parse_rfc3339(raw)
+    if raw is not None and restarted_at is None:
+        reader.malformed.append(path)
+    return raw, restarted_at
+
+
+def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject | None, int | None]:
+    """The pod template's annotations and its terminationGracePeriodSeconds."""
+    template = reader.mapping(spec, "template", "spec.template")
+    template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
+    annotations = reader.mapping(template_meta, "annotations", "spec.template.metadata.annotations")
+    template_spec = reader.mapping(template, "spec", "spec.template.spec")
+    grace = reader.optional_integer(
+        template_spec,
+        "terminationGracePeriodSeconds",
+        "spec.template.spec.terminationGracePeriodSeconds",
+    )
+    return annotations, grace
+
+
+def _ledger(reader: FieldReader, annotations: JsonObject | None) -> tuple[LedgerEntry, ...]:
+    """The evictions ledger (ledger.py); a malformed one reads as empty, recorded."""
+    path = f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
+    evictions, malformed = parse_ledger(
+        reader.optional_string(annotations, EVICTIONS_ANNOTATION, path)
+    )
+    if malformed:
+        reader.malformed.append(path)
+    return evictions
 
 
 @dataclass(frozen=True, slots=True)
