@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 
 JsonObject = dict[str, Any]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.procs import rss_bytes, run_child
 
 try:
-    from graceful_drain.controller.decision.view import ClusterCache
+    from graceful_drain.controller.cache.cluster import ClusterCache
 except ImportError:  # a --baseline commit from before kube/ became generic (b67cf4e: issue 14's)
     from graceful_drain.kube.cache import ClusterCache  # type: ignore[attr-defined,no-redef]
 from graceful_drain.kube.client import create_client

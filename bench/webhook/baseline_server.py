@@ -12,8 +12,9 @@ multiprocessing child: that would import the parent's `__main__`, and with it th
 product) whose PYTHONPATH puts the commit's exported folders first; it talks to the parent on
 the socket FD with the `Child` protocol (bench/procs.py): `Ready`'s fields as a dict, then
 "cpu" until "stop". This module imports no product code at its top: the commit's is imported
-inside, from where the commit keeps it (the modules moved on 2026-12-03; both layouts are
-tried), and the run stops if the product came from anywhere but the commit's folders.
+inside, from where the commit keeps it (the modules moved on 2026-12-03 and again on
+2026-12-07; every layout is tried), and the run stops if the product came from anywhere but
+the commit's folders.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ PRODUCT: dict[str, tuple[str, ...]] = {
     "EvictionWebhook": ("controller.serving.webhook", "controller.webhook"),
     "WEBHOOK_PATH": ("controller.serving.webhook", "controller.webhook"),
     "Metrics": ("controller.serving.metrics", "controller.metrics"),
-    "ClusterCache": ("controller.decision.view", "controller.view"),
+    "ClusterCache": ("controller.cache.cluster", "controller.decision.view", "controller.view"),
     "DecisionConfig": ("controller.decision.table", "controller.decide"),
     "ReloadingTLS": ("controller.tls.context", "controller.tls"),
     "webhook_site": ("controller.app",),

@@ -42,8 +42,8 @@ from bench.webhook import breakdown, population
 from bench.webhook.baseline_server import instant_pod_reads
 from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.table import DecisionConfig, Protect
-from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.serving.http import WebhookServer
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook

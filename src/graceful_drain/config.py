@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION
 from graceful_drain.controller.decision.table import Protect
 from graceful_drain.controller.settings import ControllerConfig, LogFormat
 from graceful_drain.errors import ConfigError
@@ -67,7 +68,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--enabled-annotation",
         'opt-in mode: only protect Deployments whose annotation KEY is "true" (default: '
-        'every Deployment except those with graceful-drain.stonal.com/enabled: "false")',
+        f'every Deployment except those with {DEFAULT_ENABLED_ANNOTATION}: "false")',
         metavar="KEY",
     ),
     _Option(
@@ -294,88 +295,120 @@ def _path(text: str, names: str) -> Path:
     return Path(text.strip()).expanduser()
 
 
-def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfig:
-    """Validate what argparse read (flags) together with the environment."""
-    raw = _raw_values(args, env)
-    default = ControllerConfig()
+def _names(dest: str) -> str:
+    """The flag and the variable of an option, as an error names them."""
+    return next(option.names() for option in _OPTIONS if option.dest == dest)
 
-    def get(dest: str) -> tuple[str, str] | None:
-        return raw.get(dest)
 
-    def names(dest: str) -> str:
-        return next(option.names() for option in _OPTIONS if option.dest == dest)
-
-    rollout_timeout = default.rollout_timeout
-    if (value := get("rollout_timeout")) is not None:
-        rollout_timeout = _duration(*value, minimum=timedelta(seconds=1))
-    reload_interval = default.tls_reload_interval
-    if (value := get("tls_reload_interval")) is not None:
-        reload_interval = _duration(*value, minimum=timedelta(milliseconds=100))
-    enabled_annotation = None
-    if (value := get("enabled_annotation")) is not None and value[0].strip():
-        enabled_annotation = _qualified_name(*value)
-    namespaces = None if (value := get("namespaces")) is None else _namespaces(*value)
-    protect = default.protect
-    if (value := get("protect")) is not None:
-        protect = Protect(_choice(*value, tuple(mode.value for mode in Protect)))
+def _listen(raw: Mapping[str, tuple[str, str]], default: ControllerConfig) -> tuple[str, int, int]:
+    """The bind address, the webhook port and the metrics port (two different ports)."""
     bind_address = default.bind_address
-    if (value := get("bind_address")) is not None:
+    if (value := raw.get("bind_address")) is not None:
         if not value[0].strip():
             raise ConfigError(f"invalid value for {value[1]}: empty address")
         bind_address = value[0].strip()
     webhook_port = default.webhook_port
-    if (value := get("webhook_port")) is not None:
+    if (value := raw.get("webhook_port")) is not None:
         webhook_port = _port(*value)
     metrics_port = default.metrics_port
-    if (value := get("metrics_port")) is not None:
+    if (value := raw.get("metrics_port")) is not None:
         metrics_port = _port(*value)
     if webhook_port == metrics_port and webhook_port != 0:
         raise ConfigError(
-            f"invalid value for {names('metrics_port')}: port {metrics_port} is also the "
-            f"webhook port ({names('webhook_port')})"
+            f"invalid value for {_names('metrics_port')}: port {metrics_port} is also the "
+            f"webhook port ({_names('webhook_port')})"
         )
-    cert = None if (value := get("tls_cert_file")) is None else _path(*value)
-    key = None if (value := get("tls_key_file")) is None else _path(*value)
-    self_signed = False if (value := get("self_signed")) is None else _boolean(*value)
+    return bind_address, webhook_port, metrics_port
+
+
+def _tls(
+    raw: Mapping[str, tuple[str, str]],
+) -> tuple[Path | None, Path | None, bool, tuple[str, ...]]:
+    """The serving certificate and key files, or --self-signed and its extra hosts: one of
+    the two, never both."""
+    cert = None if (value := raw.get("tls_cert_file")) is None else _path(*value)
+    key = None if (value := raw.get("tls_key_file")) is None else _path(*value)
+    self_signed = False if (value := raw.get("self_signed")) is None else _boolean(*value)
     if (cert is None) != (key is None):
         missing = "tls_key_file" if key is None else "tls_cert_file"
         raise ConfigError(
-            f"missing {names(missing)}: the TLS certificate and key files go together"
+            f"missing {_names(missing)}: the TLS certificate and key files go together"
         )
     if self_signed and cert is not None:
         raise ConfigError(
-            f"{names('self_signed')} and {names('tls_cert_file')} are mutually exclusive"
+            f"{_names('self_signed')} and {_names('tls_cert_file')} are mutually exclusive"
         )
     if not self_signed and cert is None:
         raise ConfigError(
-            f"the webhook needs TLS: set {names('tls_cert_file')} and {names('tls_key_file')}, "
-            f"or {names('self_signed')}"
+            f"the webhook needs TLS: set {_names('tls_cert_file')} and "
+            f"{_names('tls_key_file')}, or {_names('self_signed')}"
         )
-    self_signed_hosts = () if (value := get("self_signed_hosts")) is None else _hosts(*value)
-    if self_signed_hosts and not self_signed:
-        raise ConfigError(f"{names('self_signed_hosts')} only applies with {names('self_signed')}")
-    in_cluster = IN_CLUSTER_VARIABLE in env
-    log_format: LogFormat = "json" if in_cluster else "console"
-    if (value := get("log_format")) is not None:
+    hosts = () if (value := raw.get("self_signed_hosts")) is None else _hosts(*value)
+    if hosts and not self_signed:
+        raise ConfigError(
+            f"{_names('self_signed_hosts')} only applies with {_names('self_signed')}"
+        )
+    return cert, key, self_signed, hosts
+
+
+def _logging(
+    raw: Mapping[str, tuple[str, str]], env: Mapping[str, str], default: ControllerConfig
+) -> tuple[LogFormat, str]:
+    """The log format (JSON in a cluster, else for a console) and level."""
+    log_format: LogFormat = "json" if IN_CLUSTER_VARIABLE in env else "console"
+    if (value := raw.get("log_format")) is not None:
         log_format = "json" if _choice(*value, LOG_FORMATS) == "json" else "console"
     log_level = default.log_level
-    if (value := get("log_level")) is not None:
+    if (value := raw.get("log_level")) is not None:
         log_level = _choice(*value, LOG_LEVELS)
-    leader_elect = False if (value := get("leader_elect")) is None else _boolean(*value)
-    kubeconfig = None if (value := get("kubeconfig")) is None else _path(*value)
+    return log_format, log_level
+
+
+def _cluster(
+    raw: Mapping[str, tuple[str, str]], env: Mapping[str, str]
+) -> tuple[bool, Path | None, str | None, str | None]:
+    """Leader election, the kubeconfig and its context, and the controller's namespace (the
+    flag, else the Downward API's)."""
+    leader_elect = False if (value := raw.get("leader_elect")) is None else _boolean(*value)
+    kubeconfig = None if (value := raw.get("kubeconfig")) is None else _path(*value)
     context = None
-    if (value := get("context")) is not None and value[0].strip():
+    if (value := raw.get("context")) is not None and value[0].strip():
         context = value[0].strip()
     controller_namespace = None
-    if (value := get("controller_namespace")) is not None and value[0].strip():
+    if (value := raw.get("controller_namespace")) is not None and value[0].strip():
         controller_namespace = _object_name(*value, label=True)
     elif env.get(POD_NAMESPACE_VARIABLE, "").strip():
         controller_namespace = _object_name(
             env[POD_NAMESPACE_VARIABLE], f"${POD_NAMESPACE_VARIABLE}", label=True
         )
+    return leader_elect, kubeconfig, context, controller_namespace
+
+
+def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfig:
+    """Validate what argparse read (flags) together with the environment."""
+    raw = _raw_values(args, env)
+    default = ControllerConfig()
+
+    rollout_timeout = default.rollout_timeout
+    if (value := raw.get("rollout_timeout")) is not None:
+        rollout_timeout = _duration(*value, minimum=timedelta(seconds=1))
+    reload_interval = default.tls_reload_interval
+    if (value := raw.get("tls_reload_interval")) is not None:
+        reload_interval = _duration(*value, minimum=timedelta(milliseconds=100))
+    enabled_annotation = None
+    if (value := raw.get("enabled_annotation")) is not None and value[0].strip():
+        enabled_annotation = _qualified_name(*value)
+    namespaces = None if (value := raw.get("namespaces")) is None else _namespaces(*value)
+    protect = default.protect
+    if (value := raw.get("protect")) is not None:
+        protect = Protect(_choice(*value, tuple(mode.value for mode in Protect)))
+    bind_address, webhook_port, metrics_port = _listen(raw, default)
+    cert, key, self_signed, self_signed_hosts = _tls(raw)
+    log_format, log_level = _logging(raw, env, default)
+    leader_elect, kubeconfig, context, controller_namespace = _cluster(raw, env)
 
     def object_name(dest: str, default_name: str, *, label: bool = False) -> str:
-        value = get(dest)
+        value = raw.get(dest)
         return default_name if value is None else _object_name(*value, label=label)
 
     return ControllerConfig(
@@ -401,7 +434,7 @@ def resolve(args: argparse.Namespace, env: Mapping[str, str]) -> ControllerConfi
         self_signed_secret=object_name("self_signed_secret", default.self_signed_secret),
         self_signed_mount=(
             default.self_signed_mount
-            if (value := get("self_signed_mount")) is None
+            if (value := raw.get("self_signed_mount")) is None
             else _path(*value)
         ),
         webhook_configuration=object_name("webhook_configuration", default.webhook_configuration),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graceful_drain.controller.decision.reasons import Reason
-from graceful_drain.controller.reconcile.events import WARNING_EVENT_REASON
+from graceful_drain.controller.writes.events import WARNING_EVENT_REASON
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

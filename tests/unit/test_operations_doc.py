@@ -14,8 +14,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from graceful_drain.controller.reconcile import events
 from graceful_drain.controller.serving.metrics import NAMESPACE
+from graceful_drain.controller.writes import events
 from graceful_drain.termination import recording
 
 REPO = Path(__file__).resolve().parents[2]

@@ -38,11 +38,9 @@ from aiohttp import web
 from lightkube import AsyncClient
 
 from graceful_drain import __version__
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.controller.reconcile.bypass import BypassWatcher
-from graceful_drain.controller.reconcile.events import DrainEvents
-from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconcile.reconciler import Reconciler
 from graceful_drain.controller.serving.admission import MAX_REVIEW_BYTES
 from graceful_drain.controller.serving.connections import ConnectionGuard
@@ -52,6 +50,8 @@ from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebh
 from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
 from graceful_drain.controller.tls.context import ReloadingTLS, ServingTLS
+from graceful_drain.controller.writes.events import DrainEvents
+from graceful_drain.controller.writes.patcher import LightkubeDeploymentPatcher
 from graceful_drain.errors import ConfigError
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import create_client, load_config
@@ -176,12 +176,32 @@ class ControllerApp:
         self.tls: TLSComponent = tls or from_files or self._self_signed()
         self.metrics = Metrics()
         self.readiness = Readiness()
+        self._wire_drain(config)
+        self.health_site = HttpSite(
+            "health", health_app(self.metrics, self.readiness), config.bind_address,
+            config.metrics_port,
+        )  # fmt: skip
+        self.webhook_site = webhook_site(
+            {WEBHOOK_PATH: self.webhook.answer}, config.bind_address, config.webhook_port,
+            self.tls.context, connection_guard,
+        )  # fmt: skip
+        self._track_metrics()
+        self._track_readiness()
+        self.components: list[Component] = [
+            self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,
+            self.elector or self.reconciler,
+        ]  # fmt: skip
+        self._started: list[Component] = []
+
+    def _wire_drain(self, config: ControllerConfig) -> None:
+        """The cache and what reads and writes through it: the events, the webhook, the
+        reconciler (behind its elector with leader election) and the bypass watcher."""
         self.cache = ClusterCache(
             self.client,
             namespaces=config.namespaces,
             enabled_annotation=config.enabled_annotation,
-            backoff=cache_backoff,
-            silence_limit=watch_silence_limit,
+            backoff=self._cache_backoff,
+            silence_limit=self._watch_silence_limit,
         )
         self.metrics.track_cache_sync(self.cache.sync_status)
         self.metrics.track_cache_staleness(
@@ -218,26 +238,15 @@ class ControllerApp:
                 self.client, namespace=self.namespace, name=config.lease_name,
                 identity=self.identity, leading=self.reconciler,
             )  # fmt: skip
-        self.health_site = HttpSite(
-            "health", health_app(self.metrics, self.readiness), config.bind_address,
-            config.metrics_port,
-        )  # fmt: skip
-        self.webhook_site = webhook_site(
-            {WEBHOOK_PATH: self.webhook.answer}, config.bind_address, config.webhook_port,
-            self.tls.context, connection_guard,
-        )  # fmt: skip
-        self._track_metrics()
+
+    def _track_readiness(self) -> None:
+        """What /readyz waits for (docs/operations.md)."""
         self.readiness.add("caches-synced", lambda: self.cache.synced)
         self.readiness.add("caches-fresh", lambda: self.cache.fresh)
         self.readiness.add("tls-loaded", lambda: self.tls.loaded)
         if isinstance(self.tls, SelfSignedCertificates):
             tls = self.tls
             self.readiness.add("ca-bundle-verified", lambda: tls.ca_bundle_verified)
-        self.components: list[Component] = [
-            self.health_site, self.cache, self.recorder, self.tls, self.webhook_site,
-            self.elector or self.reconciler,
-        ]  # fmt: skip
-        self._started: list[Component] = []
 
     def _track_metrics(self) -> None:
         """The values /metrics reads at scrape time (docs/operations.md, "Metrics")."""

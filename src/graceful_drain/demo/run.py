@@ -17,13 +17,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO, cast
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_TIMEOUT
 from graceful_drain.controller.settings import ControllerConfig
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_TIMEOUT
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.logs import configure_logging
 from kubesim.client import KubeClient, resource_path
@@ -116,6 +117,67 @@ def _drain_client(
     return cast(DrainClient, cls(client, **parameters)), client
 
 
+@dataclass(frozen=True)
+class _Watched:
+    """One run's cluster and what watches it."""
+
+    sim: KubeSim
+    admin: KubeClient
+    recorder: AvailabilityRecorder
+    events: DeploymentEvents
+    pods: PodDepartures
+
+
+async def _watched_cluster(
+    stack: contextlib.AsyncExitStack, workdir: Path, clock: Clock, *, with_controller: bool
+) -> _Watched:
+    """kubesim with its nodes and built-in controllers, what the run records started, and with
+    the controller graceful-drain installed; `stack` stops them all."""
+    namespace, name = workload.NAMESPACE, workload.DEPLOYMENT
+    sim = await stack.enter_async_context(KubeSim(kubeconfig_path=workdir / "kubeconfig"))
+    await stack.enter_async_context(Cluster(sim, nodes=workload.nodes()))
+    admin = KubeClient(sim.url, sim.admin_token, sim.ca_pem, user_agent="graceful-drain-demo")
+    stack.push_async_callback(admin.close)
+    recorder = await stack.enter_async_context(
+        AvailabilityRecorder(admin, namespace=namespace, clock=clock)
+    )
+    events = DeploymentEvents(admin, namespace, name, clock=clock)
+    pods = PodDepartures(admin, namespace, clock=clock)
+    for observer in (events, pods):
+        await observer.start()
+        stack.push_async_callback(observer.stop)
+    if with_controller:
+        await _install_controller(sim, admin, stack, workdir)
+    return _Watched(sim, admin, recorder, events, pods)
+
+
+async def _deploy(watched: _Watched, options: DemoOptions) -> None:
+    """The demo's Deployment, created and Ready (else DemoError, after READY_BUDGET_SECONDS)."""
+    namespace, name = workload.NAMESPACE, workload.DEPLOYMENT
+    recorder = watched.recorder
+    await watched.admin.create(
+        resource_path("apps/v1", "deployments", namespace),
+        workload.deployment(options.ready_delay),
+    )
+    try:
+        async with asyncio.timeout(READY_BUDGET_SECONDS):
+            await recorder.wait_until(lambda: recorder.ready(name, namespace) >= 1)
+    except TimeoutError:
+        raise DemoError(f"Deployment {namespace}/{name} did not become Ready") from None
+
+
+async def _settle(watched: _Watched, *, with_controller: bool) -> None:
+    """Wait, at most SETTLE_BUDGET_SECONDS, for the Deployment to be Ready again and, with the
+    controller, for its drain to be reported ended: the outage a drain causes can outlast it."""
+    namespace, name = workload.NAMESPACE, workload.DEPLOYMENT
+    recorder, events = watched.recorder, watched.events
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SETTLE_BUDGET_SECONDS):
+            await recorder.wait_until(lambda: recorder.ready(name, namespace) >= 1)
+            if with_controller:
+                await events.wait_until(lambda: bool(DRAIN_ENDED & set(events.reasons())))
+
+
 async def run_once(
     options: DemoOptions, *, with_controller: bool, workdir: Path, clock: Clock = time.monotonic,
     out: TextIO | None = None,
@@ -124,32 +186,11 @@ async def run_once(
     timeline there as it happens."""
     namespace, name = workload.NAMESPACE, workload.DEPLOYMENT
     async with contextlib.AsyncExitStack() as stack:
-        sim = await stack.enter_async_context(KubeSim(kubeconfig_path=workdir / "kubeconfig"))
-        await stack.enter_async_context(Cluster(sim, nodes=workload.nodes()))
-        admin = KubeClient(sim.url, sim.admin_token, sim.ca_pem, user_agent="graceful-drain-demo")
-        stack.push_async_callback(admin.close)
-        recorder = await stack.enter_async_context(
-            AvailabilityRecorder(admin, namespace=namespace, clock=clock)
-        )
-        events = DeploymentEvents(admin, namespace, name, clock=clock)
-        pods = PodDepartures(admin, namespace, clock=clock)
-        for observer in (events, pods):
-            await observer.start()
-            stack.push_async_callback(observer.stop)
-        if with_controller:
-            await _install_controller(sim, admin, stack, workdir)
+        watched = await _watched_cluster(stack, workdir, clock, with_controller=with_controller)
+        recorder, events, pods = watched.recorder, watched.events, watched.pods
+        await _deploy(watched, options)
 
-        await admin.create(
-            resource_path("apps/v1", "deployments", namespace),
-            workload.deployment(options.ready_delay),
-        )
-        try:
-            async with asyncio.timeout(READY_BUDGET_SECONDS):
-                await recorder.wait_until(lambda: recorder.ready(name, namespace) >= 1)
-        except TimeoutError:
-            raise DemoError(f"Deployment {namespace}/{name} did not become Ready") from None
-
-        drain, drain_api = _drain_client(sim, options.client, clock)
+        drain, drain_api = _drain_client(watched.sim, options.client, clock)
         stack.push_async_callback(drain_api.close)
         started = recorder.mark_drain_started(workload.DRAINED_NODE, options.client).at
         finished: float | None = None
@@ -184,12 +225,7 @@ async def run_once(
         except TimeoutError:
             pass
 
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(SETTLE_BUDGET_SECONDS):
-                # The outage a drain causes can outlast it; the controller reports its end.
-                await recorder.wait_until(lambda: recorder.ready(name, namespace) >= 1)
-                if with_controller:
-                    await events.wait_until(lambda: bool(DRAIN_ENDED & set(events.reasons())))
+        await _settle(watched, with_controller=with_controller)
         if printing is not None:
             printing.cancel()
             await asyncio.gather(printing, return_exceptions=True)

@@ -16,10 +16,10 @@ from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.cache.nodeclaims import NodeClaim
 from graceful_drain.controller.decision.deadline import deadlines_by_node
 from graceful_drain.controller.decision.draining import is_being_drained
-from graceful_drain.controller.decision.view import NodeClaim
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     DRAIN_TIMEOUT,
     DRAIN_WRITE_DEFERRED,
     DRAIN_WRITE_FAILED,

@@ -302,6 +302,70 @@ def _budget_keeps_one(name: str | None, state: NodeState) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _Review:
+    """What the webhook would answer for a pod, as far as `plan` can tell."""
+
+    reason: str
+    message: str
+    decision: Decision | None = None
+    blocks: bool = False  # the webhook does not answer and its failurePolicy is not Ignore
+
+
+def _review(
+    info: PodInfo, state: NodeState, lookups: _Lookups, config: DecisionConfig, now: datetime
+) -> _Review:
+    if state.webhook is None:
+        return _Review("not-reviewed", "no graceful-drain webhook configuration is registered")
+    if not state.webhook.reviews(state.namespaces.get(info.namespace)):
+        return _Review(
+            "not-reviewed",
+            f"namespace {info.namespace} is outside the webhook's namespaceSelector",
+        )
+    if state.health.protection == "unprotected":
+        return _Review(
+            WEBHOOK_UNPROTECTED,
+            f"the webhook does not answer ({state.health.detail}); {state.health.consequence}",
+            blocks=state.health.failure_policy != "Ignore",
+        )
+    decision = decide_eviction(
+        eviction_request(info.ref), PodFound(info), lookups.replicaset, lookups.deployment,
+        config, now, ready_besides=lookups.ready_besides,
+        ready_elsewhere=lookups.ready_elsewhere,
+    )  # fmt: skip
+    return _Review(decision.reason.value, decision.message, decision)
+
+
+def _plan_held(
+    pod: JsonDict,
+    info: PodInfo,
+    state: NodeState,
+    base: dict[str, Any],
+    held: Decision,
+    config: DecisionConfig,
+    now: datetime,
+) -> PodPlan:
+    """A pod whose eviction the webhook holds: with a drain client's deadline, whether a write
+    failing for now holds it too, how long a replacement takes, and whether it is lost."""
+    message = held.message
+    deadline = pod_deadline(state.node, state.node_deadline, info.grace_seconds)
+    if deadline is not None:
+        held = with_deadline(held, deadline, now)
+        base.update(decision=held, deadline=deadline)
+        message = held.message
+    failing = _write_deferred(state.write_events, held.deployment, now, config)
+    if failing is not None:
+        message = f"{message}; held meanwhile because {failing}"
+    wait, source = expected_wait(pod)
+    if wait is not None and held.waited is not None:
+        wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
+                   timedelta(0))  # fmt: skip
+    # past the deadline, Karpenter deletes it before a replacement is Ready
+    certain = deadline is not None and deadline.passed(now) and info.ready
+    return PodPlan(**base, outcome=Outcome.HELD, outage=certain, message=message,
+                   expected_wait=wait, expected_wait_source=source)  # fmt: skip
+
+
 def _plan_pod(
     pod: JsonDict,
     state: NodeState,
@@ -323,26 +387,11 @@ def _plan_pod(
                        message=treatment.note)  # fmt: skip
     base["kubectl_flags"] = treatment.flags
 
-    decision: Decision | None = None
-    if state.webhook is None:
-        reason, message = "not-reviewed", "no graceful-drain webhook configuration is registered"
-    elif not state.webhook.reviews(state.namespaces.get(info.namespace)):
-        reason = "not-reviewed"
-        message = f"namespace {info.namespace} is outside the webhook's namespaceSelector"
-    elif state.health.protection == "unprotected":
-        reason = WEBHOOK_UNPROTECTED
-        message = f"the webhook does not answer ({state.health.detail}); {state.health.consequence}"
-        if state.health.failure_policy != "Ignore":
-            base.update(reason=reason, decision=None)
-            return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=message)
-    else:
-        decision = decide_eviction(
-            eviction_request(info.ref), PodFound(info), lookups.replicaset, lookups.deployment,
-            config, now, ready_besides=lookups.ready_besides,
-            ready_elsewhere=lookups.ready_elsewhere,
-        )  # fmt: skip
-        reason, message = decision.reason.value, decision.message
-    base.update(reason=reason, decision=decision)
+    review = _review(info, state, lookups, config, now)
+    decision, message = review.decision, review.message
+    base.update(reason=review.reason, decision=decision)
+    if review.blocks:
+        return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=message)
 
     held = decision if decision is not None and not decision.allowed else None
     budget = check_budget(pod, info.ready, state.budgets, surge=held is not None)
@@ -354,22 +403,7 @@ def _plan_pod(
         )
         return PodPlan(**base, outcome=Outcome.BLOCKED, outage=False, message=blocked)
     if held is not None:
-        deadline = pod_deadline(state.node, state.node_deadline, info.grace_seconds)
-        if deadline is not None:
-            held = with_deadline(held, deadline, now)
-            base.update(decision=held, deadline=deadline)
-            message = held.message
-        failing = _write_deferred(state.write_events, held.deployment, now, config)
-        if failing is not None:
-            message = f"{message}; held meanwhile because {failing}"
-        wait, source = expected_wait(pod)
-        if wait is not None and held.waited is not None:
-            wait = max(min(wait - held.waited, config.rollout_timeout - held.waited),
-                       timedelta(0))  # fmt: skip
-        # past the deadline, Karpenter deletes it before a replacement is Ready
-        certain = deadline is not None and deadline.passed(now) and info.ready
-        return PodPlan(**base, outcome=Outcome.HELD, outage=certain, message=message,
-                       expected_wait=wait, expected_wait_source=source)  # fmt: skip
+        return _plan_held(pod, info, state, base, held, config, now)
 
     fix: tuple[str, ...] = ()
     if decision is not None and decision.reason in (Reason.CANNOT_SURGE, Reason.CANNOT_PROTECT):

@@ -3,7 +3,7 @@
     recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
     recorder.record(InvolvedObject.deployment("shop", "web"), NORMAL, "SomeReason", "text")
 
-What graceful-drain says in them is controller/reconcile/events.py's business. A process
+What graceful-drain says in them is controller/writes/events.py's business. A process
 that writes one Event and exits (the termination-cause detector) builds it with `event_body`
 and `event_name` and creates it itself.
 

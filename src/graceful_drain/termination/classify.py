@@ -103,7 +103,6 @@ from graceful_drain.termination.verdict import (
 
 __all__ = [
     "DEFAULT_EVENT_RETENTION_SECONDS",
-    "DEFAULT_ROLLOUT_TIMEOUT",
     "Action",
     "Cause",
     "EvidenceItem",

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
@@ -46,10 +47,7 @@ from graceful_drain.termination.budget import (
     GracePeriodError,
     grace_period_from_environment,
 )
-from graceful_drain.termination.classify import (
-    DEFAULT_EVENT_RETENTION_SECONDS,
-    DEFAULT_ROLLOUT_TIMEOUT,
-)
+from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS
 from graceful_drain.termination.evidence import Trigger
 from graceful_drain.termination.identity import IdentityError, resolve_identity
 from graceful_drain.termination.verdict import Verdict

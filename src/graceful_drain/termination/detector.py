@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.termination.budget import (
     ASSUMED_GRACE_PERIOD_SECONDS,
@@ -37,11 +38,7 @@ from graceful_drain.termination.budget import (
     grace_period_from_environment,
     pod_grace_bound_seconds,
 )
-from graceful_drain.termination.classify import (
-    DEFAULT_EVENT_RETENTION_SECONDS,
-    DEFAULT_ROLLOUT_TIMEOUT,
-    classify,
-)
+from graceful_drain.termination.classify import DEFAULT_EVENT_RETENTION_SECONDS, classify
 from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, UnavailableReason
 from graceful_drain.termination.identity import PodIdentity, resolve_identity
 from graceful_drain.termination.reader import (

@@ -25,6 +25,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.kube.owners import controller_name
 from graceful_drain.kube.rawjson import FieldReader, JsonObject, as_list
 from graceful_drain.kube.timefmt import parse_rfc3339
 from graceful_drain.termination.kubelet import (
@@ -303,22 +304,22 @@ class PodSnapshot:
             reason=reader.text(status, "reason", "status.reason"),
             message=reader.text(status, "message", "status.message"),
             last_terminations=tuple(t for t in terminations if t is not None),
-            owner_replicaset=_owner_replicaset(reader, metadata),
+            owner_replicaset=_owner_replicaset(reader, pod, metadata),
             shape=Shape.of(reader),
         )
 
 
-def _owner_replicaset(reader: ShapeReader, metadata: JsonObject | None) -> str | None:
-    references = reader.objects(metadata, "ownerReferences", "metadata.ownerReferences")
-    replicasets: list[tuple[bool, str]] = []
-    for path, ref in references:
-        kind = reader.text(ref, "kind", f"{path}.kind", required=True)
-        name = reader.text(ref, "name", f"{path}.name", required=True)
-        controller = reader.boolean(ref, "controller", f"{path}.controller")
-        if kind == "ReplicaSet" and name is not None:
-            replicasets.append((controller, name))
-    ordered = sorted(replicasets, key=lambda pair: not pair[0])  # the controller first
-    return ordered[0][1] if ordered else None
+def _owner_replicaset(
+    reader: ShapeReader, pod: JsonObject | None, metadata: JsonObject | None
+) -> str | None:
+    """The pod's ReplicaSet by kube/owners.py's rule (its controller, if a ReplicaSet: the
+    owner chain the detector follows, signals.py). Each reference's shape is checked as every
+    field evidence reads is: an object, with its kind and name."""
+    for path, ref in reader.objects(metadata, "ownerReferences", "metadata.ownerReferences"):
+        reader.text(ref, "kind", f"{path}.kind", required=True)
+        reader.text(ref, "name", f"{path}.name", required=True)
+        reader.boolean(ref, "controller", f"{path}.controller")
+    return controller_name(pod, "ReplicaSet")
 
 
 # --- events ---------------------------------------------------------------------------

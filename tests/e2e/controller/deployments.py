@@ -19,8 +19,9 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION, DeploymentInfo
-from graceful_drain.controller.decision.view import ClusterCache
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.cache.cluster import ClusterCache
+from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.kube.cache import ResourceCache
 from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
@@ -39,8 +40,8 @@ def lightkube_client(sim: KubeSim) -> AsyncClient:
 
 
 class WatchedDeployments:
-    """The controller's informer cache (decision/view.py) of one namespace, with a way to wait
-    for what it shows."""
+    """The controller's informer cache (controller/cache/cluster.py) of one namespace, with a
+    way to wait for what it shows."""
 
     def __init__(self, client: AsyncClient, namespace: str = NS) -> None:
         self.cache = ClusterCache(client, namespaces=[namespace], backoff=quick_backoff)

@@ -28,11 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.config import parse_controller_config
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.decision.model import (
-    RESTARTED_AT_ANNOTATION,
-)
 from graceful_drain.controller.settings import ControllerConfig
 from kubesim.apiserver.audit import AuditRecord
 from kubesim.client import KubeClient, resource_path

@@ -23,14 +23,11 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Secret
 
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
-    DeploymentInfo,
-)
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_WAITING
+from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_WAITING
 from graceful_drain.kube.events import REPORTING_CONTROLLER
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
 from kubesim.sim import KubeSim
 from tests.e2e.watching import annotations_of

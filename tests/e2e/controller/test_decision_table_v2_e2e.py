@@ -13,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
-)
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.writes.events import (
     DRAIN_CANNOT_PROTECT,
     DRAIN_CANNOT_SURGE,
     DRAIN_COMPLETED,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED
 from kubesim.client import KubeClient
 from kubesim.drain import CLIENTS, DrainClient
 from kubesim.scenario_runner import DRAIN_IDENTITIES

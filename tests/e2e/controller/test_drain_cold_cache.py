@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import ApiStatusError, resource_path
 from kubesim.sim import KubeSim

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from kubesim.client import STRATEGIC_MERGE_PATCH
 from kubesim.cluster.behaviour import NEVER_READY
 from kubesim.sim import KubeSim

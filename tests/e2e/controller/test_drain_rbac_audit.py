@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.reconcile.events import DRAIN_STARTED
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
+from graceful_drain.controller.writes.events import DRAIN_STARTED
 from graceful_drain.kube.informer import Informer as ControllerInformer
 from kubesim.apiserver.faults import FaultRule
 from kubesim.client import JSON_PATCH, ApiStatusError, KubeClient, resource_path

@@ -10,7 +10,7 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,
     DrainEvents,

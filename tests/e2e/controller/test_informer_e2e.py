@@ -10,9 +10,9 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.deadline import KARPENTER_TERMINATION_ANNOTATION
 from graceful_drain.controller.decision.model import Enablement
-from graceful_drain.controller.decision.view import ClusterCache
 from graceful_drain.kube.informer import Informer
 from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.apiserver.audit import AuditRecord

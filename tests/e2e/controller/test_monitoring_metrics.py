@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.timefmt import format_rfc3339
 from kubesim.sim import KubeSim
 from tests.unit.chart.monitoring import missing_metrics

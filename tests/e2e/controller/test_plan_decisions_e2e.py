@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from lightkube import AsyncClient
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.inspection.gather import node_state
 from graceful_drain.inspection.plan import plan_node
 from graceful_drain.kube.client import RawApi

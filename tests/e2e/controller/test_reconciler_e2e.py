@@ -18,19 +18,18 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
 )
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_TIMEOUT, DrainEvents
-from graceful_drain.controller.reconcile.patcher import (
+from graceful_drain.controller.reconcile.reconciler import Reconciler
+from graceful_drain.controller.reconcile.rollout import Completed, CopyToTemplate, JsonPatch
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_TIMEOUT, DrainEvents
+from graceful_drain.controller.writes.patcher import (
     DeploymentPatcher,
     LightkubeDeploymentPatcher,
 )
-from graceful_drain.controller.reconcile.reconciler import Reconciler
-from graceful_drain.controller.reconcile.rollout import Completed, CopyToTemplate, JsonPatch
 from graceful_drain.kube.events import REPORTING_CONTROLLER, EventRecorder
 from graceful_drain.kube.lease import LeaderElector
 from graceful_drain.kube.meta import utc_now

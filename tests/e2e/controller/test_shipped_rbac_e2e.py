@@ -14,10 +14,10 @@ from lightkube import AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from graceful_drain.controller.settings import ControllerConfig
 from graceful_drain.controller.tls.certs import SelfSignedCertificates
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_STARTED
 from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 from tests.unit.deploy.rendered import NAMESPACE, SELF_SIGNED, SERVICE_ACCOUNT, objects

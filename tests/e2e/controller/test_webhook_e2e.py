@@ -10,8 +10,8 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.app import ControllerApp
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.table import Protect
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from graceful_drain.kube.timefmt import parse_rfc3339

@@ -24,11 +24,8 @@ from typing import Any
 
 import pytest
 
-from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
-)
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED
 from realcluster.cluster import RealCluster
 from realcluster.kubeconfig import write_kubeconfig
 from tests.e2e.cli import run_cli

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.reconcile.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.writes.events import DRAIN_COMPLETED, DRAIN_STARTED, DRAIN_TIMEOUT
 from kubesim.client import ApiStatusError
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster

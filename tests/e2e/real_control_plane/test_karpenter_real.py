@@ -24,17 +24,14 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION, RESTARTED_AT_ANNOTATION
+from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.deadline import (
     KARPENTER_TERMINATION_ANNOTATION,
     parse_termination_timestamp,
 )
-from graceful_drain.controller.decision.model import (
-    DEFAULT_ENABLED_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
-)
 from graceful_drain.controller.decision.reasons import Reason
-from graceful_drain.controller.decision.view import ClusterCache
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
     DRAIN_DEADLINE,

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.annotations import EVICTIONS_ANNOTATION
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import EVICTIONS_ANNOTATION, RESTARTED_AT_ANNOTATION
 from kubesim.recorder import AvailabilityRecorder
 from realcluster.cluster import RealCluster, node_manifest
 from tests.e2e.controller.drain_cluster import KubectlRun

@@ -19,8 +19,8 @@ from lightkube.core.exceptions import ApiError
 
 from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.controller.decision.stamp import StampIntent
-from graceful_drain.controller.reconcile.patcher import LightkubeDeploymentPatcher
 from graceful_drain.controller.reconcile.rollout import copy_patch
+from graceful_drain.controller.writes.patcher import LightkubeDeploymentPatcher
 from graceful_drain.kube.client import http_status
 from graceful_drain.kube.meta import HTTP_CONFLICT
 from graceful_drain.termination.evidence import UnavailableReason

@@ -15,9 +15,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
     TEMPLATE_RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
     PodInfo,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.reconcile.bypass import BypassWatcher, was_bypassed
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
     DrainEvents,

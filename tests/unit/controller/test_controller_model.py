@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION
 from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
     DeploymentInfo,
     Enablement,
     MalformedObject,

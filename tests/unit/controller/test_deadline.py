@@ -24,13 +24,13 @@ from graceful_drain.controller.decision.deadline import (
 from graceful_drain.controller.decision.lookups import PodFound
 from graceful_drain.controller.decision.model import ObjectRef, PodInfo
 from graceful_drain.controller.decision.table import DecisionConfig
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.serving.metrics import Metrics
+from graceful_drain.controller.serving.webhook import EvictionWebhook
+from graceful_drain.controller.writes.events import (
     DRAIN_DEADLINE,
     DeadlineAhead,
     DrainEvents,
 )
-from graceful_drain.controller.serving.metrics import Metrics
-from graceful_drain.controller.serving.webhook import EvictionWebhook
 from graceful_drain.kube.events import WARNING
 from graceful_drain.kube.timefmt import format_rfc3339
 from tests.unit.controller.objects import NOW, POD

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
     NoDeployment,
@@ -29,7 +30,6 @@ from graceful_drain.controller.decision.lookups import (
     resolve_owner,
 )
 from graceful_drain.controller.decision.model import (
-    RESTARTED_AT_ANNOTATION,
     DeploymentInfo,
     ObjectRef,
     PodInfo,

@@ -1,4 +1,4 @@
-"""What graceful-drain's Events say (controller/reconcile/events.py)."""
+"""What graceful-drain's Events say (controller/writes/events.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     completed_message,
     held_message,
     started_message,

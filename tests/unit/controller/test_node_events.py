@@ -1,5 +1,5 @@
 """`GracefulDrainHolding` on the Node while an eviction of a pod on it is held
-(controller/reconcile/events.py): what it says, when it is written, and where its Event lives.
+(controller/writes/events.py): what it says, when it is written, and where its Event lives.
 Read under the real Karpenter in tests/e2e/real_control_plane/test_karpenter_real.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graceful_drain.controller.decision.model import ObjectRef
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.writes.events import (
     DRAIN_HOLDING,
     DRAIN_STARTED,
     DRAIN_WAITING,

@@ -15,6 +15,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 from prometheus_client.parser import text_string_to_metric_families
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.ledger import PodUid
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
@@ -27,15 +28,12 @@ from graceful_drain.controller.decision.lookups import (
     PodUnavailable,
     resolve_owner,
 )
-from graceful_drain.controller.decision.model import (
-    RESTARTED_AT_ANNOTATION,
-    DeploymentInfo,
-    PodInfo,
-    ReplicaSetInfo,
-)
+from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.controller.decision.table import DecisionConfig
-from graceful_drain.controller.reconcile.events import (
+from graceful_drain.controller.serving.metrics import Metrics
+from graceful_drain.controller.serving.webhook import EvictionWebhook, Outcome
+from graceful_drain.controller.writes.events import (
     DRAIN_STARTED,
     DRAIN_WAITING,
     WARNING_EVENT_REASON,
@@ -44,8 +42,6 @@ from graceful_drain.controller.reconcile.events import (
     held_message,
     started_message,
 )
-from graceful_drain.controller.serving.metrics import Metrics
-from graceful_drain.controller.serving.webhook import EvictionWebhook, Outcome
 from graceful_drain.kube.events import NORMAL, WARNING, InvolvedObject
 from graceful_drain.kube.ratelimit import RateLimiter
 

@@ -6,13 +6,13 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from graceful_drain.annotations import EVICTIONS_ANNOTATION
-from graceful_drain.controller.decision.ledger import LedgerEntry, encode_ledger
-from graceful_drain.controller.decision.model import (
+from graceful_drain.annotations import (
     COMPLETED_AT_ANNOTATION,
+    EVICTIONS_ANNOTATION,
     RESTARTED_AT_ANNOTATION,
-    TEMPLATE_RESTARTED_AT_ANNOTATION,
 )
+from graceful_drain.controller.decision.ledger import LedgerEntry, encode_ledger
+from graceful_drain.controller.decision.model import TEMPLATE_RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.table import DecisionConfig
 from graceful_drain.inspection.render import status_json, status_table
 from graceful_drain.inspection.status import LeaderState, Replacement, StatusState, build_status

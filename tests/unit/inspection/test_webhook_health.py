@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceful_drain.controller.decision.table import DecisionConfig
-from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
 from graceful_drain.controller.serving.admission import MAX_REVIEW_BYTES
 from graceful_drain.controller.serving.http import WebhookServer
 from graceful_drain.controller.serving.webhook import ClusterView, EvictionWebhook
+from graceful_drain.controller.writes.patcher import DeploymentPatcher
 from graceful_drain.inspection.webhook_health import (
     ServiceBackend,
     WebhookHealth,

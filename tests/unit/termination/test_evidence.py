@@ -95,6 +95,17 @@ def test_pod_from_object_reads_every_field() -> None:
     assert pod.owner_replicaset == "web-7d9f"
 
 
+def test_the_pods_replicaset_is_its_controller_as_kube_owners_reads_it() -> None:
+    """One rule for a pod's owner (kube/owners.py), the one the detector's owner chain
+    follows (signals.py): a ReplicaSet that owns the pod without being its controller is
+    not its ReplicaSet."""
+    metadata = {
+        **EVICTED_POD["metadata"],
+        "ownerReferences": [{"kind": "ReplicaSet", "name": "web-old"}],
+    }
+    assert PodSnapshot.from_object({**EVICTED_POD, "metadata": metadata}).owner_replicaset is None
+
+
 MALFORMED_PODS: list[Any] = [
     None,
     "pod",

@@ -1,7 +1,7 @@
 """What the caller of the decision table looked up, handed in as values: the pod
 (`PodLookup`), its owning Deployment (`OwnerLookup`, resolved by `resolve_owner`), and how many
 of the Deployment's other pods are Ready (`ReadyBesides`). No I/O here: the lookups are the
-caller's (controller/decision/view.py, `graceful-drain plan`)."""
+caller's (controller/cache/cluster.py, `graceful-drain plan`)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,9 @@ def resolve_owner(
     find_replicaset: Callable[[str, str], ReplicaSetInfo | None],
     find_deployment: Callable[[str, str], DeploymentInfo | None],
 ) -> OwnerLookup:
-    """pod -> ReplicaSet -> Deployment through two (namespace, name) lookups, e.g. the caches."""
+    """pod -> ReplicaSet -> Deployment through two (namespace, name) lookups, e.g. the caches.
+    Each step's owner is the slim view's `owner_replicaset` / `owner_deployment`: its
+    controller reference as kube/owners.py's `read_controller` reads it (model.py), typed."""
     if pod.owner_kind is None:
         return NoDeployment("bare pod")
     if pod.owner_replicaset is None:

@@ -19,12 +19,12 @@ from typing import Any, Self
 
 import msgspec
 
-# The keys are defined in graceful_drain/annotations.py (shared with the detector); the
-# decision room's modules keep reading them from here.
-from graceful_drain.annotations import COMPLETED_AT_ANNOTATION as COMPLETED_AT_ANNOTATION
-from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION as DEFAULT_ENABLED_ANNOTATION
-from graceful_drain.annotations import EVICTIONS_ANNOTATION
-from graceful_drain.annotations import RESTARTED_AT_ANNOTATION as RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import (
+    COMPLETED_AT_ANNOTATION,
+    DEFAULT_ENABLED_ANNOTATION,
+    EVICTIONS_ANNOTATION,
+    RESTARTED_AT_ANNOTATION,
+)
 from graceful_drain.controller.decision.draining import drain_signals
 from graceful_drain.controller.decision.intstr import (
     ROLLING_UPDATE,
@@ -32,6 +32,7 @@ from graceful_drain.controller.decision.intstr import (
     resolve_max_unavailable,
 )
 from graceful_drain.controller.decision.ledger import LedgerEntry, parse_ledger
+from graceful_drain.kube.owners import read_controller
 from graceful_drain.kube.rawjson import FieldReader, JsonObject
 from graceful_drain.kube.timefmt import parse_rfc3339
 
@@ -67,31 +68,6 @@ def _metadata(raw: object) -> JsonObject:
 def _shared(text: str) -> str:
     # Namespaces, node names, phases and kinds repeat across thousands of cached pods.
     return sys.intern(text)
-
-
-@dataclass(frozen=True, slots=True)
-class _ControllerRef:
-    api_version: str
-    kind: str
-    name: str
-
-
-def _controller_ref(reader: FieldReader, metadata: JsonObject) -> _ControllerRef | None:
-    """The first ownerReference with controller: true (the API server allows only one)."""
-    for index, ref in enumerate(
-        reader.sequence(metadata, "ownerReferences", "metadata.ownerReferences")
-    ):
-        path = f"metadata.ownerReferences[{index}]"
-        if not isinstance(ref, Mapping):
-            reader.malformed.append(path)
-            continue
-        if reader.boolean(ref, "controller", f"{path}.controller"):
-            return _ControllerRef(
-                api_version=reader.string(ref, "apiVersion", f"{path}.apiVersion"),
-                kind=reader.string(ref, "kind", f"{path}.kind"),
-                name=reader.string(ref, "name", f"{path}.name"),
-            )
-    return None
 
 
 def _is_ready(reader: FieldReader, status: JsonObject | None) -> bool:
@@ -143,13 +119,8 @@ class PodInfo:
         reader = FieldReader()
         spec = reader.mapping(raw, "spec", "spec")
         status = reader.mapping(raw, "status", "status")
-        owner = _controller_ref(reader, metadata)
-        is_replicaset = (
-            owner is not None
-            and owner.api_version == "apps/v1"
-            and owner.kind == "ReplicaSet"
-            and owner.name != ""
-        )
+        owner = read_controller(reader, metadata)
+        is_replicaset = owner is not None and owner.is_a("apps/v1", "ReplicaSet")
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
             name=reader.string(metadata, "name", "metadata.name"),
@@ -188,13 +159,8 @@ class ReplicaSetInfo:
     def from_object(cls, raw: Mapping[str, Any]) -> Self:
         metadata = _metadata(raw)
         reader = FieldReader()
-        owner = _controller_ref(reader, metadata)
-        is_deployment = (
-            owner is not None
-            and owner.api_version == "apps/v1"
-            and owner.kind == "Deployment"
-            and owner.name != ""
-        )
+        owner = read_controller(reader, metadata)
+        is_deployment = owner is not None and owner.is_a("apps/v1", "Deployment")
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
             name=reader.string(metadata, "name", "metadata.name"),
@@ -338,32 +304,10 @@ class DeploymentInfo:
 
         strategy_type, max_surge, max_unavailable = _strategy(reader, spec, replicas)
 
-        restarted_at_raw = reader.optional_string(
-            annotations, RESTARTED_AT_ANNOTATION, f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
-        )
-        restarted_at = None if restarted_at_raw is None else parse_rfc3339(restarted_at_raw)
-        if restarted_at_raw is not None and restarted_at is None:
-            reader.malformed.append(f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]")
-
-        template = reader.mapping(spec, "template", "spec.template")
-        template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
-        template_annotations = reader.mapping(
-            template_meta, "annotations", "spec.template.metadata.annotations"
-        )
-        template_spec = reader.mapping(template, "spec", "spec.template.spec")
-        grace = reader.optional_integer(
-            template_spec,
-            "terminationGracePeriodSeconds",
-            "spec.template.spec.terminationGracePeriodSeconds",
-        )
+        restarted_at_raw, restarted_at = _restarted_at(reader, annotations)
+        template_annotations, grace = _template(reader, spec)
         enabled_key = enabled_annotation or DEFAULT_ENABLED_ANNOTATION
-        evictions, evictions_malformed = parse_ledger(
-            reader.optional_string(
-                annotations, EVICTIONS_ANNOTATION, f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
-            )
-        )
-        if evictions_malformed:
-            reader.malformed.append(f"metadata.annotations[{EVICTIONS_ANNOTATION}]")
+        evictions = _ledger(reader, annotations)
 
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
@@ -409,6 +353,44 @@ class DeploymentInfo:
             evictions=evictions,
             malformed=tuple(reader.malformed),
         )
+
+
+def _restarted_at(
+    reader: FieldReader, annotations: JsonObject | None
+) -> tuple[str | None, datetime | None]:
+    """The restarted-at stamp as written, and as a time (None, recorded malformed, if it is
+    not RFC 3339)."""
+    path = f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
+    raw = reader.optional_string(annotations, RESTARTED_AT_ANNOTATION, path)
+    restarted_at = None if raw is None else parse_rfc3339(raw)
+    if raw is not None and restarted_at is None:
+        reader.malformed.append(path)
+    return raw, restarted_at
+
+
+def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject | None, int | None]:
+    """The pod template's annotations and its terminationGracePeriodSeconds."""
+    template = reader.mapping(spec, "template", "spec.template")
+    template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
+    annotations = reader.mapping(template_meta, "annotations", "spec.template.metadata.annotations")
+    template_spec = reader.mapping(template, "spec", "spec.template.spec")
+    grace = reader.optional_integer(
+        template_spec,
+        "terminationGracePeriodSeconds",
+        "spec.template.spec.terminationGracePeriodSeconds",
+    )
+    return annotations, grace
+
+
+def _ledger(reader: FieldReader, annotations: JsonObject | None) -> tuple[LedgerEntry, ...]:
+    """The evictions ledger (ledger.py); a malformed one reads as empty, recorded."""
+    path = f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
+    evictions, malformed = parse_ledger(
+        reader.optional_string(annotations, EVICTIONS_ANNOTATION, path)
+    )
+    if malformed:
+        reader.malformed.append(path)
+    return evictions
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +475,8 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
     namespace = _shared(metadata.namespace or "")
     owner_kind: str | None = None
     owner_replicaset: str | None = None
+    # kube/owners.py's rule (`read_controller`, which from_object reads with), on the typed
+    # references: the first whose controller is true.
     for ref in metadata.owner_references or ():
         if ref.controller:
             kind = ref.kind or ""

@@ -11,12 +11,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.ledger import PodUid, ledger_patch, with_recorded
-from graceful_drain.controller.decision.model import (
-    COMPLETED_AT_ANNOTATION,
-    RESTARTED_AT_ANNOTATION,
-    DeploymentInfo,
-)
+from graceful_drain.controller.decision.model import DeploymentInfo
 from graceful_drain.kube.meta import (
     HTTP_CONFLICT,
     HTTP_TOO_MANY_REQUESTS,

@@ -19,7 +19,7 @@ from enum import StrEnum
 from functools import partial
 from typing import Any
 
-from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
+from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION, DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
 from graceful_drain.controller.decision.ledger import MAX_ENTRIES, recorded_recently
 from graceful_drain.controller.decision.lookups import (
@@ -35,7 +35,6 @@ from graceful_drain.controller.decision.lookups import (
     resolve_owner,
 )
 from graceful_drain.controller.decision.model import (
-    DEFAULT_ENABLED_ANNOTATION,
     DeploymentInfo,
     Enablement,
     ObjectRef,

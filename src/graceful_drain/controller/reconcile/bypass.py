@@ -44,7 +44,7 @@ def was_bypassed(old: PodInfo | None, new: PodInfo | None) -> bool:
 
 
 class PodView(Protocol):
-    """What the watcher reads (controller/decision/view.py's ClusterCache)."""
+    """What the watcher reads (controller/cache/cluster.py's ClusterCache)."""
 
     def replicaset(self, namespace: str, name: str) -> ReplicaSetInfo | None: ...
 

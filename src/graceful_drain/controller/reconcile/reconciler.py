@@ -30,8 +30,6 @@ from lightkube.core.exceptions import ApiError
 
 from graceful_drain.controller.decision.ledger import PodUid, kept, ledger_patch, next_expiry
 from graceful_drain.controller.decision.model import DeploymentInfo
-from graceful_drain.controller.reconcile.events import DrainEvents
-from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
 from graceful_drain.controller.reconcile.rollout import (
     Abandoned,
     Completed,
@@ -51,6 +49,8 @@ from graceful_drain.controller.reconcile.rollout import (
     next_step,
     removal_patch,
 )
+from graceful_drain.controller.writes.events import DrainEvents
+from graceful_drain.controller.writes.patcher import DeploymentPatcher
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.client import http_status
 from graceful_drain.kube.loop import DEFAULT_WORKERS, ReconcileLoop
@@ -149,7 +149,7 @@ class Reconciler:
         ledger_pod_uid: Callable[[], PodUid | None] = lambda: None,
     ) -> None:
         self._deployments = deployments
-        # The pod cache's uid lookup once it has synced (view.py `ledger_pod_uid`), for
+        # The pod cache's uid lookup once it has synced (cache/cluster.py `ledger_pod_uid`), for
         # removing ledger entries whose pod's deletion was observed; None: only expiry.
         self._ledger_pod_uid = ledger_pod_uid
         self._patcher = patcher

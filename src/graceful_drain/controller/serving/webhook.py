@@ -19,7 +19,7 @@ A held eviction (429) of a pod whose node carries a deadline the drain client wi
 (`deadlines`, decision/deadline.py: Karpenter's NodeClaim terminationGracePeriod) gets the
 deadline appended to its message (`with_deadline`), whatever the decision's reason.
 
-Events are handed to `events` (reconcile/events.py's DrainEvents) and forgotten: a
+Events are handed to `events` (writes/events.py's DrainEvents) and forgotten: a
 `RolloutRequested` after a successful stamp, an `EvictionHeld` for every answer
 `Reason.ROLLOUT_IN_PROGRESS`, a `DeploymentWarning` for every decision asking for one, a
 `DeadlineAhead` for every held eviction with a deadline.
@@ -73,14 +73,6 @@ from graceful_drain.controller.decision.table import (
     reread_failed,
     unexpected_error,
 )
-from graceful_drain.controller.reconcile.events import (
-    DeadlineAhead,
-    DeploymentWarning,
-    DrainEvent,
-    EvictionHeld,
-    RolloutRequested,
-)
-from graceful_drain.controller.reconcile.patcher import DeploymentPatcher
 from graceful_drain.controller.serving.admission import (
     TOO_LARGE,
     MalformedReview,
@@ -89,6 +81,14 @@ from graceful_drain.controller.serving.admission import (
     parse_review,
 )
 from graceful_drain.controller.serving.metrics import Metrics
+from graceful_drain.controller.writes.events import (
+    DeadlineAhead,
+    DeploymentWarning,
+    DrainEvent,
+    EvictionHeld,
+    RolloutRequested,
+)
+from graceful_drain.controller.writes.patcher import DeploymentPatcher
 from graceful_drain.kube.client import error_detail, http_status, status_message
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.logs import EventLine, get_logger, line_fields
@@ -142,7 +142,7 @@ NOT_DECIDED = unexpected_error(None, "not decided")
 
 
 class ClusterView(Protocol):
-    """What the webhook reads: the informer cache plus its live fallbacks (decision/view.py)."""
+    """What the webhook reads: the informer cache plus its live fallbacks (cache/cluster.py)."""
 
     async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
@@ -165,7 +165,7 @@ class ClusterView(Protocol):
 
 
 class EventSink(Protocol):
-    """Where the webhook hands its events (reconcile/events.py's DrainEvents): it must only
+    """Where the webhook hands its events (writes/events.py's DrainEvents): it must only
     enqueue, never block; whatever it returns or raises does not change the answer."""
 
     def emit(self, event: DrainEvent) -> object: ...
@@ -216,7 +216,7 @@ class EvictionWebhook:
         deadlines: Callable[[str], datetime | None] | None = None,
     ) -> None:
         self.cluster = cluster
-        # node name -> the drain client's termination deadline (view.py `node_deadline`)
+        # node name -> the drain client's termination deadline (cache/cluster.py `node_deadline`)
         self._deadlines = deadlines
         self.patcher = patcher
         self.config = config

@@ -1,6 +1,9 @@
-"""The controller's view of the cluster: Pods, ReplicaSets and Deployments, as slim objects.
+"""The controller's informer cache of the cluster and its live reads: Pods, ReplicaSets and
+Deployments as slim objects, Nodes, Karpenter's NodeClaims.
 
-Every object is kept as its slim view (controller/decision/model.py) in the informers of
+This is where the controller reads the cluster; what it decides from those reads is the
+pure controller/decision/ (the lookups' types and rules, decision/lookups.py), which does no
+I/O. Every object is kept as its slim view (controller/decision/model.py) in the informers of
 kube/cache.py. Pods are indexed by their owning ReplicaSet, ReplicaSets by their owning
 Deployment. Nodes (cluster-wide, whatever --namespaces says) are kept only as whether they are
 being drained (draining.py): `ready_elsewhere` counts a Deployment's Ready pods on
@@ -15,26 +18,33 @@ A 404 then means the pod is gone (`Reason.POD_GONE`), any other failure that it 
 unavailable (`Reason.CACHE_COLD`).
 
 Karpenter's NodeClaims (cluster-wide) are kept as their node and termination deadline
-(deadline.py), for `node_deadline`. They are optional: when the API server does not serve
-them (no Karpenter) or RBAC forbids them, at start, they are not read, and no deadline is
-known; they never hold readiness back (`resources` leaves them out).
+(decision/deadline.py), for `node_deadline`. They are optional (nodeclaims.py: read once
+served); they never hold readiness back (`resources` leaves them out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from lightkube import AsyncClient
 from lightkube.core.resource import Resource
-from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Node, Pod
 
-from graceful_drain.controller.decision.deadline import KARPENTER_NODECLAIMS, NodeClaimInfo
+from graceful_drain.controller.cache.nodeclaims import (
+    NODECLAIMS_BY_NODE,
+    NODECLAIMS_RECHECK_SECONDS,
+    NodeClaim,
+    claim_node,
+    run_once_served,
+)
+from graceful_drain.controller.decision.deadline import NodeClaimInfo
 from graceful_drain.controller.decision.ledger import PodUid, gone_uids
 from graceful_drain.controller.decision.lookups import (
     DeploymentFound,
@@ -66,21 +76,52 @@ from graceful_drain.kube.informer import (
     LightkubeListWatch,
     ListWatch,
 )
-from graceful_drain.kube.meta import HTTP_FORBIDDEN, HTTP_NOT_FOUND, utc_now
-from graceful_drain.logs import get_logger
+from graceful_drain.kube.meta import HTTP_NOT_FOUND, utc_now
 
 T = TypeVar("T")
 
 PODS_BY_REPLICASET = "replicaset"
 REPLICASETS_BY_DEPLOYMENT = "deployment"
 STALE_AFTER_FACTOR = 1.2
-NODECLAIMS_BY_NODE = "node"
-# Until NodeClaims are served to the controller (Karpenter not installed yet, or no RBAC for
-# them), how often it asks again: Karpenter installed later is read without a restart.
-NODECLAIMS_RECHECK_SECONDS = 60.0
-_GROUP, _VERSION, _PLURAL = KARPENTER_NODECLAIMS
-NodeClaim = create_global_resource(_GROUP, _VERSION, "NodeClaim", _PLURAL)
-_log = get_logger("cache")
+
+
+@dataclass(frozen=True)
+class _Informers:
+    """How the cache builds a resource's informers: one per scope (each watched namespace,
+    or the whole cluster), each from `source` with its own back-off."""
+
+    source: ListWatchFactory
+    scopes: tuple[str | None, ...]
+    backoff: BackoffFactory
+    silence_limit: float
+
+    def cache(
+        self,
+        resource: type[Resource],
+        plural: str,
+        transform: Callable[[Mapping[str, Any]], T],
+        indexers: Mapping[str, Indexer[T]],
+        fast_decode: FastDecode[T] | None = None,
+    ) -> ResourceCache[T]:
+        return ResourceCache(
+            plural,
+            {
+                scope: Informer(
+                    plural if scope is None else f"{plural}/{scope}",
+                    self.source(resource, scope),
+                    transform,
+                    indexers=indexers,
+                    backoff=self.backoff(),
+                    silence_limit=self.silence_limit,
+                    fast_decode=fast_decode,
+                )
+                for scope in self.scopes
+            },
+        )
+
+    def cluster_wide(self) -> _Informers:
+        """The same for a cluster-scoped resource: one informer whatever the namespaces."""
+        return dataclasses.replace(self, scopes=(None,))
 
 
 class ClusterCache:
@@ -106,88 +147,54 @@ class ClusterCache:
         # at silence_limit and the re-list that follows has not succeeded either.
         self.stale_after = silence_limit * STALE_AFTER_FACTOR
         self.namespaces: tuple[str, ...] | None = None if namespaces is None else tuple(namespaces)
-        scopes: tuple[str | None, ...] = self.namespaces if self.namespaces is not None else (None,)
+        self._enabled_annotation = enabled_annotation
+        self._tasks: list[asyncio.Task[None]] = []
 
         def lightkube_source(resource: type[Resource], scope: str | None) -> ListWatch:
             return LightkubeListWatch(self.raw, resource, scope, page_size)
 
-        source = list_watch or lightkube_source
-
-        def informers(
-            resource: type[Resource],
-            plural: str,
-            transform: Callable[[Mapping[str, Any]], T],
-            indexers: Mapping[str, Indexer[T]],
-            fast_decode: FastDecode[T] | None = None,
-        ) -> ResourceCache[T]:
-            return ResourceCache(
-                plural,
-                {
-                    scope: Informer(
-                        plural if scope is None else f"{plural}/{scope}",
-                        source(resource, scope),
-                        transform,
-                        indexers=indexers,
-                        backoff=backoff(),
-                        silence_limit=silence_limit,
-                        fast_decode=fast_decode,
-                    )
-                    for scope in scopes
-                },
+        informers = _Informers(
+            list_watch or lightkube_source,
+            self.namespaces if self.namespaces is not None else (None,),
+            backoff,
+            silence_limit,
+        )
+        self._build_caches(informers)
+        # Karpenter's NodeClaims: read once served (`_run_nodeclaims`); a ListWatch
+        # factory given by the caller (in-memory benchmarks) has none.
+        self.nodeclaims: ResourceCache[NodeClaimInfo] | None = None
+        if list_watch is None:
+            self.nodeclaims = informers.cluster_wide().cache(
+                NodeClaim, "nodeclaims", NodeClaimInfo.from_object, {NODECLAIMS_BY_NODE: claim_node}
             )
 
-        self.pods: ResourceCache[PodInfo] = informers(
+    def _build_caches(self, informers: _Informers) -> None:
+        """The caches readiness waits for: Pods, ReplicaSets and Deployments in the watched
+        namespaces, indexed by owner; Nodes cluster-wide."""
+        self.pods: ResourceCache[PodInfo] = informers.cache(
             Pod,
             "pods",
             PodInfo.from_object,
             {PODS_BY_REPLICASET: _owner_replicaset},
             PodInfo.from_listed,
         )
-        self.replicasets: ResourceCache[ReplicaSetInfo] = informers(
+        self.replicasets: ResourceCache[ReplicaSetInfo] = informers.cache(
             ReplicaSet,
             "replicasets",
             ReplicaSetInfo.from_object,
             {REPLICASETS_BY_DEPLOYMENT: _owner_deployment},
         )
-        self.deployments: ResourceCache[DeploymentInfo] = informers(
+        self.deployments: ResourceCache[DeploymentInfo] = informers.cache(
             Deployment,
             "deployments",
-            functools.partial(DeploymentInfo.from_object, enabled_annotation=enabled_annotation),
+            functools.partial(
+                DeploymentInfo.from_object, enabled_annotation=self._enabled_annotation
+            ),
             {},
         )
-        # Cluster-scoped: one informer whatever the namespaces.
-        self.nodes: ResourceCache[NodeInfo] = ResourceCache(
-            "nodes",
-            {
-                None: Informer(
-                    "nodes",
-                    source(Node, None),
-                    NodeInfo.from_object,
-                    indexers={},
-                    backoff=backoff(),
-                    silence_limit=silence_limit,
-                )
-            },
+        self.nodes: ResourceCache[NodeInfo] = informers.cluster_wide().cache(
+            Node, "nodes", NodeInfo.from_object, {}
         )
-        # Karpenter's NodeClaims: read once served (`_run_nodeclaims`); a ListWatch
-        # factory given by the caller (in-memory benchmarks) has none.
-        self.nodeclaims: ResourceCache[NodeClaimInfo] | None = None
-        if list_watch is None:
-            self.nodeclaims = ResourceCache(
-                "nodeclaims",
-                {
-                    None: Informer(
-                        "nodeclaims",
-                        lightkube_source(NodeClaim, None),
-                        NodeClaimInfo.from_object,
-                        indexers={NODECLAIMS_BY_NODE: _claim_node},
-                        backoff=backoff(),
-                        silence_limit=silence_limit,
-                    )
-                },
-            )
-        self._enabled_annotation = enabled_annotation
-        self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle (the app's Component protocol) ----------------------------------------------
 
@@ -208,30 +215,8 @@ class ClusterCache:
             )
 
     async def _run_nodeclaims(self, informer: Informer[NodeClaimInfo]) -> None:
-        """Keep NodeClaims once this API server serves them to us. Until then (404: Karpenter
-        not installed; 403: no RBAC for them) say so once and ask again every
-        `nodeclaims_recheck` seconds, so that Karpenter installed after graceful-drain is read
-        without a restart. Ends only when cancelled (`stop`)."""
-        waiting = False
-        while True:
-            try:
-                await self.raw.list_page(NodeClaim, None, limit=1)
-            except Exception as error:
-                if http_status(error) in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
-                    if not waiting:
-                        _log.info(
-                            "karpenter nodeclaims not read: no termination deadlines known",
-                            detail=error_detail(error),
-                            recheck_seconds=self._nodeclaims_recheck,
-                        )
-                        waiting = True
-                    await asyncio.sleep(self._nodeclaims_recheck)
-                    continue
-                # anything else is transient: the informer retries with its back-off
-            break
-        if waiting:
-            _log.info("karpenter nodeclaims served: termination deadlines read")
-        await informer.run()
+        """NodeClaims once this API server serves them to us (nodeclaims.py)."""
+        await run_once_served(self.raw, informer, self._nodeclaims_recheck)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -422,7 +407,3 @@ def _owner_replicaset(pod: PodInfo) -> str | None:
 
 def _owner_deployment(replicaset: ReplicaSetInfo) -> str | None:
     return replicaset.owner_deployment
-
-
-def _claim_node(claim: NodeClaimInfo) -> str | None:
-    return claim.node_name or None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Protocol
 
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.deadline import PodDeadline
 from graceful_drain.controller.decision.model import DeploymentInfo, ObjectRef, PodInfo
 from graceful_drain.controller.decision.reasons import Reason
@@ -134,10 +135,7 @@ def timeout_message(
 
 
 def invalid_annotation_message(value: str) -> str:
-    return (
-        f"graceful-drain.stonal.com/restarted-at {value[:64]!r} is not an RFC 3339 timestamp; "
-        "removed it"
-    )
+    return f"{RESTARTED_AT_ANNOTATION} {value[:64]!r} is not an RFC 3339 timestamp; removed it"
 
 
 def _involved(deployment: DeploymentInfo) -> InvolvedObject:
