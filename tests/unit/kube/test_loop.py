@@ -16,15 +16,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graceful_drain import logs
 from graceful_drain.kube.backoff import Backoff
 from graceful_drain.kube.loop import REQUEUE, Outcome, ReconcileLoop, Requeue, TerminalError
 from graceful_drain.kube.workqueue import WorkQueue
 from graceful_drain.logs import configure_logging, get_logger
+from tests.unit.logging_state import logging_restored
 
 BOUND = 10.0  # seconds any single wait may take before the test fails
 JITTER = 0.5
@@ -300,18 +299,12 @@ async def fail_async(key: str) -> float | None:
 
 
 @pytest.fixture
-def json_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
-    """The process's logging configured as in a cluster (JSON lines) into a buffer, undone
-    afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    monkeypatch.setattr(logs, "_json_output", None)
-    stream = io.StringIO()
-    configure_logging("json", "info", stream=stream)
-    yield stream
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+def json_log() -> Iterator[io.StringIO]:
+    """The process's logging configured as in a cluster (JSON lines) into a buffer."""
+    with logging_restored():
+        stream = io.StringIO()
+        configure_logging("json", "info", stream=stream)
+        yield stream
 
 
 async def test_every_line_of_one_reconcile_carries_its_own_reconcile_id(
