@@ -12,11 +12,12 @@ ledger queues it) and by one timer per Deployment at its rolloutTimeout deadline
 ledger's next expiry; never by polling. What to do
 is decided by `rollout.next_step` on the cached view; every write is a `test`-guarded JSON
 patch, so any number of reconcilers (replicas without leader election, a restarted one, one
-with a stale cache) trigger one rollout and one removal, and a 422 on a guarded write only
-means another reconciler got there first. The loop around `reconcile` is kube/loop.py's
-`ReconcileLoop`: its workers, the per-Deployment timer (`Result.requeue_after`), the retry
-of a failed reconcile after that Deployment's own back-off (kube/backoff.py, with jitter),
-each reconcile's `reconcile_id` in the log lines, and the outcome counts (`counts`). A write
+with a stale cache) trigger one rollout and one removal, and a guarded write that no longer
+applies (422) only means another reconciler got there first. The loop around `reconcile` is
+kube/loop.py's `ReconcileLoop`: its workers, the per-Deployment timer
+(`Result.requeue_after`), the retry of a failed reconcile after that Deployment's own
+back-off (kube/backoff.py, with jitter), each reconcile's `reconcile_id` in the log lines,
+and the outcome counts (`counts`). A write
 the API server refuses for good (400, a 422 saying the patched Deployment is invalid:
 `_refused_for_good`) raises the loop's `TerminalError`: sending the same patch again cannot
 help, so the Deployment is reconciled again only when it changes, or at the rollout's
