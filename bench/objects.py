@@ -1,4 +1,6 @@
-"""Realistic raw JSON for Pods, ReplicaSets and Deployments, as an API server sends them.
+"""Realistic raw JSON for Pods, ReplicaSets and Deployments, as an API server sends them, and
+the AdmissionReview it sends the webhook for an eviction (the one builder of it: the benchmark,
+the unit tests and the end-to-end tests all post this one).
 
 Shapes follow what a real cluster holds (containers with env and probes, projected token
 volume, default tolerations, managedFields, status conditions), so decode and memory figures
@@ -7,6 +9,8 @@ are not flattered by toy objects. Everything is a pure function of its arguments
 
 from __future__ import annotations
 
+import copy
+import uuid
 from typing import Any
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
@@ -286,3 +290,57 @@ def deployment(
             ],
         },
     }
+
+
+def service_account_user(namespace: str, name: str, uid: str) -> JsonObject:
+    """A ServiceAccount's userInfo, as kube-apiserver fills it in from the caller's token."""
+    return {
+        "username": f"system:serviceaccount:{namespace}:{name}",
+        "uid": uid,
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}",
+                   "system:authenticated"],
+    }  # fmt: skip
+
+
+CLUSTER_AUTOSCALER_USER = service_account_user(
+    "kube-system", "cluster-autoscaler", "9e1b3c4d-0000-0000-0000-000000000001"
+)
+
+
+def eviction_review(
+    namespace: str, pod: str, *, uid: str | None = None,
+    user: JsonObject = CLUSTER_AUTOSCALER_USER, dry_run: bool = False,
+    precondition_uid: str | None = None,
+) -> JsonObject:  # fmt: skip
+    """The AdmissionReview v1 kube-apiserver sends a validating webhook for POST
+    pods/{pod}/eviction (apiserver's pkg/admission/plugin/webhook/request/admissionreview.go,
+    CreateV1AdmissionReview): `uid` the request's (a fresh one unless given), `user` who
+    evicts (copied: the caller may change the review), the Eviction's deleteOptions with a
+    uid precondition when `precondition_uid` is given (as Karpenter sends it), else empty (as
+    kubectl drain sends it)."""
+    delete_options: JsonObject = {}
+    if precondition_uid is not None:
+        delete_options["preconditions"] = {"uid": precondition_uid}
+    request: JsonObject = {
+        "uid": str(uuid.uuid4()) if uid is None else uid,
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestSubResource": "eviction",
+        "name": pod,
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": copy.deepcopy(user),
+        "object": {
+            "kind": "Eviction",
+            "apiVersion": "policy/v1",
+            "metadata": {"name": pod, "namespace": namespace, "creationTimestamp": None},
+            "deleteOptions": delete_options,
+        },
+        "oldObject": None,
+        "dryRun": dry_run,
+        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}

@@ -289,54 +289,28 @@ def request_mix(spec: PopulationSpec, layout: Layout) -> list[RequestCase]:
     return cases
 
 
+KARPENTER_USER = objects.service_account_user(
+    "karpenter", "karpenter", "b6a1c7e2-0f3d-4f0a-9b7e-3c2d1e0f9a8b"
+)
+
+
 def admission_review(case: RequestCase) -> bytes:
-    """The AdmissionReview v1 body the API server sends for `case` (apiserver's
-    pkg/admission/plugin/webhook/request/admissionreview.go CreateV1AdmissionReview)."""
-    eviction: JsonObject = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": case.pod, "namespace": case.namespace, "creationTimestamp": None},
-    }
-    if case.shape is Shape.UID_MISMATCH:
-        eviction["deleteOptions"] = {"preconditions": {"uid": "00000000-0000-0000-0000-0"}}
-    request: JsonObject = {
-        "uid": case.uid,
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": case.pod,
-        "namespace": case.namespace,
-        "operation": "CREATE",
-        "userInfo": {
-            "username": "system:serviceaccount:karpenter:karpenter",
-            "uid": "b6a1c7e2-0f3d-4f0a-9b7e-3c2d1e0f9a8b",
-            "groups": [
-                "system:serviceaccounts",
-                "system:serviceaccounts:karpenter",
-                "system:authenticated",
-            ],
-        },
-        "object": eviction,
-        "oldObject": None,
-        "dryRun": case.shape is Shape.DRY_RUN,
-        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-    }
+    """The AdmissionReview v1 body the API server sends for `case` (bench/objects.py's
+    `eviction_review`, as the tests post it), compactly encoded."""
+    document = objects.eviction_review(
+        case.namespace, case.pod, uid=case.uid, user=KARPENTER_USER,
+        dry_run=case.shape is Shape.DRY_RUN,
+        precondition_uid="00000000-0000-0000-0000-0" if case.shape is Shape.UID_MISMATCH else None,
+    )  # fmt: skip
     if case.shape is Shape.NOT_EVICTION:
-        request.update(
+        document["request"].update(
             operation="DELETE",
             subResource="",
             object=None,
             options={"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"},
         )
-    api_version = "admission.k8s.io/v1beta1" if case.shape is Shape.MALFORMED else None
-    document = {
-        "apiVersion": api_version or "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": request,
-    }
+    if case.shape is Shape.MALFORMED:
+        document["apiVersion"] = "admission.k8s.io/v1beta1"
     return json.dumps(document, separators=(",", ":")).encode()
 
 

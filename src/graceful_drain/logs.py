@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, TextIO, cast
@@ -31,6 +31,16 @@ def get_logger(name: str) -> Any:
     """A structlog logger whose events carry `component=name`; it follows later configuration
     (a `.bind()` here would freeze the configuration of import time)."""
     return structlog.get_logger(component=name)
+
+
+@contextlib.contextmanager
+def log_context(**fields: object) -> Iterator[None]:
+    """Every line logged inside the block carries `fields` (structlog's context variables,
+    merged by `configure_logging`'s processors into structlog's lines and the stdlib's alike),
+    in this task and the tasks it starts meanwhile; not in other tasks, whose context is their
+    own. The reconcile loop binds each reconcile's `reconcile_id` this way (kube/loop.py)."""
+    with structlog.contextvars.bound_contextvars(**fields):
+        yield
 
 
 class _Sink(io.TextIOBase):
@@ -120,8 +130,9 @@ class EventLine:
     msg — without structlog's processor chain, which costs several times the encoding: the
     fixed parts are pre-rendered bytes, only the fields are encoded per line (msgspec), and the
     line is handed to the sink, which writes a loop iteration's lines at once. In any other
-    configuration it is an ordinary structlog event. Context variables are not merged in:
-    nothing binds any."""
+    configuration it is an ordinary structlog event. Context variables (`log_context`) are not
+    merged in: the only ones bound are the reconcile loop's, in its workers, where no EventLine
+    writes."""
 
     def __init__(self, component: str) -> None:
         self._component = component

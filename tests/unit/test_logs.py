@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -16,10 +15,9 @@ from typing import Any
 
 import msgspec
 import pytest
-import structlog
 
-from graceful_drain import logs
 from graceful_drain.logs import EventLine, configure_logging, get_logger
+from tests.unit.logging_state import logging_restored
 
 FIELDS: dict[str, Any] = {
     "uid": "705ab4f5",
@@ -34,14 +32,9 @@ FIELDS: dict[str, Any] = {
 
 
 @pytest.fixture(autouse=True)
-def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    monkeypatch.setattr(logs, "_json_output", None)
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+def restore_logging() -> Iterator[None]:
+    with logging_restored():
+        yield
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -267,6 +267,21 @@ class ControllerApp:
               "(each retried with back-off)",
               lambda: _by_resource(self.cache.list_watch_error_counts()),
               kind="counter", labels=["resource"])  # fmt: skip
+        # controller-runtime's reconcile_total{controller, result}, reconcile_errors_total and
+        # terminal_reconcile_errors_total, from the reconcile loop's counts (kube/loop.py).
+        counts, controller = self.reconciler.counts, self.reconciler.name
+        track("reconcile", "Reconciles by controller and result: success (done), error (it "
+              "raised), requeue (again after the key's back-off), requeue_after (again at a "
+              "deadline)", lambda: {(controller, outcome.value): float(count)
+                                    for outcome, count in counts.outcomes.items()},
+              kind="counter", labels=["controller", "result"])  # fmt: skip
+        track("reconcile_errors", "Reconciles that raised: retried with back-off, or terminal",
+              lambda: {(controller,): float(counts.errors)},
+              kind="counter", labels=["controller"])  # fmt: skip
+        track("terminal_reconcile_errors", "Reconciles that raised a terminal error (retrying "
+              "cannot help): not retried until the object changes or its deadline",
+              lambda: {(controller,): float(counts.terminal_errors)},
+              kind="counter", labels=["controller"])  # fmt: skip
         track("events", "Kubernetes Events by outcome: created, aggregated (folded into an "
               "existing Event), failed (refused or unreachable API), dropped (queue full)",
               self._event_outcomes, kind="counter", labels=["outcome"])  # fmt: skip

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -89,48 +88,6 @@ async def https(certs: WebhookCerts) -> AsyncIterator[aiohttp.ClientSession]:
     connector = aiohttp.TCPConnector(ssl=certs.client_context(), force_close=True)
     async with aiohttp.ClientSession(connector=connector) as session:
         yield session
-
-
-def eviction_review(namespace: str, pod: str, *, dry_run: bool = False,
-                    precondition_uid: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """An AdmissionReview as kube-apiserver builds it for POST pods/{name}/eviction."""
-    delete_options: dict[str, Any] = {}
-    if precondition_uid is not None:
-        delete_options["preconditions"] = {"uid": precondition_uid}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "eviction",
-            "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "eviction",
-            "name": pod,
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:cluster-autoscaler",
-                "uid": "9e1b3c4d-0000-0000-0000-000000000001",
-                "groups": [
-                    "system:serviceaccounts",
-                    "system:serviceaccounts:kube-system",
-                    "system:authenticated",
-                ],
-            },
-            "object": {
-                "kind": "Eviction",
-                "apiVersion": "policy/v1",
-                "metadata": {"name": pod, "namespace": namespace, "creationTimestamp": None},
-                "deleteOptions": delete_options,
-            },
-            "oldObject": None,
-            "dryRun": dry_run,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        },
-    }
 
 
 async def post_review(

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 from lightkube import AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apps_v1 import Deployment
@@ -37,7 +38,6 @@ from .conftest import (
     WebhookCerts,
     controller_config,
     create_workload,
-    eviction_review,
     get_health,
     post_review,
     quick_backoff,

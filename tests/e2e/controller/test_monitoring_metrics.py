@@ -52,6 +52,11 @@ async def test_every_queried_metric_is_exported_from_start_up(
         )
     for outcome in ("created", "aggregated", "failed", "dropped"):
         assert ("graceful_drain_events_total", (("outcome", outcome),)) in seen
+    reconciler = ("controller", "reconciler")
+    for result in ("success", "error", "requeue", "requeue_after"):  # controller-runtime's
+        assert ("graceful_drain_reconcile_total", (reconciler, ("result", result))) in seen
+    assert seen[("graceful_drain_reconcile_errors_total", (reconciler,))] == 0
+    assert seen[("graceful_drain_terminal_reconcile_errors_total", (reconciler,))] == 0
 
 
 async def test_the_oldest_drain_age_counts_from_its_stamp(

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 from lightkube import AsyncClient
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
@@ -24,7 +25,6 @@ from .conftest import (
     WebhookCerts,
     create_pod,
     create_workload,
-    eviction_review,
     post_review,
     running_controller,
 )

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.types import PatchType
 
 from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.model import (
@@ -32,6 +34,7 @@ from graceful_drain.controller.writes.patcher import (
 )
 from graceful_drain.kube.events import REPORTING_CONTROLLER, EventRecorder
 from graceful_drain.kube.lease import LeaderElector
+from graceful_drain.kube.loop import Outcome
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_rfc3339, parse_rfc3339
 from kubesim.sim import KubeSim
@@ -64,7 +67,6 @@ class RecordingMetrics:
     completed: list[float] = field(default_factory=list)
     timed_out: list[float] = field(default_factory=list)
     in_progress: list[int] = field(default_factory=list)
-    errors: int = 0
 
     def record_rollout_completed(self, seconds: float) -> None:
         self.completed.append(seconds)
@@ -74,9 +76,6 @@ class RecordingMetrics:
 
     def set_drains_in_progress(self, count: int) -> None:
         self.in_progress.append(count)
-
-    def record_reconcile_error(self) -> None:
-        self.errors += 1
 
 
 @dataclass
@@ -411,7 +410,8 @@ def _with_stamp(deployment: DeploymentInfo, value: str) -> DeploymentInfo:
 
 async def test_a_failed_reconcile_is_counted_and_retried(sim: KubeSim, lk: AsyncClient) -> None:
     """The API server refuses the copy twice (503): each failure is counted
-    (graceful_drain_reconcile_errors_total) and the retry then copies the stamp."""
+    (graceful_drain_reconcile_errors_total, reconcile_total{result="error"}), none as terminal,
+    and the retry then copies the stamp."""
     from kubesim.apiserver.faults import FaultRule
 
     sim.create(deployment_manifest())
@@ -422,4 +422,52 @@ async def test_a_failed_reconcile_is_counted_and_retried(sim: KubeSim, lk: Async
         sim.faults.add(FaultRule(verb="patch", resource="deployments", error_code=503, remaining=2))
         await one.reconciler.start()
         await one.deployments.wait_for(lambda: copied(one.deployments, value))
-    assert one.metrics.errors == 2
+    counts = one.reconciler.counts
+    assert counts.errors == counts.outcomes[Outcome.ERROR] == 2
+    assert counts.terminal_errors == 0
+
+
+class SignallingPatcher:
+    """Patches through `inner`, recording each patch's outcome (200 or the refusal's status)
+    in `outcomes`, a queue the test awaits."""
+
+    def __init__(self, inner: LightkubeDeploymentPatcher) -> None:
+        self._inner = inner
+        self.outcomes: asyncio.Queue[int] = asyncio.Queue()
+
+    async def patch_json(self, namespace: str, name: str, patch: JsonPatch) -> None:
+        try:
+            await self._inner.patch_json(namespace, name, patch)
+        except ApiError as error:
+            self.outcomes.put_nowait(error.status.code or 0)
+            raise
+        self.outcomes.put_nowait(200)
+
+
+async def test_a_copy_refused_for_good_waits_for_the_deployment_to_change(
+    sim: KubeSim, lk: AsyncClient
+) -> None:
+    """The API server refuses the copy with 400: a terminal error, counted as one; the same
+    patch is not sent again until the Deployment changes (here a label), when the copy goes
+    through."""
+    from kubesim.apiserver.faults import FaultRule
+
+    sim.create(deployment_manifest())
+    value = now_stamp()
+    await stamp(lk, value)
+    patcher = SignallingPatcher(LightkubeDeploymentPatcher(lk))
+    sim.faults.add(FaultRule(verb="patch", resource="deployments", error_code=400, remaining=1))
+    async with replica(sim, patcher=patcher, start_reconciler=False) as one:
+        await one.deployments.wait_for(lambda: carries(one.deployments, value))
+        await one.reconciler.start()
+        async with asyncio.timeout(DEADLINE):
+            assert await patcher.outcomes.get() == 400
+        counts = one.reconciler.counts
+        assert (counts.terminal_errors, counts.errors) == (1, 1)
+        await lk.patch(Deployment, NAME, {"metadata": {"labels": {"changed": "yes"}}},
+                       namespace=NS, patch_type=PatchType.MERGE)  # fmt: skip
+        async with asyncio.timeout(DEADLINE):
+            assert await patcher.outcomes.get() == 200
+        await one.deployments.wait_for(lambda: copied(one.deployments, value))
+    assert patcher.outcomes.empty()
+    assert (counts.terminal_errors, counts.errors) == (1, 1)

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 from lightkube import AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
@@ -22,7 +23,7 @@ from kubesim.client import KubeClient
 from kubesim.sim import KubeSim
 from tests.unit.deploy.rendered import NAMESPACE, SELF_SIGNED, SERVICE_ACCOUNT, objects
 
-from .conftest import DEADLINE, create_workload, eviction_review, quick_backoff
+from .conftest import DEADLINE, create_workload, quick_backoff
 from .test_app_drain_e2e import NS, complete_rollout, wait_for_event, wait_until
 
 pytestmark = pytest.mark.e2e

@@ -13,13 +13,14 @@ import ssl
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 from prometheus_client.parser import text_string_to_metric_families
 
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.serving.connections import ConnectionGuard
 from kubesim.sim import KubeSim
 
-from .conftest import DEADLINE, WebhookCerts, eviction_review, post_review, running_controller
+from .conftest import DEADLINE, WebhookCerts, post_review, running_controller
 
 pytestmark = pytest.mark.e2e
 

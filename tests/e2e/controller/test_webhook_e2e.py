@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.app import ControllerApp
@@ -25,7 +26,6 @@ from .conftest import (
     Workload,
     create_pod,
     create_workload,
-    eviction_review,
     get_health,
     post_review,
     running_controller,

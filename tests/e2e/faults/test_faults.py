@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 
 from graceful_drain.controller.app import ControllerApp
 from graceful_drain.controller.serving.connections import ConnectionGuard
@@ -31,7 +32,7 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.client import resource_path
 from kubesim.pki import CertificateAuthority
 from kubesim.sim import KubeSim
-from tests.e2e.controller.conftest import eviction_review, quick_backoff
+from tests.e2e.controller.conftest import quick_backoff
 from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
 from tests.e2e.controller.drain_workloads import template_restarted_at
 from tests.e2e.controller.installed import CONTROLLER_USER, NAMESPACE, WEBHOOK_CONFIGURATION

@@ -31,12 +31,12 @@ from typing import cast
 
 import aiohttp
 import pytest
+from bench.objects import eviction_review
 
 from graceful_drain.controller.serving.connections import DEFAULT_MAX_CONNECTIONS
 from graceful_drain.controller.serving.http import LISTEN_BACKLOG
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH
 from kubesim.sim import KubeSim
-from tests.e2e.controller.conftest import eviction_review
 from tests.e2e.controller.drain_cluster import DrainCluster, drain_cluster
 from tests.e2e.controller.installed import WORKLOADS
 from tests.e2e.faults.processes import ControllerProcess, start_process

@@ -30,7 +30,6 @@ from graceful_drain.controller.decision.deadline import (
     KARPENTER_TERMINATION_ANNOTATION,
     parse_termination_timestamp,
 )
-from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.controller.writes.events import (
     DRAIN_BYPASSED,
     DRAIN_COMPLETED,
@@ -542,24 +541,17 @@ def eviction_requests(exposition: str, code: str) -> float:
     return total
 
 
-V3_REASON = "ready-elsewhere"
-
-
-@pytest.mark.skipif(
-    V3_REASON not in {reason.value for reason in Reason},
-    reason=f"needs decision table v3 (reason `{V3_REASON}`, branch i26a): under v2 a "
-    "2-replica Deployment is allowed at once (replicas-not-one)",
-)
 async def test_two_nodes_disrupted_together_keep_a_ready_pod_of_a_two_replica_deployment(
     installation: Installation, real_cluster: RealCluster, karpenter: Karpenter,
 ) -> None:  # fmt: skip
     """A 2-replica web, one pod per KWOK node (required anti-affinity), and both NodeClaims
     deleted at once, as a multi-node consolidation disrupts them together: web never has 0
-    Ready pods (v3: the last Ready pod outside the nodes being drained is held), one
-    rollout. Under v2 both evictions are allowed (`replicas-not-one`) and web has none until
-    the new pods are Ready. (Karpenter's own multi-node consolidation is not forced here:
-    given two underutilized nodes of this pool it replaced them one at a time, which a 2-
-    replica Deployment survives under v2 too.)"""
+    Ready pods, one rollout (a pod is let go only while another Ready pod runs on a node not
+    being drained, `ready-elsewhere`; the last one is held for the rollout). Under decision
+    table v2 both evictions were allowed (`replicas-not-one`) and web had none until the new
+    pods were Ready. (Karpenter's own multi-node consolidation is not forced here: given two
+    underutilized nodes of this pool it replaced them one at a time, which a 2-replica
+    Deployment survived under v2 too.)"""
     scenario = Scenario(real_cluster, karpenter, "two-nodes", True, node_pool("two-nodes-on"))
     cluster, pool = real_cluster, scenario.pool_name
 

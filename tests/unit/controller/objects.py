@@ -15,6 +15,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.objects import eviction_review
+
 from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.model import (
     TEMPLATE_RESTARTED_AT_ANNOTATION,
@@ -63,31 +65,14 @@ def deployment(**changes: Any) -> DeploymentInfo:
 
 
 def review(**request_changes: Any) -> Obj:
-    """An AdmissionReview as kube-apiserver sends it for `kubectl drain` evicting POD."""
-    request: Obj = {
-        "uid": UID,
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": POD_NAME,
-        "namespace": NAMESPACE,
-        "operation": "CREATE",
-        "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
-        "object": {
-            "kind": "Eviction",
-            "apiVersion": "policy/v1",
-            "metadata": {"name": POD_NAME, "namespace": NAMESPACE},
-            "deleteOptions": {"preconditions": {"uid": "pod-uid"}},
-        },
-        "oldObject": None,
-        "dryRun": False,
-        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-    }
-    request.update(request_changes)
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    """An AdmissionReview as kube-apiserver sends it for `kubectl drain` evicting POD
+    (bench/objects.py's `eviction_review`, the one builder), with `request_changes` set on its
+    request."""
+    admin = {"username": "kubernetes-admin", "groups": ["system:masters"]}
+    document = eviction_review(NAMESPACE, POD_NAME, uid=UID, user=admin,
+                               precondition_uid="pod-uid")  # fmt: skip
+    document["request"].update(request_changes)
+    return document
 
 
 def review_body(**request_changes: Any) -> bytes:

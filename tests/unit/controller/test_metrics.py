@@ -57,12 +57,10 @@ def test_tracked_values_are_read_at_every_scrape() -> None:
     assert samples(metrics, "graceful_drain_certificate_expiry_timestamp_seconds") == {(): 1234}
 
 
-def test_build_info_and_reconcile_errors_start_at_their_values() -> None:
+def test_build_info_starts_at_one() -> None:
     metrics = Metrics()
     [(labels, value)] = samples(metrics, "graceful_drain_build_info").items()
     assert value == 1 and labels[0][0] == "version"
-    metrics.record_reconcile_error()
-    assert samples(metrics, "graceful_drain_reconcile_errors_total") == {(): 1}
 
 
 def test_files_tls_reports_the_served_certificate_expiry(tmp_path: Path) -> None:

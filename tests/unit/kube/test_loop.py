@@ -1,13 +1,18 @@
-"""ReconcileLoop: what a reconcile's outcome does to its key (controller-runtime's
-reconcileHandler), back-off with bounded jitter, one worker per key, and a stop that lets the
-reconcile in flight finish and starts nothing after."""
+"""ReconcileLoop: what a reconcile's outcome does to its key and how it is counted
+(controller-runtime's reconcileHandler), a terminal error that is not retried, each
+reconcile's own reconcile_id on every line logged during it, back-off with bounded jitter,
+one worker per key, and a stop that lets the reconcile in flight finish and starts nothing
+after."""
 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -15,8 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.loop import ReconcileLoop
+from graceful_drain.kube.loop import REQUEUE, Outcome, ReconcileLoop, Requeue, TerminalError
 from graceful_drain.kube.workqueue import WorkQueue
+from graceful_drain.logs import configure_logging, get_logger
+from tests.unit.logging_state import logging_restored
 
 BOUND = 10.0  # seconds any single wait may take before the test fails
 JITTER = 0.5
@@ -48,14 +55,16 @@ class RecordingQueue(WorkQueue[str]):
         self.finished.put_nowait(key)
 
 
+Returned = float | Requeue | None
+
+
 @dataclass
 class Rig:
-    outcomes: Callable[[str, int], float | None]  # key, call number -> requeue_after or raise
+    outcomes: Callable[[str, int], Returned]  # key, call number -> what it returns, or raise
     calls: Counter[str] = field(default_factory=Counter)
-    errors: list[tuple[str, float]] = field(default_factory=list)
     queue: RecordingQueue | None = None
 
-    async def reconcile(self, key: str) -> float | None:
+    async def reconcile(self, key: str) -> Returned:
         self.calls[key] += 1
         return self.outcomes(key, self.calls[key])
 
@@ -68,7 +77,6 @@ class Rig:
             self.reconcile,
             name="test",
             queue=self.make_queue,
-            on_error=lambda key, _error, delay: self.errors.append((key, delay)),
             **options,  # type: ignore[arg-type]
         )
 
@@ -77,31 +85,47 @@ class Rig:
         async with asyncio.timeout(BOUND):
             return [await self.queue.finished.get() for _ in range(count)]
 
+    @property
+    def delays(self) -> list[float]:
+        """The delays of the timers the loop set, in order."""
+        assert self.queue is not None
+        return [delay for _, delay in self.queue.timers]
 
-def fail(_key: str, _call: int) -> float | None:
+
+def fail(_key: str, _call: int) -> Returned:
     raise Failed("refused")
 
 
+def fail_for_good(_key: str, _call: int) -> Returned:
+    raise TerminalError("refused for good")
+
+
 @pytest.mark.parametrize(
-    ("outcome", "timer", "cancelled", "failures"),
+    ("outcome", "timer", "cancelled", "failures", "counted"),
     [
         # requeue_after: forget the failures, reconcile again after that long
-        (lambda _k, _n: 30.0, ("k", 30.0), [], 0),
+        (lambda _k, _n: 30.0, ("k", 30.0), [], 0, Outcome.REQUEUE_AFTER),
         # done: nothing to wait for, the key's timer goes
-        (lambda _k, _n: None, None, ["k"], 0),
+        (lambda _k, _n: None, None, ["k"], 0, Outcome.SUCCESS),
+        # requeue: again after the key's back-off, not a failure
+        (lambda _k, _n: REQUEUE, "backoff", [], 0, Outcome.REQUEUE),
         # an error: a rate-limited retry, the failure counted
-        (fail, "backoff", [], 1),
+        (fail, "backoff", [], 1, Outcome.ERROR),
+        # a terminal error: not retried, the key's timer goes, its failures are forgotten
+        (fail_for_good, None, ["k"], 0, Outcome.ERROR),
     ],
-    ids=["requeue-after", "done", "error"],
+    ids=["requeue-after", "done", "requeue", "error", "terminal"],
 )
 async def test_what_one_reconcile_does_to_its_key(
-    outcome: Callable[[str, int], float | None],
+    outcome: Callable[[str, int], Returned],
     timer: tuple[str, float] | str | None,
     cancelled: list[str],
     failures: int,
+    counted: Outcome,
 ) -> None:
     rig = Rig(outcome)
     loop = rig.loop(workers=1, backoff=lambda: Backoff(60.0, 120.0, jitter=JITTER))
+    assert loop.counts.outcomes == dict.fromkeys(Outcome, 0)  # every outcome, from the start
     await loop.start()
     loop.add("k")
     assert await rig.finished() == ["k"]
@@ -109,12 +133,51 @@ async def test_what_one_reconcile_does_to_its_key(
     if timer == "backoff":
         [(key, delay)] = rig.queue.timers
         assert key == "k" and (1 - JITTER) * 60.0 <= delay <= 60.0
-        assert rig.errors == [("k", delay)]
     else:
         assert rig.queue.timers == ([] if timer is None else [timer])
-        assert rig.errors == []
     assert rig.queue.cancelled == cancelled
     assert loop.failures("k") == failures
+    assert loop.counts.outcomes == {**dict.fromkeys(Outcome, 0), counted: 1}
+    assert loop.counts.terminal_errors == (1 if outcome is fail_for_good else 0)
+    assert loop.counts.errors == (1 if counted is Outcome.ERROR else 0)
+    await loop.stop()
+
+
+async def test_a_terminal_error_comes_back_only_when_added_or_at_its_deadline() -> None:
+    """Not retried: the key is reconciled again when it is added (its object changed), and a
+    terminal error that names a deadline sets that timer (time alone changes the step)."""
+
+    def outcome(_key: str, call: int) -> Returned:
+        if call == 1:
+            raise TerminalError("refused for good")
+        if call == 2:
+            raise TerminalError("refused for good until the deadline", requeue_after=0.001)
+        return None
+
+    rig = Rig(outcome)
+    loop = rig.loop(workers=1, backoff=lambda: Backoff(0.001, 0.001))
+    await loop.start()
+    loop.add("k")
+    await rig.finished()
+    assert rig.delays == [] and rig.calls["k"] == 1  # no retry of its own
+    loop.add("k")  # the object changed
+    assert await rig.finished(2) == ["k", "k"]  # the second time by the deadline's timer
+    assert rig.delays == [0.001] and rig.calls["k"] == 3
+    assert loop.counts.terminal_errors == 2 and loop.counts.outcomes[Outcome.SUCCESS] == 1
+    await loop.stop()
+
+
+async def test_requeue_backs_off_without_counting_a_failure() -> None:
+    initial, rounds = 0.001, 4
+    rig = Rig(lambda _k, call: None if call > rounds else REQUEUE)
+    loop = rig.loop(workers=1, backoff=lambda: Backoff(initial, 1.0, jitter=JITTER))
+    await loop.start()
+    loop.add("k")
+    await rig.finished(rounds + 1)  # each requeue comes back by its timer
+    for attempt, delay in enumerate(rig.delays):
+        assert (1 - JITTER) * initial * 2**attempt <= delay <= initial * 2**attempt
+    assert len(rig.delays) == rounds and loop.failures("k") == 0
+    assert loop.counts.outcomes[Outcome.REQUEUE] == rounds
     await loop.stop()
 
 
@@ -136,7 +199,7 @@ async def test_failures_back_off_exponentially_with_bounded_jitter_then_reset() 
     await loop.start()
     loop.add("k")
     await rig.finished(rounds + 1)  # each retry comes by its timer
-    delays = [delay for _, delay in rig.errors]
+    delays = rig.delays
     assert len(delays) == rounds
     for attempt, delay in enumerate(delays):
         ceiling = min(maximum, initial * 2**attempt)
@@ -147,7 +210,7 @@ async def test_failures_back_off_exponentially_with_bounded_jitter_then_reset() 
     rig.outcomes = fail
     loop.add("k")
     await rig.finished()
-    assert (1 - JITTER) * initial <= rig.errors[-1][1] <= initial  # the back-off started over
+    assert (1 - JITTER) * initial <= rig.delays[-1] <= initial  # the back-off started over
     await loop.stop()
 
 
@@ -233,6 +296,100 @@ def test_a_loop_needs_a_worker() -> None:
 
 async def fail_async(key: str) -> float | None:
     raise Failed(key)
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """The process's logging configured as in a cluster (JSON lines) into a buffer."""
+    with logging_restored():
+        stream = io.StringIO()
+        configure_logging("json", "info", stream=stream)
+        yield stream
+
+
+async def test_every_line_of_one_reconcile_carries_its_own_reconcile_id(
+    json_log: io.StringIO,
+) -> None:
+    """Two keys reconciled at once by two workers, their lines interleaved, one failing, then
+    one reconciled again: every line logged during a reconcile (its own, a library's through
+    the stdlib, the loop's warning about it) carries that reconcile's id, each reconcile has
+    its own, and a line logged outside any reconcile has none."""
+    log = get_logger("test")
+    first_logged = {"a": asyncio.Event(), "b": asyncio.Event()}
+    calls: Counter[str] = Counter()
+
+    async def reconcile(key: str) -> float | None:
+        calls[key] += 1
+        call = calls[key]
+        log.info("first", key=key, call=call)
+        first_logged[key].set()
+        await first_logged["b" if key == "a" else "a"].wait()  # the other has logged too
+        logging.getLogger("httpx").warning("request of %s %d", key, call)
+        log.info("second", key=key, call=call)
+        if key == "b":
+            raise Failed(key)
+        return None
+
+    queue = RecordingQueue()
+    loop: ReconcileLoop[str] = ReconcileLoop(reconcile, name="test", workers=2,
+                                             queue=lambda: queue,
+                                             backoff=lambda: Backoff(3600.0, 3600.0))  # fmt: skip
+    await loop.start()
+    loop.add("a")
+    loop.add("b")
+    async with asyncio.timeout(BOUND):
+        assert {await queue.finished.get(), await queue.finished.get()} == {"a", "b"}
+        loop.add("a")
+        assert await queue.finished.get() == "a"
+    await loop.stop()
+    log.info("outside")
+
+    lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
+    ids: dict[tuple[str, int], set[str]] = {}
+    for line in lines:
+        if line["msg"] in ("first", "second"):
+            ids.setdefault((line["key"], line["call"]), set()).add(line["reconcile_id"])
+    by_text = {line["msg"]: line for line in lines}
+    for key, call in (("a", 1), ("b", 1), ("a", 2)):
+        library = by_text[f"request of {key} {call}"]["reconcile_id"]
+        ids[key, call].add(library)
+    ids["b", 1].add(by_text["reconcile failed, retrying"]["reconcile_id"])
+    assert all(len(found) == 1 for found in ids.values()), ids  # one id per reconcile
+    distinct = {reconcile_id for found in ids.values() for reconcile_id in found}
+    assert len(distinct) == 3  # a fresh one each time
+    assert all(len(reconcile_id) == 12 and int(reconcile_id, 16) >= 0 for reconcile_id in distinct)
+    assert "reconcile_id" not in by_text["outside"]
+    # The premise: the two first reconciles' lines interleave, so the ids follow the reconcile
+    # and not the order of the lines.
+    order = [
+        (line["msg"], line.get("call")) for line in lines if line["msg"] in ("first", "second")
+    ]
+    assert order[:4] == [("first", 1), ("first", 1), ("second", 1), ("second", 1)]
+
+
+async def test_a_terminal_error_is_logged_as_an_error_with_its_cause(
+    json_log: io.StringIO,
+) -> None:
+    async def reconcile(key: str) -> float | None:
+        try:
+            raise ValueError("400 BadRequest: the patch is malformed")
+        except ValueError as error:
+            raise TerminalError("the write was refused for good", requeue_after=60.0) from error
+
+    queue = RecordingQueue()
+    loop: ReconcileLoop[str] = ReconcileLoop(reconcile, name="test", queue=lambda: queue)
+    await loop.start()
+    loop.add("k")
+    async with asyncio.timeout(BOUND):
+        assert await queue.finished.get() == "k"
+    await loop.stop()
+
+    [line] = [json.loads(text) for text in json_log.getvalue().splitlines()]
+    assert line["level"] == "error" and line["msg"] == "reconcile failed for good, not retried"
+    assert line["error"] == "the write was refused for good"
+    assert line["cause"] == "ValueError: 400 BadRequest: the patch is malformed"
+    assert line["again_in_seconds"] == 60.0 and line["key"] == "k" and line["loop"] == "test"
+    assert "reconcile_id" in line
 
 
 # --- the property: one worker per key, every change seen ------------------------------------

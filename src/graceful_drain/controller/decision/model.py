@@ -462,8 +462,8 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
     view is returned only when every declared field has its expected type. Anything else (a
     decode or type error, a missing name) is None: `from_object`, the tolerant route, decides
     and records what was malformed. So the two agree on every pod this one accepts
-    (tests/unit/controller/test_model_fast.py compares them on generated pods); bench/README.md
-    has what it saves."""
+    (tests/unit/controller/test_listed_pod_decode.py compares them on generated pods);
+    bench/README.md has what it saves."""
     try:
         pod = _pod_decoder.decode(raw)
     except (msgspec.DecodeError, RecursionError):

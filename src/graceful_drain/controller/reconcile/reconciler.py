@@ -12,11 +12,16 @@ ledger queues it) and by one timer per Deployment at its rolloutTimeout deadline
 ledger's next expiry; never by polling. What to do
 is decided by `rollout.next_step` on the cached view; every write is a `test`-guarded JSON
 patch, so any number of reconcilers (replicas without leader election, a restarted one, one
-with a stale cache) trigger one rollout and one removal, and a 422 on a guarded write only
-means another reconciler got there first. The loop around `reconcile` is kube/loop.py's
-`ReconcileLoop`: its workers, the per-Deployment timer (`Result.requeue_after`), and the
-retry of a failed reconcile after that Deployment's own back-off (kube/backoff.py, with
-jitter).
+with a stale cache) trigger one rollout and one removal, and a guarded write that no longer
+applies (422) only means another reconciler got there first. The loop around `reconcile` is
+kube/loop.py's `ReconcileLoop`: its workers, the per-Deployment timer
+(`Result.requeue_after`), the retry of a failed reconcile after that Deployment's own
+back-off (kube/backoff.py, with jitter), each reconcile's `reconcile_id` in the log lines,
+and the outcome counts (`counts`). A write
+the API server refuses for good (400, a 422 saying the patched Deployment is invalid:
+`_refused_for_good`) raises the loop's `TerminalError`: sending the same patch again cannot
+help, so the Deployment is reconciled again only when it changes, or at the rollout's
+deadline, whose step (the stamp's removal) is another patch.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from lightkube.core.exceptions import ApiError
 
 from graceful_drain.controller.decision.ledger import PodUid, kept, ledger_patch, next_expiry
 from graceful_drain.controller.decision.model import DeploymentInfo
+from graceful_drain.controller.decision.stamp import WriteFailure, classify_write_failure
 from graceful_drain.controller.reconcile.rollout import (
     Abandoned,
     Completed,
@@ -52,9 +58,20 @@ from graceful_drain.controller.reconcile.rollout import (
 from graceful_drain.controller.writes.events import DrainEvents
 from graceful_drain.controller.writes.patcher import DeploymentPatcher
 from graceful_drain.kube.backoff import Backoff
-from graceful_drain.kube.client import http_status
-from graceful_drain.kube.loop import DEFAULT_WORKERS, ReconcileLoop
-from graceful_drain.kube.meta import HTTP_CONFLICT, HTTP_NOT_FOUND, HTTP_UNPROCESSABLE, utc_now
+from graceful_drain.kube.client import error_detail, http_status, status_message
+from graceful_drain.kube.loop import (
+    DEFAULT_WORKERS,
+    ReconcileCounts,
+    ReconcileLoop,
+    TerminalError,
+)
+from graceful_drain.kube.meta import (
+    HTTP_CONFLICT,
+    HTTP_NOT_ALLOWED,
+    HTTP_NOT_FOUND,
+    HTTP_UNPROCESSABLE,
+    utc_now,
+)
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 from graceful_drain.logs import get_logger
 
@@ -100,8 +117,6 @@ class RolloutMetrics(Protocol):
 
     def set_drains_in_progress(self, count: int) -> None: ...
 
-    def record_reconcile_error(self) -> None: ...
-
 
 class NoMetrics:
     def record_rollout_completed(self, seconds: float) -> None:
@@ -111,9 +126,6 @@ class NoMetrics:
         pass
 
     def set_drains_in_progress(self, count: int) -> None:
-        pass
-
-    def record_reconcile_error(self) -> None:
         pass
 
 
@@ -160,7 +172,6 @@ class Reconciler:
         self._loop: ReconcileLoop[Key] = ReconcileLoop(
             self._reconcile_key, name=self.name, workers=workers,
             backoff=lambda: Backoff(RETRY_BASE_SECONDS, RETRY_MAX_SECONDS),
-            on_error=lambda _key, _error, _delay: self._metrics.record_reconcile_error(),
             stop_grace=STOP_GRACE_SECONDS, describe=lambda key: f"{key[0]}/{key[1]}",
         )  # fmt: skip
         # Not state that matters for correctness: after a restart a timeout is reported again.
@@ -178,6 +189,11 @@ class Reconciler:
     @property
     def running(self) -> bool:
         return self._loop.running
+
+    @property
+    def counts(self) -> ReconcileCounts:
+        """What its reconciles came to (kube/loop.py; app.py publishes them as metrics)."""
+        return self._loop.counts
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -235,16 +251,17 @@ class Reconciler:
         result = await self._rollout(key, deployment, now)
         if result.applied or result.already_done or not deployment.evictions:
             return result
-        cleaned, ledger_timer = await self._clean_ledger(deployment, now)
+        cleaned, ledger_timer = await self._clean_ledger(deployment, now, result.requeue_after)
         timers = [t for t in (result.requeue_after, ledger_timer) if t is not None]
         return replace(result, ledger_cleaned=cleaned,
                        requeue_after=min(timers) if timers else None)  # fmt: skip
 
-    async def _clean_ledger(self, deployment: DeploymentInfo, now: datetime
-                            ) -> tuple[bool, float | None]:  # fmt: skip
+    async def _clean_ledger(self, deployment: DeploymentInfo, now: datetime,
+                            deadline: float | None) -> tuple[bool, float | None]:  # fmt: skip
         """Remove the ledger's entries that expired, or whose pod's deletion was observed
         (ledger.py `keep`), with the webhook's guard: a conflict means someone wrote it since,
-        and the informer brings it back. (whether it wrote, seconds until the next look)"""
+        and the informer brings it back; a refusal for good is a TerminalError that keeps the
+        rollout step's `deadline`. (whether it wrote, seconds until the next look)"""
         entries = deployment.evictions
         keep = kept(entries, deployment.namespace, now, self._ledger_pod_uid())
         cleaned = False
@@ -257,6 +274,9 @@ class Reconciler:
                 _log.info("evictions ledger cleaned", deployment=str(deployment.ref),
                           removed=len(entries) - len(keep), kept=len(keep))  # fmt: skip
             except ApiError as error:
+                if _refused_for_good(error):
+                    raise _refusal(deployment, "evictions ledger clean", error,
+                                   deadline) from error  # fmt: skip
                 if http_status(error) not in (HTTP_CONFLICT, HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
                     raise
                 return False, None  # changed or gone since this view: the informer says
@@ -283,7 +303,7 @@ class Reconciler:
                 and deployment.generation <= (copied[1])
             ):  # our copy went through; this view is older than it
                 return Result(WaitForRollout(step.value, step.deadline), requeue_after=deadline)
-            return replace(await self._copy(deployment, step), requeue_after=deadline)
+            return replace(await self._copy(deployment, step, deadline), requeue_after=deadline)
         self._copied.pop(key, None)
         if isinstance(step, Expired):
             return self._expired(deployment, step)
@@ -316,19 +336,27 @@ class Reconciler:
                 from_the_future=from_the_future,
             )
 
-    async def _guarded(self, deployment: DeploymentInfo, patch: JsonPatch) -> bool:
-        """True if applied; False if its `test` failed (422) or the Deployment is gone (404).
-        Any other failure raises, for a retry."""
+    async def _guarded(self, deployment: DeploymentInfo, patch: JsonPatch, write: str,
+                       deadline: float | None = None) -> bool:  # fmt: skip
+        """True if applied; False if it no longer applies (a `test` failed: 422) or the
+        Deployment is gone (404). Refused for good (`_refused_for_good`): a TerminalError,
+        the Deployment reconciled again when it changes, or at `deadline`. Any other failure
+        raises, for a retry with back-off."""
         try:
             await self._patcher.patch_json(deployment.namespace, deployment.name, patch)
         except ApiError as error:
+            if _refused_for_good(error):
+                raise _refusal(deployment, write, error, deadline) from error
             if http_status(error) in (HTTP_UNPROCESSABLE, HTTP_NOT_FOUND):
                 return False
             raise
         return True
 
-    async def _copy(self, deployment: DeploymentInfo, step: CopyToTemplate) -> Result:
-        applied = await self._guarded(deployment, copy_patch(deployment, step.value))
+    async def _copy(self, deployment: DeploymentInfo, step: CopyToTemplate,
+                    deadline: float) -> Result:  # fmt: skip
+        # Refused for good, it is tried again at the deadline, where the step becomes TimedOut.
+        applied = await self._guarded(deployment, copy_patch(deployment, step.value),
+                                      "template copy", deadline)  # fmt: skip
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if applied:
             self._copied[(deployment.namespace, deployment.name)] = (
@@ -342,7 +370,7 @@ class Reconciler:
         """Record completed-at (once, whoever wins the guarded write reports it); the stamp
         stays as evidence for the old pod's grace period, then a `Retire` removes both."""
         patch = completion_patch(deployment, step.value, format_rfc3339_micro(now))
-        applied = await self._guarded(deployment, patch)
+        applied = await self._guarded(deployment, patch, "completed-at")
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if not applied:
             log.info("completion already recorded or the Deployment changed")
@@ -356,7 +384,8 @@ class Reconciler:
 
     async def _remove(self, deployment: DeploymentInfo, step: Removal) -> Result:
         completed = deployment.completed_at_raw is not None
-        applied = await self._guarded(deployment, removal_patch(step.value, completed=completed))
+        patch = removal_patch(step.value, completed=completed)
+        applied = await self._guarded(deployment, patch, "restarted-at removal")
         log = _log.bind(deployment=str(deployment.ref), restarted_at=step.value)
         if not applied:
             log.info("restarted-at already removed or replaced", step=type(step).__name__)
@@ -373,6 +402,26 @@ class Reconciler:
             if self._events is not None:
                 self._events.invalid_annotation(deployment, value=step.value)
         return Result(step, applied=True)
+
+
+def _refused_for_good(error: ApiError) -> bool:
+    """The API server refused the patch for what it is, on this Deployment: malformed (400),
+    the patched Deployment invalid (422 other than a patch that no longer applies), or another
+    definite 4xx (decision/stamp.py `classify_write_failure`), but for 401/403, which
+    credentials or RBAC fix from outside the object, and 404, a Deployment gone. The same view
+    builds the same patch, so sending it again cannot help: only a change to the Deployment
+    (the informer brings it) or a deadline's next step can."""
+    status = http_status(error)
+    if status in HTTP_NOT_ALLOWED or status == HTTP_NOT_FOUND:
+        return False
+    failure = classify_write_failure(status, status_message(error))
+    return failure is WriteFailure.DEFINITE
+
+
+def _refusal(deployment: DeploymentInfo, write: str, error: ApiError,
+             deadline: float | None) -> TerminalError:  # fmt: skip
+    return TerminalError(f"the {write} of {deployment.ref} was refused for good: "
+                         f"{error_detail(error)}", requeue_after=deadline)  # fmt: skip
 
 
 def _seconds_until(deadline: datetime, now: datetime) -> float:

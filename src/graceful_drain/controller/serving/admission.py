@@ -14,7 +14,7 @@
   or non-ASCII body): the one validating path, which also words every refusal. A check added
   there keeps applying to anything it could refuse, provided the fast path stays at least as
   strict: whatever it accepts, the validating path accepts as the same `EvictionRequest`
-  (tests/unit/controller/test_admission_fast.py, a property over generated bodies).
+  (tests/unit/controller/test_admission_typed_parse.py, a property over generated bodies).
  `review_response` builds the AdmissionReview the API
 server expects back: the request uid echoed, `allowed`, and for a denial
 `status: {code: 429, reason: TooManyRequests, message}`

@@ -6,13 +6,14 @@ Who updates what:
   optimistic-concurrency patch);
 - the reconciler: rollouts_completed_total, rollouts_timed_out_total,
   rollout_duration_seconds, drains_in_progress;
-- the reconciler's workers: reconcile_errors_total (a reconcile that raised, then retried);
 - cache_synced{resource} is read from the cache at scrape time (`track_cache_sync`), and so
   are cache_staleness_seconds{resource} and cache_silent_watches_total{resource}
   (`track_cache_staleness`);
 - `track` publishes other values read at scrape time (app.py wires them): the serving
   certificate's expiry, leadership, the oldest drain in progress, informer lists and
-  list/watch errors, event writes by outcome.
+  list/watch errors, event writes by outcome, the reconcile loop's outcomes
+  (reconcile_total{controller, result}, reconcile_errors_total{controller},
+  terminal_reconcile_errors_total{controller}, as controller-runtime names them).
 
 Every labelled series is created at start-up (decisions for every reason, with the outcome
 that reason always has), so a query or an alert never meets a missing series. The webhook's two
@@ -225,12 +226,6 @@ class Metrics:
             namespace=NAMESPACE,
             registry=r,
         )
-        self.reconcile_errors = Counter(
-            "reconcile_errors",
-            "Reconciles of a Deployment that failed (an API error), each retried with back-off",
-            namespace=NAMESPACE,
-            registry=r,
-        )
         self.rollout_timeout = Gauge(
             "rollout_timeout_seconds",
             "The configured --rollout-timeout",
@@ -247,9 +242,6 @@ class Metrics:
 
     def record_decision(self, decision: Decision, seconds: float) -> None:
         self._admissions.record(decision.allowed, decision.reason, seconds)
-
-    def record_reconcile_error(self) -> None:
-        self.reconcile_errors.inc()
 
     def record_bypassed(self) -> None:
         self.bypassed.inc()
