@@ -248,6 +248,48 @@ def parse_enablement(value: str | None) -> Enablement:
     return Enablement.INVALID
 
 
+def _restarted_at(
+    reader: FieldReader, annotations: JsonObject | None
+) -> tuple[str | None, datetime | None]:
+    """restarted-at exactly as stored, and parsed (None, and listed as malformed, when it
+    does not parse)."""
+    path = f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
+    raw = reader.optional_string(annotations, RESTARTED_AT_ANNOTATION, path)
+    parsed = None if raw is None else parse_rfc3339(raw)
+    if raw is not None and parsed is None:
+        reader.malformed.append(path)
+    return raw, parsed
+
+
+def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject | None, int]:
+    """The pod template's annotations, and its terminationGracePeriodSeconds (the API
+    server's default when absent or negative)."""
+    template = reader.mapping(spec, "template", "spec.template")
+    template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
+    annotations = reader.mapping(template_meta, "annotations", "spec.template.metadata.annotations")
+    template_spec = reader.mapping(template, "spec", "spec.template.spec")
+    grace = reader.optional_integer(
+        template_spec,
+        "terminationGracePeriodSeconds",
+        "spec.template.spec.terminationGracePeriodSeconds",
+    )
+    if grace is None or grace < 0:
+        return annotations, DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+    return annotations, grace
+
+
+def _evictions(reader: FieldReader, annotations: JsonObject | None) -> tuple[LedgerEntry, ...]:
+    """The ledger's entries (ledger.py `parse_ledger`); its path is listed as malformed when
+    the annotation does not parse whole."""
+    path = f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
+    evictions, malformed = parse_ledger(
+        reader.optional_string(annotations, EVICTIONS_ANNOTATION, path)
+    )
+    if malformed:
+        reader.malformed.append(path)
+    return evictions
+
+
 @dataclass(frozen=True, slots=True)
 class DeploymentInfo:
     namespace: str
@@ -338,32 +380,10 @@ class DeploymentInfo:
 
         strategy_type, max_surge, max_unavailable = _strategy(reader, spec, replicas)
 
-        restarted_at_raw = reader.optional_string(
-            annotations, RESTARTED_AT_ANNOTATION, f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]"
-        )
-        restarted_at = None if restarted_at_raw is None else parse_rfc3339(restarted_at_raw)
-        if restarted_at_raw is not None and restarted_at is None:
-            reader.malformed.append(f"metadata.annotations[{RESTARTED_AT_ANNOTATION}]")
-
-        template = reader.mapping(spec, "template", "spec.template")
-        template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
-        template_annotations = reader.mapping(
-            template_meta, "annotations", "spec.template.metadata.annotations"
-        )
-        template_spec = reader.mapping(template, "spec", "spec.template.spec")
-        grace = reader.optional_integer(
-            template_spec,
-            "terminationGracePeriodSeconds",
-            "spec.template.spec.terminationGracePeriodSeconds",
-        )
+        restarted_at_raw, restarted_at = _restarted_at(reader, annotations)
+        template_annotations, grace = _template(reader, spec)
         enabled_key = enabled_annotation or DEFAULT_ENABLED_ANNOTATION
-        evictions, evictions_malformed = parse_ledger(
-            reader.optional_string(
-                annotations, EVICTIONS_ANNOTATION, f"metadata.annotations[{EVICTIONS_ANNOTATION}]"
-            )
-        )
-        if evictions_malformed:
-            reader.malformed.append(f"metadata.annotations[{EVICTIONS_ANNOTATION}]")
+        evictions = _evictions(reader, annotations)
 
         return cls(
             namespace=_shared(reader.string(metadata, "namespace", "metadata.namespace")),
@@ -403,9 +423,7 @@ class DeploymentInfo:
                 COMPLETED_AT_ANNOTATION,
                 f"metadata.annotations[{COMPLETED_AT_ANNOTATION}]",
             ),
-            template_grace_period_seconds=(
-                DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS if grace is None or grace < 0 else grace
-            ),
+            template_grace_period_seconds=grace,
             evictions=evictions,
             malformed=tuple(reader.malformed),
         )
