@@ -1,5 +1,7 @@
 """The webhook's decision table (docs/decisions.md), as pure code: which `Reason` a request
 ends on, tried in the order of the docs' table, and the words of every decision's message.
+`decide` goes through the table's phases in that order (`precheck`, the pod, the owner,
+opt-in, protection, our rollout, the stamp): each returns its `Decision`, or None to go on.
 
 No I/O happens here. The caller does the lookups (lookups.py), hands in their results, and
 carries out what the `Decision` asks for (a `StampIntent`: stamp.py); the one caller loop is
