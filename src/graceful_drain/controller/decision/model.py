@@ -347,9 +347,7 @@ class DeploymentInfo:
                 COMPLETED_AT_ANNOTATION,
                 f"metadata.annotations[{COMPLETED_AT_ANNOTATION}]",
             ),
-            template_grace_period_seconds=(
-                DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS if grace is None or grace < 0 else grace
-            ),
+            template_grace_period_seconds=grace,
             evictions=evictions,
             malformed=tuple(reader.malformed),
         )

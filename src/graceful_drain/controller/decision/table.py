@@ -1,5 +1,7 @@
 """The webhook's decision table (docs/decisions.md), as pure code: which `Reason` a request
 ends on, tried in the order of the docs' table, and the words of every decision's message.
+`decide` goes through the table's phases in that order (`precheck`, the pod, the owner,
+opt-in, protection, our rollout, the stamp): each returns its `Decision`, or None to go on.
 
 No I/O happens here. The caller does the lookups (lookups.py), hands in their results, and
 carries out what the `Decision` asks for (a `StampIntent`: stamp.py); the one caller loop is
@@ -17,19 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
-from typing import Any
 
 from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION, DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
 from graceful_drain.controller.decision.ledger import MAX_ENTRIES, recorded_recently
 from graceful_drain.controller.decision.lookups import (
+    DeploymentFound,
     NoDeployment,
     OwnerLookup,
     OwnerUnresolved,
     PodFound,
     PodGone,
     PodLookup,
-    PodOutOfScope,
     PodUnavailable,
     ReadyBesides,
     resolve_owner,
@@ -38,6 +39,7 @@ from graceful_drain.controller.decision.model import (
     DeploymentInfo,
     Enablement,
     ObjectRef,
+    PodInfo,
     ReplicaSetInfo,
 )
 from graceful_drain.controller.decision.reasons import Decision, Message, Reason
@@ -125,15 +127,27 @@ def _with_prefix(message: Message) -> Message:
     return _PREFIX + message if isinstance(message, str) else partial(_prefixed, message)
 
 
-def _allow(reason: Reason, message: Message, **fields: Any) -> Decision:
+def _allow(
+    reason: Reason,
+    message: Message,
+    deployment: ObjectRef | None = None,
+    waited: timedelta | None = None,
+    record: RecordIntent | None = None,
+) -> Decision:
     """Most allowed decisions are never read beyond their reason: the table hands in a function
     that renders the message when someone reads it (a warning, an Event, a log line)."""
-    return Decision(True, reason, _with_prefix(message), **fields)
+    return Decision(True, reason, _with_prefix(message), deployment, waited, None, record)
 
 
-def _deny(reason: Reason, message: str, **fields: Any) -> Decision:
+def _deny(
+    reason: Reason,
+    message: str,
+    deployment: ObjectRef | None = None,
+    waited: timedelta | None = None,
+    stamp: StampIntent | None = None,
+) -> Decision:
     """A denial always sends its message: rendered at once."""
-    return Decision(False, reason, _PREFIX + message, **fields)
+    return Decision(False, reason, _PREFIX + message, deployment, waited, stamp)
 
 
 def _waiting_message(deployment: ObjectRef, waited: timedelta, timeout: timedelta) -> str:
@@ -195,8 +209,7 @@ def _ledger_full(deployment: DeploymentInfo, pod: str, uid: str, now: datetime
         f"the eviction record (ledger) on Deployment {deployment.ref} holds {counting} pods "
         "let go whose deletion is not confirmed yet; the eviction is held and the controller "
         "will retry once they are, retry shortly",
-        deployment=deployment.ref,
-        waited=None,
+        deployment.ref,
     )
 
 
@@ -261,32 +274,62 @@ def _first_match(
     ready_besides: ReadyBesides | None,
     ready_elsewhere: ReadyBesides | None,
 ) -> Decision:
+    """The phases of the table, in its order; each returns its decision, or None to go on.
+    Decisions are always true, so `or` takes the first phase that decides."""
     early = None if prechecked else precheck(request)  # dry-run, not-eviction, invalid-name
     if early is not None:
         return early
+    if not isinstance(pod_lookup, PodFound) or not config.in_scope(request.namespace):
+        return _pod_not_looked_up(request, pod_lookup, config)
+    pod = pod_lookup.pod
+    checked = _pod_checks(request, pod)
+    if checked is not None:
+        return checked
+    if not isinstance(owner, DeploymentFound):
+        return _owner(pod, owner)
+    deployment = owner.deployment
+    # A finished drain's stamp only remains as the detector's evidence: it holds nothing.
+    restarted_at = None if deployment.drain_finished else deployment.restarted_at
+    waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
+    ref = deployment.ref
+    return (
+        _opt_in(deployment, ref, waited, config)
+        or _protection(pod, deployment, ref, waited, restarted_at, config, now, ready_elsewhere)
+        or _our_rollout(pod, deployment, ref, waited, restarted_at, config, now, ready_besides)
+        or _stamp(deployment, ref, config, now)
+    )
 
+
+# --- the phases, in the table's order -------------------------------------------------------
+
+
+def _pod_not_looked_up(
+    request: EvictionRequest, pod_lookup: PodLookup, config: DecisionConfig
+) -> Decision:
+    """`Reason.POD_GONE`, `NAMESPACE_OUT_OF_SCOPE`, `CACHE_COLD`: there is no pod to decide on
+    (or none to be read: its namespace is outside the controller's scope)."""
     if isinstance(pod_lookup, PodGone):
         return _allow(Reason.POD_GONE, lambda: f"pod {request.pod_ref} no longer exists")
-    if isinstance(pod_lookup, PodOutOfScope) or not config.in_scope(request.namespace):
-        return _allow(
-            Reason.NAMESPACE_OUT_OF_SCOPE,
-            lambda: (
-                f"namespace {request.namespace} is outside the controller's --namespaces; "
-                f"pod {request.pod_ref} is not protected"
-            ),
-        )
-    if isinstance(pod_lookup, PodUnavailable):  # the one "deny on doubt"
-        return _deny(
+    if isinstance(pod_lookup, PodUnavailable) and config.in_scope(request.namespace):
+        return _deny(  # the one "deny on doubt"
             Reason.CACHE_COLD,
             f"pod {request.pod_ref} is not in the controller's cache yet and could not be read "
             f"({_detail(pod_lookup.detail) or 'no detail'}); retry shortly",
         )
-    pod = pod_lookup.pod
+    return _allow(  # PodOutOfScope, or any pod of a namespace outside the scope
+        Reason.NAMESPACE_OUT_OF_SCOPE,
+        lambda: (
+            f"namespace {request.namespace} is outside the controller's --namespaces; "
+            f"pod {request.pod_ref} is not protected"
+        ),
+    )
 
+
+def _pod_checks(request: EvictionRequest, pod: PodInfo) -> Decision | None:
+    """`Reason.POD_TERMINATING`, `UID_MISMATCH`: the eviction would change nothing."""
     if pod.terminating or pod.terminal:
         state = "terminating" if pod.terminating else f"finished (phase {pod.phase})"
         return _allow(Reason.POD_TERMINATING, lambda: f"pod {pod.ref} is already {state}")
-
     if request.precondition_uid is not None and request.precondition_uid != pod.uid:
         return _allow(
             Reason.UID_MISMATCH,
@@ -295,42 +338,37 @@ def _first_match(
                 f"{pod.ref} uid {pod.uid!r}; the API server will reject it"
             ),
         )
+    return None
 
+
+def _owner(pod: PodInfo, owner: NoDeployment | OwnerUnresolved) -> Decision:
+    """`Reason.NO_DEPLOYMENT`, `CACHE_COLD`, `OWNER_UNRESOLVED`: no Deployment to protect, or
+    none that could be read."""
     if isinstance(owner, NoDeployment):
         return _allow(
             Reason.NO_DEPLOYMENT, lambda: f"pod {pod.ref} has no owning Deployment ({owner.detail})"
         )
-    if isinstance(owner, OwnerUnresolved) and owner.cold:  # a cold cache never allows
+    if owner.cold:  # a cold cache never allows
         return _deny(
             Reason.CACHE_COLD,
             f"the controller's cache has not synced yet and the Deployment owning pod "
             f"{pod.ref} could not be read ({_detail(owner.detail)}); retry shortly",
         )
-    if isinstance(owner, OwnerUnresolved):  # could not tell: never block a drain
-        return _allow(
-            Reason.OWNER_UNRESOLVED,
-            lambda: (
-                f"could not resolve the Deployment owning pod {pod.ref} ({_detail(owner.detail)})"
-            ),
-        )
-    deployment = owner.deployment
-    ref = deployment.ref
-    timeout = config.rollout_timeout
-    # A finished drain's stamp only remains as the detector's evidence: it holds nothing.
-    restarted_at = None if deployment.drain_finished else deployment.restarted_at
-    waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
-    known = {"deployment": ref, "waited": waited}
-    # Our rollout keeps holding whatever replicas or strategy say (HPA, KEDA, kubectl scale),
-    # unless it never started and cannot.
-    ours_under_way = restarted_at is not None and (
-        deployment.rollout_started or not deployment.paused
+    return _allow(  # could not tell: never block a drain
+        Reason.OWNER_UNRESOLVED,
+        lambda: f"could not resolve the Deployment owning pod {pod.ref} ({_detail(owner.detail)})",
     )
 
+
+def _opt_in(
+    deployment: DeploymentInfo, ref: ObjectRef, waited: timedelta | None, config: DecisionConfig
+) -> Decision | None:
+    """`Reason.DEPLOYMENT_DELETING`, `ENABLED_ANNOTATION_INVALID`, `OPTED_OUT`, `NOT_ENABLED`:
+    the Deployment does not ask to be protected (it is leaving, or its annotation says no)."""
     if deployment.deleting:
         return _allow(
-            Reason.DEPLOYMENT_DELETING, lambda: f"Deployment {ref} is being deleted", **known
+            Reason.DEPLOYMENT_DELETING, lambda: f"Deployment {ref} is being deleted", ref, waited
         )
-
     key, enablement = config.enabled_key, deployment.enablement
     if enablement is Enablement.INVALID:
         return _allow(
@@ -339,45 +377,81 @@ def _first_match(
                 f"Deployment {ref} has {key}: {_detail(repr(deployment.enabled_value))}, which is "
                 'neither "true" nor "false"; treated as disabled'
             ),
-            **known,
+            ref,
+            waited,
         )
     if enablement is Enablement.OFF:
         return _allow(
-            Reason.OPTED_OUT, lambda: f'Deployment {ref} opted out ({key}: "false")', **known
+            Reason.OPTED_OUT, lambda: f'Deployment {ref} opted out ({key}: "false")', ref, waited
         )
     if config.enabled_annotation is not None and enablement is not Enablement.ON:
         return _allow(
             Reason.NOT_ENABLED,
             lambda: f'Deployment {ref} has not opted in ({key}: "true")',
-            **known,
+            ref,
+            waited,
         )
+    return None
 
+
+def _protection(
+    pod: PodInfo,
+    deployment: DeploymentInfo,
+    ref: ObjectRef,
+    waited: timedelta | None,
+    restarted_at: datetime | None,
+    config: DecisionConfig,
+    now: datetime,
+    ready_elsewhere: ReadyBesides | None,
+) -> Decision | None:
+    """`Reason.REPLICAS_NOT_ONE`, `READY_ELSEWHERE` (or `SURGE_READY`), `CANNOT_SURGE`,
+    `CANNOT_PROTECT`, `POD_NOT_READY`: the pod needs no protection, or the Deployment cannot
+    be given one. Our rollout keeps holding whatever replicas or strategy say (HPA, KEDA,
+    kubectl scale), unless it never started and cannot."""
+    ours_under_way = restarted_at is not None and (
+        deployment.rollout_started or not deployment.paused
+    )
     last_ready = config.protect is Protect.LAST_READY
     if not last_ready and deployment.replicas != 1 and not ours_under_way:
         count = "a malformed" if deployment.replicas is None else str(deployment.replicas)
         return _allow(
             Reason.REPLICAS_NOT_ONE,
             lambda: f"Deployment {ref} has {count} spec.replicas; a PodDisruptionBudget handles it",
-            **known,
+            ref,
+            waited,
         )
     if last_ready and pod.ready:  # another Ready pod stays, or the replacement is up
         elsewhere = 0 if ready_elsewhere is None else ready_elsewhere(pod, deployment)
         if elsewhere >= 1:
-            full = _ledger_full(deployment, pod.name, pod.uid, now)
-            if full is not None:
-                return full
-            reason = Reason.SURGE_READY if restarted_at is not None else Reason.READY_ELSEWHERE
-            return _allow(
-                reason,
+            return _recorded(
+                Reason.SURGE_READY if restarted_at is not None else Reason.READY_ELSEWHERE,
                 lambda: (
                     f"Deployment {ref} keeps {elsewhere} other Ready pod(s) on nodes that are "
                     f"not being drained; evicting pod {pod.ref}"
                 ),
-                record=_record(deployment, pod.name, pod.uid, now),
-                **known,
-            )
+                pod, deployment, ref, waited, now,
+            )  # fmt: skip
+    if not ours_under_way:
+        unprotectable = _unprotectable(pod, deployment, ref, waited)
+        if unprotectable is not None:
+            return unprotectable
+    if not pod.ready:
+        # Recorded too: "not Ready" is this replica's view, and another replica's (a pod cache
+        # a moment older or newer) may count the same pod as the Ready one that stays.
+        return _recorded(
+            Reason.POD_NOT_READY,
+            lambda: f"pod {pod.ref} is not Ready; a restart cannot make things worse",
+            pod, deployment, ref, waited, now,
+        )  # fmt: skip
+    return None
 
-    cannot_surge = None if ours_under_way else _cannot_surge_why(deployment)
+
+def _unprotectable(
+    pod: PodInfo, deployment: DeploymentInfo, ref: ObjectRef, waited: timedelta | None
+) -> Decision | None:
+    """`Reason.CANNOT_SURGE`, `CANNOT_PROTECT`: a restart of the Deployment would not keep a
+    Ready pod (no rollout of ours is under way)."""
+    cannot_surge = _cannot_surge_why(deployment)
     if cannot_surge is not None:
         return _allow(
             Reason.CANNOT_SURGE,
@@ -385,9 +459,10 @@ def _first_match(
                 f"Deployment {ref} cannot surge a replacement ({cannot_surge}); evicting pod "
                 f"{pod.ref} without one"
             ),
-            **known,
+            ref,
+            waited,
         )
-    cannot_protect = None if ours_under_way else _cannot_protect_why(deployment)
+    cannot_protect = _cannot_protect_why(deployment)
     if cannot_protect is not None:
         return _allow(
             Reason.CANNOT_PROTECT,
@@ -395,72 +470,95 @@ def _first_match(
                 f"Deployment {ref} cannot keep a Ready pod through a restart ({cannot_protect}); "
                 f"evicting pod {pod.ref} without starting one"
             ),
-            **known,
+            ref,
+            waited,
         )
+    return None
 
-    if not pod.ready:
-        # Recorded too: "not Ready" is this replica's view, and another replica's (a pod cache
-        # a moment older or newer) may count the same pod as the Ready one that stays.
-        full = _ledger_full(deployment, pod.name, pod.uid, now)
-        if full is not None:
-            return full
-        return _allow(
-            Reason.POD_NOT_READY,
-            lambda: f"pod {pod.ref} is not Ready; a restart cannot make things worse",
-            record=_record(deployment, pod.name, pod.uid, now),
-            **known,
-        )
 
+def _our_rollout(
+    pod: PodInfo,
+    deployment: DeploymentInfo,
+    ref: ObjectRef,
+    waited: timedelta | None,
+    restarted_at: datetime | None,
+    config: DecisionConfig,
+    now: datetime,
+    ready_besides: ReadyBesides | None,
+) -> Decision | None:
+    """`Reason.SURGE_READY` (`--protect=single-replica`), `ROLLOUT_TIMEOUT`,
+    `ROLLOUT_IN_PROGRESS`: a Ready pod whose replacement is up, or a rollout of ours that
+    holds it until then, or until it times out."""
     # --protect=single-replica: the status counts the replacement, and the replacement is
     # there. The status alone lags the pods: right after a rollout's old pod is gone it may
     # still count it, and evicting the one pod left would leave the Deployment without a
     # Ready one.
     if (
-        not last_ready
+        config.protect is not Protect.LAST_READY
         and deployment.ready_replicas >= 2
         and (ready_besides is None or ready_besides(pod, deployment) >= 1)
     ):
-        full = _ledger_full(deployment, pod.name, pod.uid, now)
-        if full is not None:
-            return full
-        return _allow(
+        return _recorded(
             Reason.SURGE_READY,
             lambda: (
                 f"Deployment {ref} has {deployment.ready_replicas} Ready replicas; "
                 "the replacement is up"
             ),
-            record=_record(deployment, pod.name, pod.uid, now),
-            **known,
+            pod, deployment, ref, waited, now,
+        )  # fmt: skip
+    if restarted_at is None or waited is None:
+        return None
+    timeout = config.rollout_timeout
+    # A stamp further in the future than the timeout cannot come from clock skew between
+    # controller replicas; honouring it could block drains indefinitely.
+    from_the_future = restarted_at - now > timeout
+    if waited >= timeout or from_the_future:  # the escape hatch
+        return _allow(
+            Reason.ROLLOUT_TIMEOUT,
+            lambda: (
+                f"gave up waiting for a Ready replacement of Deployment {ref} "
+                + (
+                    f"(restarted-at {deployment.restarted_at_raw} is too far in the future)"
+                    if from_the_future
+                    else f"after {format_go_duration(waited)} "
+                    f"(rolloutTimeout {format_go_duration(timeout)})"
+                )
+                + f"; evicting pod {pod.ref}"
+            ),
+            ref,
+            waited,
         )
+    return _deny(Reason.ROLLOUT_IN_PROGRESS, _waiting_message(ref, waited, timeout), ref, waited)
 
-    if restarted_at is not None and waited is not None:
-        # A stamp further in the future than the timeout cannot come from clock skew between
-        # controller replicas; honouring it could block drains indefinitely.
-        from_the_future = restarted_at - now > timeout
-        if waited >= timeout or from_the_future:  # the escape hatch
-            return _allow(
-                Reason.ROLLOUT_TIMEOUT,
-                lambda: (
-                    f"gave up waiting for a Ready replacement of Deployment {ref} "
-                    + (
-                        f"(restarted-at {deployment.restarted_at_raw} is too far in the future)"
-                        if from_the_future
-                        else f"after {format_go_duration(waited)} "
-                        f"(rolloutTimeout {format_go_duration(timeout)})"
-                    )
-                    + f"; evicting pod {pod.ref}"
-                ),
-                **known,
-            )
-        return _deny(Reason.ROLLOUT_IN_PROGRESS, _waiting_message(ref, waited, timeout), **known)
 
-    return _deny(  # ask the reconciler for a rollout by stamping restarted-at
+def _stamp(
+    deployment: DeploymentInfo, ref: ObjectRef, config: DecisionConfig, now: datetime
+) -> Decision:
+    """`Reason.ROLLOUT_REQUESTED`: ask the reconciler for a rollout by stamping restarted-at."""
+    return _deny(
         Reason.ROLLOUT_REQUESTED,
-        _waiting_message(ref, timedelta(0), timeout),
-        deployment=ref,
-        waited=timedelta(0),
-        stamp=StampIntent(deployment=deployment, stamped_at=now),
+        _waiting_message(ref, timedelta(0), config.rollout_timeout),
+        ref,
+        timedelta(0),
+        StampIntent(deployment=deployment, stamped_at=now),
     )
+
+
+def _recorded(
+    reason: Reason,
+    message: Callable[[], str],
+    pod: PodInfo,
+    deployment: DeploymentInfo,
+    ref: ObjectRef,
+    waited: timedelta | None,
+    now: datetime,
+) -> Decision:
+    """An allow that counts on other pods, or on this one not being counted: recorded in the
+    ledger first (docs/decisions.md, "The ledger"), or held while the ledger is full."""
+    full = _ledger_full(deployment, pod.name, pod.uid, now)
+    if full is not None:
+        return full
+    return _allow(reason, message, ref, waited, _record(deployment, pod.name, pod.uid, now))
 
 
 # --- after a write failed: re-decide, hold, or allow -------------------------------------------
@@ -500,7 +598,7 @@ def after_write_failure(
     if detail:
         what = f"{what}: {_detail(detail)}"
     write = _write_what(decision)
-    known = {"deployment": decision.deployment, "waited": decision.waited}
+    deployment, waited = decision.deployment, decision.waited
     if failure is WriteFailure.CONFLICT and attempt < MAX_DECIDE_ATTEMPTS:
         return FollowUp.REREAD_AND_DECIDE
     if failure is WriteFailure.CONFLICT:
@@ -508,7 +606,8 @@ def after_write_failure(
             Reason.WRITE_DEFERRED,
             f"{write} kept conflicting with other writers ({what}); the controller will "
             "retry, retry shortly",
-            **known,
+            deployment,
+            waited,
         )
     if failure is WriteFailure.TRANSIENT:
         failed = failing_for or timedelta(0)
@@ -517,24 +616,28 @@ def after_write_failure(
                 Reason.WRITE_TIMEOUT,
                 f"{write} has failed for {format_go_duration(failed)} (rolloutTimeout "
                 f"{format_go_duration(rollout_timeout)}), last {what}; allowing the eviction",
-                **known,
+                deployment,
+                waited,
             )
         return _deny(
             Reason.WRITE_DEFERRED,
             f"{write} failed for now ({what}); the eviction is held and the controller will "
             f"retry, for at most {format_go_duration(rollout_timeout - failed)} more",
-            **known,
+            deployment,
+            waited,
         )
     if decision.stamp is not None:
         return _allow(
             Reason.STAMP_FAILED,
             f"could not request a rollout: {write} was refused ({what}); allowing the eviction",
-            **known,
+            deployment,
+            waited,
         )
     return _allow(
         Reason.RECORD_FAILED,
         f"{write} was refused ({what}); allowing the eviction",
-        **known,
+        deployment,
+        waited,
     )
 
 
@@ -549,8 +652,8 @@ def reread_failed(decision: Decision, detail: str) -> Decision:
         Reason.REREAD_FAILED,
         f"{target} changed while it was being written and could not be read again "
         f"({_detail(detail) or 'no detail'}); retry shortly",
-        deployment=decision.deployment,
-        waited=decision.waited,
+        decision.deployment,
+        decision.waited,
     )
 
 

@@ -278,6 +278,8 @@ class EvictionWebhook:
         )  # fmt: skip
 
     async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
+        """Precheck, the lookups, the table, then what its decision asks for: a live read of
+        a pod the cache says is not Ready, the write, a held pod's deadline."""
         early = precheck(request)  # no lookups, no side effects
         if early is not None:
             outcome.decision = early
@@ -308,17 +310,46 @@ class EvictionWebhook:
                     owner = live
         decision = self._table(request, pod_lookup, owner)
         if decision.reason is Reason.POD_NOT_READY and isinstance(pod_lookup, PodFound):
-            # "Not Ready" may be this pod cache's lag, and a Ready pod is never let go on it:
-            # the pod read live decides (docs/decisions.md, `pod-not-ready`). A failed read
-            # keeps the cached view; its ledger record is written all the same.
-            live_pod = await self.cluster.read_pod(
-                request.namespace, request.name, budget=deadline.call_timeout()
+            pod_lookup, decision = await self._not_ready_live(
+                request, pod_lookup, owner, decision, outcome, deadline
             )
-            if isinstance(live_pod, PodFound) and live_pod.pod.ready:
-                pod_lookup = live_pod
-                outcome.pod = live_pod.pod
-                decision = self._table(request, pod_lookup, owner)
         outcome.attempts = 1
+        if decision.write is not None:
+            decision = await self._write(request, pod_lookup, decision, outcome, deadline)
+        if not decision.allowed:
+            decision = self._with_deadline(decision, outcome)
+        outcome.decision = decision
+
+    async def _not_ready_live(
+        self,
+        request: EvictionRequest,
+        pod_lookup: PodFound,
+        owner: OwnerLookup,
+        decision: Decision,
+        outcome: Outcome,
+        deadline: _Deadline,
+    ) -> tuple[PodLookup, Decision]:
+        """`Reason.POD_NOT_READY`: "not Ready" may be this pod cache's lag, and a Ready pod is
+        never let go on it: the pod read live decides (docs/decisions.md, `pod-not-ready`). A
+        failed read keeps the cached view; its ledger record is written all the same."""
+        live_pod = await self.cluster.read_pod(
+            request.namespace, request.name, budget=deadline.call_timeout()
+        )
+        if not (isinstance(live_pod, PodFound) and live_pod.pod.ready):
+            return pod_lookup, decision
+        outcome.pod = live_pod.pod
+        return live_pod, self._table(request, live_pod, owner)
+
+    async def _write(
+        self,
+        request: EvictionRequest,
+        pod_lookup: PodLookup,
+        decision: Decision,
+        outcome: Outcome,
+        deadline: _Deadline,
+    ) -> Decision:
+        """Make the write `decision` asks for (the stamp or the ledger record); on a conflict
+        re-read the Deployment and decide again (`after_write_failure`). The final decision."""
         while (write := decision.write) is not None:
             target = write.deployment
             key = target.ref_key
@@ -348,15 +379,13 @@ class EvictionWebhook:
                     rollout_timeout=self.config.rollout_timeout,
                 )
                 if isinstance(follow_up, Decision):
-                    decision = follow_up
-                    break
+                    return follow_up
                 assert follow_up is FollowUp.REREAD_AND_DECIDE
                 owner = await self.cluster.read_deployment(
                     target.namespace, target.name, budget=deadline.call_timeout()
                 )
                 if isinstance(owner, OwnerUnresolved):
-                    decision = reread_failed(decision, owner.detail)
-                    break
+                    return reread_failed(decision, owner.detail)
                 outcome.attempts += 1
                 decision = self._table(request, pod_lookup, owner)
                 continue
@@ -366,20 +395,20 @@ class EvictionWebhook:
                 self._rollout_requested(target.ref, outcome.pod, write.value)
             else:
                 outcome.recorded = True
-            break
+            return decision
+        return decision
+
+    def _with_deadline(self, decision: Decision, outcome: Outcome) -> Decision:
+        """A held eviction of a pod whose node carries a drain client's deadline: the deadline
+        appended to its message (deadline.py)."""
         pod = outcome.pod
-        if (
-            not decision.allowed
-            and pod is not None
-            and decision.deployment is not None
-            and self._deadlines is not None
-        ):
-            ahead = pod_deadline(pod.node_name, self._deadlines(pod.node_name),
-                                 pod.grace_seconds)  # fmt: skip
-            if ahead is not None:
-                outcome.deadline, outcome.decided_at = ahead, self._clock()
-                decision = with_deadline(decision, ahead, outcome.decided_at)
-        outcome.decision = decision
+        if pod is None or decision.deployment is None or self._deadlines is None:
+            return decision
+        ahead = pod_deadline(pod.node_name, self._deadlines(pod.node_name), pod.grace_seconds)
+        if ahead is None:
+            return decision
+        outcome.deadline, outcome.decided_at = ahead, self._clock()
+        return with_deadline(decision, ahead, outcome.decided_at)
 
     def _note_failure(self, key: tuple[str, str]) -> timedelta:
         """A write to the Deployment `key` failed for now: how long writes to it have been
