@@ -366,8 +366,9 @@ def _restarted_at(
     return raw, restarted_at
 
 
-def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject | None, int | None]:
-    """The pod template's annotations and its terminationGracePeriodSeconds."""
+def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject | None, int]:
+    """The pod template's annotations, and its terminationGracePeriodSeconds (the API
+    server's default when absent or negative)."""
     template = reader.mapping(spec, "template", "spec.template")
     template_meta = reader.mapping(template, "metadata", "spec.template.metadata")
     annotations = reader.mapping(template_meta, "annotations", "spec.template.metadata.annotations")
@@ -377,6 +378,8 @@ def _template(reader: FieldReader, spec: JsonObject | None) -> tuple[JsonObject 
         "terminationGracePeriodSeconds",
         "spec.template.spec.terminationGracePeriodSeconds",
     )
+    if grace is None or grace < 0:
+        return annotations, DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
     return annotations, grace
 
 
