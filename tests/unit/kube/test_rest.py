@@ -1,0 +1,173 @@
+"""The lean client (kube/rest.py) against a loopback HTTP server that answers as scripted:
+requests as the API server sees them, bodies whole (by length or chunked), connections
+kept alive and reused, a stale one replaced, a rotated token re-read after a 401."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from graceful_drain.kube.rest import ApiError, HttpError
+from tests.unit.kube.loopback_http import Seen, client, response, serving
+
+
+async def test_a_get_is_sent_as_the_api_server_reads_it() -> None:
+    async with serving(lambda seen: response(200, {"kind": "Pod"})) as server:
+        api = client(server)
+        try:
+            got = await api.get("/api/v1/namespaces/shop/events",
+                                {"fieldSelector": "involvedObject.uid=u1", "limit": 500,
+                                 "continue": None})  # fmt: skip
+        finally:
+            await api.close()
+    assert got == {"kind": "Pod"}
+    [seen] = server.seen
+    assert (seen.method, seen.target) == (
+        "GET",
+        "/prefix/api/v1/namespaces/shop/events?fieldSelector=involvedObject.uid%3Du1&limit=500",
+    )
+    assert seen.headers["authorization"] == "Bearer t0"
+    assert seen.headers["host"] == server.url.removeprefix("http://")
+
+
+async def test_a_post_carries_its_json_body() -> None:
+    async with serving(lambda seen: response(201, json.loads(seen.body))) as server:
+        api = client(server)
+        try:
+            got = await api.post("/api/v1/namespaces/shop/events", {"reason": "R"})
+        finally:
+            await api.close()
+    assert got == {"reason": "R"}
+    assert server.seen[0].headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_calls_in_turn_reuse_one_connection(chunked: bool) -> None:
+    big = {"items": [{"n": i} for i in range(2000)]}
+    async with serving(lambda seen: response(200, big, chunked=chunked)) as server:
+        api = client(server)
+        try:
+            for _ in range(3):
+                assert await api.get("/x") == big
+        finally:
+            await api.close()
+    assert server.connections == 1
+    assert [s.connection for s in server.seen] == [1, 1, 1]
+
+
+async def test_calls_at_once_each_have_a_connection_and_a_hang_holds_up_no_other() -> None:
+    def answer(seen: Seen) -> bytes | None:
+        return None if seen.target.endswith("/hang") else response(200, {"path": seen.target})
+
+    async with serving(answer) as server:
+        api = client(server)
+        hang = asyncio.create_task(api.get("/hang"))
+        try:
+            got = await asyncio.gather(api.get("/a"), api.get("/b"))
+            assert not hang.done()  # the server never answers it
+        finally:
+            hang.cancel()
+            server.release.set()
+            await api.close()
+    assert [g["path"] for g in got] == ["/prefix/a", "/prefix/b"]
+    assert len({s.connection for s in server.seen}) == 3
+
+
+async def test_a_connection_the_server_closed_is_replaced() -> None:
+    async with serving(lambda seen: response(200, {"ok": True})) as server:
+        server.close_after_each = True
+        api = client(server)
+        try:
+            assert await api.get("/a") == {"ok": True}
+            assert await api.get("/b") == {"ok": True}
+        finally:
+            await api.close()
+    assert server.connections == 2
+
+
+async def test_connection_close_is_honoured() -> None:
+    async with serving(lambda seen: response(200, {}, close=True)) as server:
+        api = client(server)
+        try:
+            await api.get("/a")
+            await api.get("/b")
+        finally:
+            await api.close()
+    assert server.connections == 2
+
+
+async def test_an_error_status_is_an_api_error_with_the_status_message() -> None:
+    status = {"kind": "Status", "message": 'pods "web-0" not found', "code": 404}
+    async with serving(lambda seen: response(404, status)) as server:
+        api = client(server)
+        try:
+            with pytest.raises(ApiError) as raised:
+                await api.get("/a")
+        finally:
+            await api.close()
+    assert (raised.value.status, raised.value.message) == (404, 'pods "web-0" not found')
+
+
+async def test_a_rotated_token_file_is_read_again_after_a_401(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("old\n")
+
+    def answer(seen: Seen) -> bytes:
+        if seen.headers["authorization"] == "Bearer old":
+            token.write_text("new\n")  # the kubelet rotated it meanwhile
+            return response(401, {"kind": "Status", "message": "Unauthorized"})
+        return response(200, {"ok": True})
+
+    async with serving(answer) as server:
+        api = client(server, {"token": "old", "tokenFile": str(token)})
+        try:
+            assert await api.get("/a") == {"ok": True}
+        finally:
+            await api.close()
+    assert [s.headers["authorization"] for s in server.seen] == ["Bearer old", "Bearer new"]
+
+
+async def test_a_static_token_is_not_retried_after_a_401() -> None:
+    async with serving(lambda seen: response(401, {"message": "Unauthorized"})) as server:
+        api = client(server)
+        try:
+            with pytest.raises(ApiError) as raised:
+                await api.get("/a")
+        finally:
+            await api.close()
+    assert raised.value.status == 401
+    assert len(server.seen) == 1
+
+
+async def test_basic_auth() -> None:
+    async with serving(lambda seen: response(200, {})) as server:
+        api = client(server, {"username": "u", "password": "p"})
+        try:
+            await api.get("/a")
+        finally:
+            await api.close()
+    assert server.seen[0].headers["authorization"] == "Basic dTpw"
+
+
+async def test_a_call_past_the_timeout_raises_timeout_error() -> None:
+    async with serving(lambda seen: None) as server:
+        api = client(server, timeout_seconds=0.05)
+        try:
+            with pytest.raises(TimeoutError):
+                await api.get("/a")
+        finally:
+            server.release.set()
+            await api.close()
+
+
+async def test_an_answer_that_is_not_http_is_an_http_error() -> None:
+    async with serving(lambda seen: b"SSH-2.0-OpenSSH\r\n\r\n") as server:
+        api = client(server)
+        try:
+            with pytest.raises(HttpError):
+                await api.get("/a")
+        finally:
+            await api.close()
