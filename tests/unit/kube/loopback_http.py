@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -78,11 +79,12 @@ class Server:
 
 
 @asynccontextmanager
-async def serving(answer: Answer) -> AsyncIterator[Server]:
+async def serving(answer: Answer, tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
+    """The server on a loopback port, over TLS with `tls` (a server context)."""
     server = Server(answer)
-    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    listening = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=tls)
     port = listening.sockets[0].getsockname()[1]
-    server.url = f"http://127.0.0.1:{port}"
+    server.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     async with listening:
         yield server
 

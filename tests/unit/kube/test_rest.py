@@ -5,12 +5,16 @@ kept alive and reused, a stale one replaced, a rotated token re-read after a 401
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import ssl
 from pathlib import Path
 
 import pytest
 
-from graceful_drain.kube.rest import ApiError, HttpError
+from graceful_drain.kube.kubeconfig import ClusterAccess, in_cluster_document, resolve
+from graceful_drain.kube.rest import ApiError, HttpError, RestClient
+from kubesim.pki import CertificateAuthority
 from tests.unit.kube.loopback_http import Seen, client, response, serving
 
 
@@ -171,3 +175,50 @@ async def test_an_answer_that_is_not_http_is_an_http_error() -> None:
                 await api.get("/a")
         finally:
             await api.close()
+
+
+def served_tls(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
+    """A server context with a certificate for 127.0.0.1, and its CA's PEM."""
+    authority = CertificateAuthority()
+    pair = authority.issue_server(["127.0.0.1"])
+    (tmp_path / "server.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "server.key").write_bytes(pair.key_pem)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    return context, authority.cert_pem
+
+
+async def test_in_cluster_over_tls_with_the_account_ca_and_token(tmp_path: Path) -> None:
+    server_tls, ca_pem = served_tls(tmp_path)
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "ca.crt").write_bytes(ca_pem)
+    (account / "token").write_text("tok\n")
+    (account / "namespace").write_text("my-app")
+    async with serving(lambda seen: response(200, {"path": seen.target}), server_tls) as server:
+        port = server.url.rsplit(":", 1)[1]
+        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port}
+        api = RestClient(resolve(in_cluster_document(account, env)))
+        try:
+            together = await asyncio.gather(api.get("/a"), api.get("/b"))
+            after = await api.get("/c")
+        finally:
+            await api.close()
+    assert [g["path"] for g in [*together, after]] == ["/a", "/b", "/c"]
+    assert {s.headers["authorization"] for s in server.seen} == {"Bearer tok"}
+    assert server.seen[2].connection in {s.connection for s in server.seen[:2]}  # kept alive
+
+
+async def test_a_server_another_ca_signed_is_refused(tmp_path: Path) -> None:
+    server_tls, _ = served_tls(tmp_path)
+    other = base64.b64encode(CertificateAuthority().cert_pem).decode()
+    async with serving(lambda seen: response(200, {}), server_tls) as server:
+        access = ClusterAccess("c", "ns", server.url, {"certificate-authority-data": other},
+                               {"token": "t"}, None)  # fmt: skip
+        api = RestClient(access)
+        try:
+            with pytest.raises(ssl.SSLCertVerificationError):
+                await api.get("/a")
+        finally:
+            await api.close()
+    assert server.seen == []
