@@ -95,7 +95,10 @@ def file_document(path: Path) -> Document:
         raise KubeconfigError(f"Configuration file {path} not found")
     import yaml  # only for a file: in a pod the account needs none
 
-    content = yaml.safe_load(path.read_text())
+    # libyaml's parser where PyYAML has it: the pure-Python scanner reads a kubeconfig's
+    # base64 certificate and token a character at a time (milliseconds, at start-up).
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    content = yaml.load(path.read_text(), Loader=loader)
     if not isinstance(content, Mapping):
         raise KubeconfigError(f"{path} is not a kubeconfig (not a mapping)")
     return Document(content, path)
