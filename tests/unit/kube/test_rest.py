@@ -8,12 +8,13 @@ import asyncio
 import base64
 import json
 import ssl
+import sys
 from pathlib import Path
 
 import pytest
 
 from graceful_drain.kube.kubeconfig import ClusterAccess, in_cluster_document, resolve
-from graceful_drain.kube.rest import ApiError, HttpError, RestClient
+from graceful_drain.kube.rest import ApiError, HttpError, RestClient, tls_context
 from kubesim.pki import CertificateAuthority
 from tests.unit.kube.loopback_http import Seen, client, response, serving
 
@@ -222,3 +223,28 @@ async def test_a_server_another_ca_signed_is_refused(tmp_path: Path) -> None:
         finally:
             await api.close()
     assert server.seen == []
+
+
+async def test_an_exec_plugin_token_is_sent(tmp_path: Path) -> None:
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"token": "from-plugin"}}  # fmt: skip
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+              "args": ["-c", f"print({json.dumps(json.dumps(credential))})"]}  # fmt: skip
+    async with serving(lambda seen: response(200, {})) as server:
+        api = client(server, {"exec": plugin})
+        try:
+            await api.get("/a")
+        finally:
+            await api.close()
+    assert server.seen[0].headers["authorization"] == "Bearer from-plugin"
+
+
+def test_an_inline_client_certificate_is_loaded(tmp_path: Path) -> None:
+    pair = CertificateAuthority().issue_server(["client"])
+    user = {"client-certificate-data": base64.b64encode(pair.cert_pem).decode(),
+            "client-key-data": base64.b64encode(pair.key_pem).decode()}  # fmt: skip
+    access = ClusterAccess("c", "ns", "https://127.0.0.1:1", {}, user, None)
+    assert tls_context(access).verify_mode is ssl.CERT_REQUIRED  # the pair loaded, no error
+    wrong = {**user, "client-key-data": base64.b64encode(b"not a key").decode()}
+    with pytest.raises(ssl.SSLError):
+        tls_context(ClusterAccess("c", "ns", "https://127.0.0.1:1", {}, wrong, None))
