@@ -62,6 +62,36 @@ class _VersionAction(argparse._VersionAction):
         parser.exit()
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, as wide as `shutil.get_terminal_size` says, without importing shutil:
+    argparse sizes a formatter at every `add_argument`, and shutil loads bz2 and lzma,
+    milliseconds at each start-up (the detector's, inside a grace period, too)."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def _terminal_columns(fallback: int = 80) -> int:
+    """shutil.get_terminal_size's columns: $COLUMNS, else stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else fallback
+
+
 def _add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     from graceful_drain.config import add_controller_arguments  # the controller's settings
 
@@ -188,11 +218,15 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The parser; ``only`` (a subcommand's name, or None for none) configures just that
     subcommand, so that running one imports nothing the others need."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=_HelpFormatter
+    )
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
-        sub = commands.add_parser(subcommand.name, help=subcommand.help)
+        sub = commands.add_parser(
+            subcommand.name, help=subcommand.help, formatter_class=_HelpFormatter
+        )
         if only is ALL or only == subcommand.name:
             subcommand.configure(sub)
         sub.set_defaults(_subcommand=subcommand, _parser=sub)

@@ -536,7 +536,8 @@ HEAVY = (
     "kubesim",
     "structlog",
 )
-LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml")
+# shutil: argparse's formatter would import it (and with it bz2 and lzma) to size itself.
+LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml", "shutil")
 # What a classification must not load either: the controller's client stack.
 DETECTOR_HEAVY = (*HEAVY, *LIGHTKUBE_STACK)
 REFUSED_KUBECONFIG = json.dumps(
