@@ -285,7 +285,9 @@ async def _read_response(
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
     keep = headers.get(b"connection", b"").lower() != b"close" and version == b"HTTP/1.1"
-    if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+    if code in (b"204", b"304"):  # never a body
+        content = b""
+    elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         content = await _read_chunked(reader)
     elif b"content-length" in headers:
         content = await reader.readexactly(int(headers[b"content-length"]))

@@ -248,3 +248,14 @@ def test_an_inline_client_certificate_is_loaded(tmp_path: Path) -> None:
     wrong = {**user, "client-key-data": base64.b64encode(b"not a key").decode()}
     with pytest.raises(ssl.SSLError):
         tls_context(ClusterAccess("c", "ns", "https://127.0.0.1:1", {}, wrong, None))
+
+
+async def test_a_204_has_no_body_and_keeps_the_connection() -> None:
+    async with serving(lambda seen: b"HTTP/1.1 204 No Content\r\n\r\n") as server:
+        api = client(server)
+        try:
+            assert await api.get("/a") is None
+            assert await api.get("/b") is None
+        finally:
+            await api.close()
+    assert server.connections == 1
