@@ -17,15 +17,13 @@ import (tests/unit/test_import_graph.py holds it).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from graceful_drain import completion
+from graceful_drain import completion, termination
 from graceful_drain.errors import ConfigError
-from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
 PLUGIN_PROG = "kubectl graceful-drain"
@@ -121,6 +119,8 @@ DEMO_NEEDS_KUBESIM = (
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    import importlib.util  # only for the demo
+
     if importlib.util.find_spec("kubesim") is None:
         raise ConfigError(DEMO_NEEDS_KUBESIM)
     from graceful_drain.demo.run import run  # loads kubesim and the controller
@@ -152,6 +152,18 @@ def _run_status(args: argparse.Namespace) -> int:
     return run_status(args)
 
 
+def _configure_termination_cause(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.termination import cli  # the detector, loaded only to run it
+
+    cli.configure(parser)
+
+
+def _run_termination_cause(args: argparse.Namespace) -> int:
+    from graceful_drain.termination import cli
+
+    return cli.run_process(args)
+
+
 def _run_completion(args: argparse.Namespace) -> int:
     print(completion.script(build_parser(), args.shell), end="")
     return 0
@@ -178,10 +190,10 @@ SUBCOMMANDS: list[Subcommand] = [
         _run_controller,
     ),
     Subcommand(
-        termination_cli.NAME,
-        termination_cli.HELP,
-        termination_cli.configure,
-        termination_cli.run_process,
+        termination.COMMAND,
+        termination.COMMAND_HELP,
+        _configure_termination_cause,
+        _run_termination_cause,
     ),
     Subcommand(
         "demo",

@@ -538,6 +538,16 @@ HEAVY = (
 )
 # shutil: argparse's formatter would import it (and with it bz2 and lzma) to size itself.
 LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml", "shutil")
+# `graceful-drain --help`/`--version` and the command line's import: no subcommand's module
+# either (the detector's loads when termination-cause is configured), nor importlib.util
+# (only the demo looks kubesim up).
+NO_SUBCOMMAND = (
+    *LIGHT,
+    "graceful_drain.termination.cli",
+    "graceful_drain.termination.verdict",
+    "graceful_drain.termination.evidence",
+    "importlib.util",
+)
 # What a classification must not load either: the controller's client stack.
 DETECTOR_HEAVY = (*HEAVY, *LIGHTKUBE_STACK)
 REFUSED_KUBECONFIG = json.dumps(
@@ -592,8 +602,8 @@ class Loaded:
 
 
 STARTUP_RULES = (
-    Loaded("graceful-drain --help loads no subcommand", cli_program("--help"), LIGHT),
-    Loaded("graceful-drain --version loads no subcommand", cli_program("--version"), LIGHT),
+    Loaded("graceful-drain --help loads no subcommand", cli_program("--help"), NO_SUBCOMMAND),
+    Loaded("graceful-drain --version loads no subcommand", cli_program("--version"), NO_SUBCOMMAND),
     Loaded(
         "termination-cause --help loads no client",
         cli_program("termination-cause", "--help"),
@@ -602,7 +612,7 @@ STARTUP_RULES = (
     Loaded(
         "importing the detector's command line is light",
         "import graceful_drain.cli\n" + DUMP,
-        LIGHT,
+        NO_SUBCOMMAND,
     ),
     Loaded("a classification loads only the detector", DETECTION, DETECTOR_HEAVY),
     Loaded(
@@ -667,3 +677,16 @@ def test_the_classification_reads_and_records() -> None:
     assert {"graceful_drain.kube.rest", "ssl", "graceful_drain.termination.recording"} <= set(
         loaded
     )
+
+
+NO_SUBCOMMAND_RULES = [rule for rule in STARTUP_RULES if rule.forbidden == NO_SUBCOMMAND]
+
+
+@pytest.mark.parametrize(
+    "rule", NO_SUBCOMMAND_RULES, ids=[rule.name for rule in NO_SUBCOMMAND_RULES]
+)
+def test_a_command_line_that_loads_the_detector_is_reported(rule: Loaded) -> None:
+    """The control of the subcommands' lazy boundary: the same program, with the detector's
+    command line loaded first."""
+    program = "import graceful_drain.termination.cli\n" + rule.program
+    assert "loads graceful_drain.termination.cli" in rule.breaches(loaded_by(program))
