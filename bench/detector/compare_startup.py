@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
                     source, "termination-cause", "--help"
                 )
                 commands[f"{label}: {startup.CLASSIFICATION}"] = _at(source, *classify)
+            startup.compile_sources(before, here)
             series = startup.measure(commands, _cli_env(workload), rounds, 2.0 + CLI_MARGIN)
             sim.ask("stop", 30.0)
         finally:

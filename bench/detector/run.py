@@ -96,6 +96,7 @@ def _startup(workload: Workload, profile: DetectorProfile) -> Table:
             "--deadline", str(profile.cli_deadline),
         ),
     }  # fmt: skip
+    startup.compile_sources(SRC)
     series = startup.measure(
         commands, _cli_env(workload), profile.startup_rounds, profile.cli_deadline + CLI_MARGIN
     )

@@ -17,15 +17,13 @@ import (tests/unit/test_import_graph.py holds it).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from graceful_drain import completion
+from graceful_drain import completion, termination
 from graceful_drain.errors import ConfigError
-from graceful_drain.termination import cli as termination_cli
 
 PROG = "graceful-drain"
 PLUGIN_PROG = "kubectl graceful-drain"
@@ -62,6 +60,36 @@ class _VersionAction(argparse._VersionAction):
         parser.exit()
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, as wide as `shutil.get_terminal_size` says, without importing shutil:
+    argparse sizes a formatter at every `add_argument`, and shutil loads bz2 and lzma,
+    milliseconds at each start-up (the detector's, inside a grace period, too)."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = _terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def _terminal_columns(fallback: int = 80) -> int:
+    """shutil.get_terminal_size's columns: $COLUMNS, else stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else fallback
+
+
 def _add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     from graceful_drain.config import add_controller_arguments  # the controller's settings
 
@@ -91,6 +119,8 @@ DEMO_NEEDS_KUBESIM = (
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    import importlib.util  # only for the demo
+
     if importlib.util.find_spec("kubesim") is None:
         raise ConfigError(DEMO_NEEDS_KUBESIM)
     from graceful_drain.demo.run import run  # loads kubesim and the controller
@@ -122,6 +152,18 @@ def _run_status(args: argparse.Namespace) -> int:
     return run_status(args)
 
 
+def _configure_termination_cause(parser: argparse.ArgumentParser) -> None:
+    from graceful_drain.termination import cli  # the detector, loaded only to run it
+
+    cli.configure(parser)
+
+
+def _run_termination_cause(args: argparse.Namespace) -> int:
+    from graceful_drain.termination import cli
+
+    return cli.run_process(args)
+
+
 def _run_completion(args: argparse.Namespace) -> int:
     print(completion.script(build_parser(), args.shell), end="")
     return 0
@@ -148,10 +190,10 @@ SUBCOMMANDS: list[Subcommand] = [
         _run_controller,
     ),
     Subcommand(
-        termination_cli.NAME,
-        termination_cli.HELP,
-        termination_cli.configure,
-        termination_cli.run_process,
+        termination.COMMAND,
+        termination.COMMAND_HELP,
+        _configure_termination_cause,
+        _run_termination_cause,
     ),
     Subcommand(
         "demo",
@@ -188,11 +230,15 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The parser; ``only`` (a subcommand's name, or None for none) configures just that
     subcommand, so that running one imports nothing the others need."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=_HelpFormatter
+    )
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
-        sub = commands.add_parser(subcommand.name, help=subcommand.help)
+        sub = commands.add_parser(
+            subcommand.name, help=subcommand.help, formatter_class=_HelpFormatter
+        )
         if only is ALL or only == subcommand.name:
             subcommand.configure(sub)
         sub.set_defaults(_subcommand=subcommand, _parser=sub)

@@ -386,11 +386,20 @@ DOMAIN = (
 )
 # What does I/O: networking, an event loop, the clients and what runs on them, and logs.
 IO = (
-    "asyncio", "socket", "ssl", "selectors", "http", "urllib", "lightkube", "httpx", "aiohttp",
-    "httptools", "graceful_drain.kube.client", "graceful_drain.kube.informer",
+    "asyncio", "socket", "ssl", "selectors", "http", "urllib", "lightkube", "httpx", "httpx2",
+    "aiohttp", "httptools", "graceful_drain.kube.client", "graceful_drain.kube.informer",
     "graceful_drain.kube.cache", "graceful_drain.kube.events", "graceful_drain.kube.lease",
+    "graceful_drain.kube.rest",
     "graceful_drain.kube.loop", "graceful_drain.kube.workqueue", "graceful_drain.logs",
 )  # fmt: skip
+# The controller's HTTP client stack, and the kube/ modules that import it at the top.
+LIGHTKUBE_STACK = (
+    "lightkube",
+    "httpx2",
+    "httpcore2",
+    "graceful_drain.kube.client",
+    "graceful_drain.kube.events",
+)
 RULES: tuple[Rule, ...] = (
     # The generic Kubernetes layer knows nothing of the domain built on it, nor of the
     # process's configuration: config hands plain values down.
@@ -412,6 +421,22 @@ RULES: tuple[Rule, ...] = (
         ("graceful_drain.termination",),
         ("graceful_drain.inspection", "aiohttp", "graceful_drain.config", "graceful_drain.cli"),
         except_in=("graceful_drain.termination.cli",),
+    ),
+    # ... nor the controller's client stack (lightkube, httpx2 and the kube/ modules built on
+    # them): it reads with kube/rest.py, whose imports are the standard library's.
+    Forbidden(
+        "termination imports neither lightkube nor httpx, even lazily",
+        ("graceful_drain.termination",),
+        LIGHTKUBE_STACK,
+    ),
+    Forbidden(
+        "the lean client imports neither lightkube nor httpx",
+        (
+            "graceful_drain.kube.rest",
+            "graceful_drain.kube.kubeconfig",
+            "graceful_drain.kube.eventbody",
+        ),
+        LIGHTKUBE_STACK,
     ),
     # `plan`, `status` and the demo are built on the controller, never the other way round;
     # the command line builds the controller's plain values (controller/settings.py) and
@@ -527,6 +552,12 @@ CONTROLS: dict[str, dict[str, str]] = {
     },
     "termination imports neither inspection, aiohttp, config nor the command line": {
         "graceful_drain/termination/reader.py": "def f():\n    import aiohttp\n",
+    },
+    "termination imports neither lightkube nor httpx, even lazily": {
+        "graceful_drain/termination/cli.py": "def f():\n    from lightkube import AsyncClient\n",
+    },
+    "the lean client imports neither lightkube nor httpx": {
+        "graceful_drain/kube/rest.py": "import httpx2\n",
     },
     "termination imports nothing of the controller": {
         "graceful_drain/termination/evidence.py": (
@@ -774,7 +805,28 @@ HEAVY = (
     "kubesim",
     "structlog",
 )
-LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml")
+# shutil: argparse's formatter would import it (and with it bz2 and lzma) to size itself.
+LIGHT = (*HEAVY, "importlib.metadata", "lightkube", "httpx2", "asyncio", "yaml", "shutil")
+# `graceful-drain --help`/`--version` and the command line's import: no subcommand's module
+# either (the detector's loads when termination-cause is configured), nor importlib.util
+# (only the demo looks kubesim up).
+NO_SUBCOMMAND = (
+    *LIGHT,
+    "graceful_drain.termination.cli",
+    "graceful_drain.termination.verdict",
+    "graceful_drain.termination.evidence",
+    "importlib.util",
+)
+# What a classification must not load either: the controller's client stack.
+DETECTOR_HEAVY = (*HEAVY, *LIGHTKUBE_STACK)
+REFUSED_KUBECONFIG = json.dumps(
+    {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }
+)
 DUMP = "import json, sys\nprint(json.dumps(sorted(sys.modules)), flush=True)\n"
 
 
@@ -786,17 +838,23 @@ def cli_program(*argv: str) -> str:
     )
 
 
-# A real classification, with no cluster to reach (nothing readable): the detector's whole
-# path; the modules are listed where the process would end (termination.cli.exit_now).
+# A real classification, recording its Event, against an API server that refuses the
+# connection (a kubeconfig with a CA and a token, port 1): the detector's whole path, TLS
+# context, reads and failures included; the modules are listed where the process would end
+# (termination.cli.exit_now).
 DETECTION = (
     "import os, sys\nimport graceful_drain.termination.cli as t\n"
+    "kubeconfig = os.environ['KUBECONFIG'] = f'/tmp/import-graph-{os.getpid()}.kubeconfig'\n"
+    "with open(kubeconfig, 'w') as f:\n"
+    "    f.write(" + repr(REFUSED_KUBECONFIG) + ")\n"
     "def listed(code):\n"
     "    import json\n"
+    "    os.unlink(kubeconfig)\n"
     "    print(json.dumps(sorted(sys.modules)), flush=True)\n"
     "    os._exit(0)\n"
     "t.exit_now = listed\n"
     "from graceful_drain.cli import main\n"
-    "main(['termination-cause', '--grace-period', '2'])\n"
+    "main(['termination-cause', '--grace-period', '2', '--record-event'])\n"
 )
 
 
@@ -813,8 +871,8 @@ class Loaded:
 
 
 STARTUP_RULES = (
-    Loaded("graceful-drain --help loads no subcommand", cli_program("--help"), LIGHT),
-    Loaded("graceful-drain --version loads no subcommand", cli_program("--version"), LIGHT),
+    Loaded("graceful-drain --help loads no subcommand", cli_program("--help"), NO_SUBCOMMAND),
+    Loaded("graceful-drain --version loads no subcommand", cli_program("--version"), NO_SUBCOMMAND),
     Loaded(
         "termination-cause --help loads no client",
         cli_program("termination-cause", "--help"),
@@ -823,13 +881,13 @@ STARTUP_RULES = (
     Loaded(
         "importing the detector's command line is light",
         "import graceful_drain.cli\n" + DUMP,
-        LIGHT,
+        NO_SUBCOMMAND,
     ),
-    Loaded("a classification loads only the detector", DETECTION, HEAVY),
+    Loaded("a classification loads only the detector", DETECTION, DETECTOR_HEAVY),
     Loaded(
         "the library's detect loads only the detector",
         "import graceful_drain.termination.detector, graceful_drain.termination.handler\n" + DUMP,
-        HEAVY,
+        DETECTOR_HEAVY,
     ),
 )
 STARTUP_NAMES = [rule.name for rule in STARTUP_RULES]
@@ -868,3 +926,36 @@ def test_an_entry_point_that_loads_more_is_reported(rule: Loaded) -> None:
     assert "loads graceful_drain.inspection.commands" in rule.breaches(
         loaded_by(heavy + rule.program)
     )
+
+
+DETECTOR_RULES = [rule for rule in STARTUP_RULES if rule.forbidden == DETECTOR_HEAVY]
+
+
+@pytest.mark.parametrize("module", ["lightkube", "httpx2", "graceful_drain.kube.events"])
+@pytest.mark.parametrize("rule", DETECTOR_RULES, ids=[rule.name for rule in DETECTOR_RULES])
+def test_a_detector_that_loads_the_client_stack_is_reported(rule: Loaded, module: str) -> None:
+    """The control of the client stack: the detector's programs, with one module of it
+    loaded first."""
+    assert f"loads {module}" in rule.breaches(loaded_by(f"import {module}\n" + rule.program))
+
+
+def test_the_classification_reads_and_records() -> None:
+    """The classification rule runs the whole path: the lean client, its TLS context and
+    the Event's body are loaded, not only imported names."""
+    loaded = loaded_by(DETECTION)
+    assert {"graceful_drain.kube.rest", "ssl", "graceful_drain.termination.recording"} <= set(
+        loaded
+    )
+
+
+NO_SUBCOMMAND_RULES = [rule for rule in STARTUP_RULES if rule.forbidden == NO_SUBCOMMAND]
+
+
+@pytest.mark.parametrize(
+    "rule", NO_SUBCOMMAND_RULES, ids=[rule.name for rule in NO_SUBCOMMAND_RULES]
+)
+def test_a_command_line_that_loads_the_detector_is_reported(rule: Loaded) -> None:
+    """The control of the subcommands' lazy boundary: the same program, with the detector's
+    command line loaded first."""
+    program = "import graceful_drain.termination.cli\n" + rule.program
+    assert "loads graceful_drain.termination.cli" in rule.breaches(loaded_by(program))

@@ -1,7 +1,7 @@
 """The lightkube client factory, and raw-JSON reads over lightkube's request builder.
 
-`create_client` picks the configuration: an explicit kubeconfig (and context), else the
-in-cluster service account, else $KUBECONFIG / ~/.kube/config.
+`create_client` reads the configuration kube/kubeconfig.py picks: an explicit kubeconfig
+(and context), else the in-cluster service account, else $KUBECONFIG / ~/.kube/config.
 
 `RawApi` lists, watches and gets objects as plain JSON (dicts) instead of lightkube models:
 the informer turns each object into a slim view at once and drops the JSON, and decoding into
@@ -24,6 +24,7 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.core.resource import Resource
 
+from graceful_drain.kube.kubeconfig import KubeconfigError, load_document
 from graceful_drain.kube.meta import HTTP_GONE
 
 FIELD_MANAGER = "graceful-drain"
@@ -34,12 +35,13 @@ JsonDict = dict[str, Any]
 
 def load_config(kubeconfig: Path | None = None, context: str | None = None) -> SingleConfig:
     """An explicit kubeconfig (context) wins; else in-cluster; else $KUBECONFIG/~/.kube/config."""
-    if kubeconfig is not None:
-        config = KubeConfig.from_file(kubeconfig).get(context_name=context)
-    elif context is not None:
-        config = KubeConfig.from_env().get(context_name=context)
-    else:
-        config = KubeConfig.from_env().get()
+    try:
+        document = load_document(kubeconfig)
+    except KubeconfigError as error:
+        raise ConfigError(str(error)) from error
+    config = KubeConfig.from_dict(dict(document.content), fname=document.path).get(
+        context_name=context
+    )
     if config is None:
         raise ConfigError(f"no usable context in the Kubernetes configuration ({kubeconfig})")
     return config

@@ -3,9 +3,10 @@
     recorder = EventRecorder(client, instance=pod_name)      # a component: start/stop
     recorder.record(InvolvedObject.deployment("shop", "web"), NORMAL, "SomeReason", "text")
 
-What graceful-drain says in them is controller/writes/events.py's business. A process
-that writes one Event and exits (the termination-cause detector) builds it with `event_body`
-and `event_name` and creates it itself.
+What graceful-drain says in them is controller/writes/events.py's business. The bodies
+are kube/eventbody.py's (re-exported here); a process that writes one Event and exits (the
+termination-cause detector) builds it there with `event_body` and `event_name` and creates
+it itself.
 
 Which API: core/v1 Events. `kubectl describe` lists exactly those (kubectl
 pkg/describe/describe.go: searchEvents -> CoreV1().Events(ns) with an involvedObject
@@ -28,10 +29,10 @@ the admission path can call it; when the queue is full the event is dropped and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Final, cast
+from typing import cast
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -40,128 +41,22 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from graceful_drain.kube.client import error_detail, http_status
+from graceful_drain.kube.eventbody import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from graceful_drain.kube.eventbody import NORMAL as NORMAL
+from graceful_drain.kube.eventbody import REPORTING_CONTROLLER as REPORTING_CONTROLLER
+from graceful_drain.kube.eventbody import WARNING as WARNING
+from graceful_drain.kube.eventbody import EventRecord as EventRecord
+from graceful_drain.kube.eventbody import InvolvedObject as InvolvedObject
+from graceful_drain.kube.eventbody import event_body as event_body
+from graceful_drain.kube.eventbody import repeat_patch as repeat_patch
 from graceful_drain.kube.meta import HTTP_NOT_FOUND, event_name, utc_now
-from graceful_drain.kube.timefmt import format_rfc3339
 from graceful_drain.logs import get_logger
-
-REPORTING_CONTROLLER: Final = "graceful-drain.stonal.com/controller"
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
 
 SERIES_WINDOW = timedelta(minutes=6)
 QUEUE_LIMIT = 1024
-MAX_MESSAGE_CHARS = 1024  # events.k8s.io caps `note` at 1 KiB; core events stay within it too
 STOP_FLUSH_SECONDS = 2.0
 
 _log = get_logger("events")
-
-
-@dataclass(frozen=True, slots=True)
-class InvolvedObject:
-    """The object an Event is about. `uid` may be empty: the recorder then looks it up, since
-    `kubectl describe` selects events by uid."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str = ""
-
-    @classmethod
-    def deployment(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
-        return cls("apps/v1", "Deployment", namespace, name, uid)
-
-    @classmethod
-    def pod(cls, namespace: str, name: str, uid: str = "") -> InvolvedObject:
-        return cls("v1", "Pod", namespace, name, uid)
-
-    @classmethod
-    def node(cls, name: str) -> InvolvedObject:
-        """A Node, with its name as uid, as the kubelet writes it: `kubectl describe node`
-        searches the node's events under its uid and under its name."""
-        return cls("v1", "Node", "", name, name)
-
-    @property
-    def event_namespace(self) -> str:
-        """Where its Events live: its namespace, `default` for a cluster-scoped object (as
-        client-go's recorder does)."""
-        return self.namespace or "default"
-
-    def as_reference(self) -> dict[str, str]:
-        reference = {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-        }
-        if self.uid:
-            reference["uid"] = self.uid
-        return reference
-
-
-@dataclass(frozen=True, slots=True)
-class EventRecord:
-    regarding: InvolvedObject
-    type: str  # Normal or Warning
-    reason: str
-    message: str
-    at: datetime  # when it happened (aware UTC), not when it got written
-
-    @property
-    def series_key(self) -> Hashable:
-        return (self.regarding, self.type, self.reason)
-
-
-# --- pure parts: names, bodies, the series cache --------------------------------------------
-
-
-def _message(text: str) -> str:
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
-
-
-def event_body(
-    record: EventRecord,
-    name: str,
-    instance: str,
-    *,
-    component: str = REPORTING_CONTROLLER,
-    host: str | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A new core/v1 Event for `record`, shaped as client-go's recorder writes them:
-    `component` in `source.component` and `reportingComponent`, `instance` in
-    `reportingInstance`, `host` (the node it happened on) in `source.host`."""
-    stamp = format_rfc3339(record.at)  # metav1.Time has seconds
-    metadata: dict[str, Any] = {"name": name, "namespace": record.regarding.event_namespace}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    source = {"component": component}
-    if host:
-        source["host"] = host
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": metadata,
-        "involvedObject": record.regarding.as_reference(),
-        "type": record.type,
-        "reason": record.reason,
-        "message": _message(record.message),
-        "source": source,
-        "reportingComponent": component,
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-
-
-def repeat_patch(record: EventRecord, count: int) -> dict[str, Any]:
-    """The merge patch turning an existing Event into the `count`-th occurrence of `record`."""
-    return {
-        "count": count,
-        "lastTimestamp": format_rfc3339(record.at),
-        "message": _message(record.message),
-    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.meta import utc_now
 from graceful_drain.kube.timefmt import format_go_duration, parse_go_duration
+from graceful_drain.termination import COMMAND, COMMAND_HELP
 from graceful_drain.termination.actions import EXIT_CODES, Outcome, exit_code_of
 from graceful_drain.termination.budget import (
     DEFAULT_DEADLINE_SECONDS,
@@ -55,8 +56,8 @@ from graceful_drain.termination.verdict import Verdict
 if TYPE_CHECKING:  # the client stack loads when a detection runs, not for --help
     from graceful_drain.termination.detector import Detector, ReaderFactory
 
-NAME = "termination-cause"
-HELP = "say why this pod is terminating: drain gracefully (exit 0) or shed load (10, 11)"
+NAME = COMMAND
+HELP = COMMAND_HELP
 MAX_PROCESS_AGE_SECONDS = 30.0  # beyond this, /proc disagrees with the clock: ignore it
 RECORD_MIN_SECONDS = 0.1
 

@@ -43,7 +43,7 @@ from graceful_drain.termination.evidence import Evidence, Trigger, Unavailable, 
 from graceful_drain.termination.identity import PodIdentity, resolve_identity
 from graceful_drain.termination.reader import (
     ClusterReader,
-    LightkubeReader,
+    RestReader,
     failure_of,
 )
 from graceful_drain.termination.signals import CANCEL_WAIT_SECONDS, collect_evidence
@@ -95,7 +95,7 @@ class Detector:
     ) -> None:
         self.identity = identity
         self.config = config or DetectorConfig()
-        self._reader_factory = reader_factory or self._lightkube_reader
+        self._reader_factory = reader_factory or self._rest_reader
         self._now = now
         self._clock = clock
         # The pod object's bound on the grace period (seconds from the last detection's
@@ -117,8 +117,8 @@ class Detector:
             config = dataclasses.replace(config, grace_period_seconds=grace)
         return cls(resolve_identity(environment), config)
 
-    def _lightkube_reader(self, timeout_seconds: float) -> ClusterReader:
-        return LightkubeReader.open(
+    def _rest_reader(self, timeout_seconds: float) -> ClusterReader:
+        return RestReader.open(
             self.config.kubeconfig, self.config.context, timeout_seconds=timeout_seconds
         )
 

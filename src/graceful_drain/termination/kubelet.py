@@ -68,12 +68,13 @@ PRESSURE_TAINTS: dict[str, PressuredResource] = {
     "node.kubernetes.io/pid-pressure": PressuredResource.PID,
 }
 
-_NODE_LOW = re.compile(r"The node was low on resource: (?P<resource>\S+?)\.(?:\s|$)")
-_THRESHOLD = re.compile(
-    r"Threshold quantity: (?P<threshold>[^,]+), available: (?P<available>\S+?)\.(?:\s|$)"
-)
-_NODE_CONDITION = re.compile(r"The node had condition: \[?(?P<conditions>[^\]]*?)\]?\.(?:\s|$)")
-_LOCAL_STORAGE = re.compile(
+# Patterns, compiled by `re` (and cached) when a kubelet message is first parsed: a
+# classification with no Evicted event never needs them, and the detector starts inside a
+# pod's grace period.
+_NODE_LOW = r"The node was low on resource: (?P<resource>\S+?)\.(?:\s|$)"
+_THRESHOLD = r"Threshold quantity: (?P<threshold>[^,]+), available: (?P<available>\S+?)\.(?:\s|$)"
+_NODE_CONDITION = r"The node had condition: \[?(?P<conditions>[^\]]*?)\]?\.(?:\s|$)"
+_LOCAL_STORAGE = (
     r"exceeded its local ephemeral storage limit"
     r"|Pod ephemeral local storage usage exceeds the total limit"
     r"|Usage of EmptyDir volume .* exceeds the limit"
@@ -100,24 +101,24 @@ def parse_eviction_message(
 ) -> EvictionMessage:
     """Read the pressured resource from a kubelet eviction message; never raises."""
     text = message or ""
-    threshold = _THRESHOLD.search(text)
+    threshold = re.search(_THRESHOLD, text)
     quantity = threshold.group("threshold") if threshold else None
     available = threshold.group("available") if threshold else None
     if starved_resource:
         return EvictionMessage(
             True, resource_from_name(starved_resource), starved_resource, quantity, available
         )
-    node_low = _NODE_LOW.search(text)
+    node_low = re.search(_NODE_LOW, text)
     if node_low:
         name = node_low.group("resource")
         return EvictionMessage(True, resource_from_name(name), name, quantity, available)
-    node_condition = _NODE_CONDITION.search(text)
+    node_condition = re.search(_NODE_CONDITION, text)
     if node_condition:
         names = node_condition.group("conditions").split()
         resources = [PRESSURE_CONDITIONS[n] for n in names if n in PRESSURE_CONDITIONS]
         resource = resources[0] if len(resources) == 1 else PressuredResource.OTHER
         return EvictionMessage(True, resource, node_condition.group("conditions"))
-    if _LOCAL_STORAGE.search(text):
+    if re.search(_LOCAL_STORAGE, text):
         return EvictionMessage(True, PressuredResource.EPHEMERAL_STORAGE, "ephemeral-storage")
     return EvictionMessage(False, PressuredResource.OTHER)
 

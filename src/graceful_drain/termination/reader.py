@@ -1,13 +1,14 @@
 """The detector's few API calls, as raw JSON, with every failure named as evidence.
 
-:class:`ClusterReader` is what the collectors need; :class:`LightkubeReader` implements
-it over the project's shared access layer (:mod:`graceful_drain.kube.client`: a lightkube
-async client from an explicit kubeconfig, else the in-cluster service account, else
-$KUBECONFIG; raw-JSON reads).  Reads return decoded JSON, for the tolerant
-``from_object`` parsers in :mod:`graceful_drain.termination.evidence`.  Every failure
-is raised as a :class:`ReadFailure` carrying the :class:`Unavailable` it stands for:
-401/403 → forbidden, 404 → not_found, a client-side timeout → timeout, anything
-else → error.
+:class:`ClusterReader` is what the collectors need; :class:`RestReader` implements it over
+the lean client (:mod:`graceful_drain.kube.rest`: the standard library's ``ssl`` and
+asyncio streams, no lightkube or httpx to import inside the grace period), configured as
+every client of the project is (:mod:`graceful_drain.kube.kubeconfig`: an explicit
+kubeconfig, else the in-cluster service account, else $KUBECONFIG).  Reads return decoded
+JSON, for the tolerant ``from_object`` parsers in :mod:`graceful_drain.termination.evidence`.
+Every failure is raised as a :class:`ReadFailure` carrying the :class:`Unavailable` it
+stands for: 401/403 → forbidden, 404 → not_found, a client-side timeout → timeout,
+anything else → error.
 
 Reads never send ``resourceVersion``, so the API server answers from etcd with a quorum
 read, not from its watch cache (``resourceVersion=0`` could return a pod from before
@@ -18,16 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Protocol, TypeVar, cast
+from typing import Protocol, TypeVar
+from urllib.parse import quote
 
-import httpx2
-from lightkube import AsyncClient, ConfigError
-from lightkube.core.exceptions import ApiError
-from lightkube.resources.apps_v1 import Deployment, ReplicaSet
-from lightkube.resources.core_v1 import Event, Node, Pod
-
-from graceful_drain.kube.client import RawApi, create_client, decode, http_status
+from graceful_drain.kube.kubeconfig import KubeconfigError
 from graceful_drain.kube.meta import HTTP_NOT_ALLOWED, HTTP_NOT_FOUND
+from graceful_drain.kube.rest import ApiError, HttpError, RestClient
 from graceful_drain.termination.evidence import Unavailable, UnavailableReason
 
 T = TypeVar("T")
@@ -62,29 +59,20 @@ def failure_of(error: BaseException) -> ReadFailure:
     """Name a failed call: HTTP status first, then the transport, then anything else."""
     if isinstance(error, ReadFailure):
         return error
-    status = http_status(error)
-    if status is not None:
-        detail = f"HTTP {status}: {_message(error)}"
-        if status in HTTP_NOT_ALLOWED:
+    if isinstance(error, ApiError):
+        detail = f"HTTP {error.status}: {error.message or error.reason or 'no message'}"
+        if error.status in HTTP_NOT_ALLOWED:
             return ReadFailure(UnavailableReason.FORBIDDEN, detail)
-        if status == HTTP_NOT_FOUND:
+        if error.status == HTTP_NOT_FOUND:
             return ReadFailure(UnavailableReason.NOT_FOUND, detail)
         return ReadFailure(UnavailableReason.ERROR, detail)
-    if isinstance(error, httpx2.TimeoutException):
+    if isinstance(error, TimeoutError):
         return ReadFailure(UnavailableReason.TIMEOUT, f"client timeout: {_describe(error)}")
-    if isinstance(error, httpx2.TransportError):
+    if isinstance(error, OSError | EOFError | HttpError):
         return ReadFailure(
             UnavailableReason.ERROR, f"cannot reach the API server: {_describe(error)}"
         )
     return ReadFailure(UnavailableReason.ERROR, _describe(error))
-
-
-def _message(error: BaseException) -> str:
-    if isinstance(error, ApiError) and error.status is not None and error.status.message:
-        return str(error.status.message)
-    if isinstance(error, httpx2.HTTPStatusError):
-        return error.response.reason_phrase or "no message"
-    return str(error)
 
 
 def _describe(error: BaseException) -> str:
@@ -92,12 +80,19 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-class LightkubeReader:
-    """:class:`ClusterReader` over a lightkube AsyncClient and the shared RawApi."""
+def _namespaced(group: str, namespace: str, plural: str, name: str = "") -> str:
+    path = f"{group}/namespaces/{quote(namespace, safe='')}/{plural}"
+    return f"{path}/{quote(name, safe='')}" if name else path
 
-    def __init__(self, client: AsyncClient) -> None:
+
+CORE, APPS = "/api/v1", "/apis/apps/v1"
+
+
+class RestReader:
+    """:class:`ClusterReader` over the lean client."""
+
+    def __init__(self, client: RestClient) -> None:
         self.client = client
-        self._raw = RawApi(client)
 
     @classmethod
     def open(
@@ -106,38 +101,44 @@ class LightkubeReader:
         context: str | None = None,
         *,
         timeout_seconds: float = 10.0,
-    ) -> LightkubeReader:
+    ) -> RestReader:
         """A reader on a new client; raises ReadFailure(error) when there is no usable config."""
         try:
-            client = create_client(kubeconfig, context, timeout_seconds=max(timeout_seconds, 0.001))
-        except (ConfigError, OSError, ValueError, KeyError) as error:
+            client = RestClient.open(
+                kubeconfig, context, timeout_seconds=max(timeout_seconds, 0.001)
+            )
+        except (KubeconfigError, OSError, ValueError, KeyError, TypeError) as error:
             raise ReadFailure(
                 UnavailableReason.ERROR, f"no usable Kubernetes configuration: {_describe(error)}"
             ) from error
         return cls(client)
 
     async def get_pod(self, namespace: str, name: str) -> object:
-        return await _failing_as_evidence(self._raw.get(Pod, name, namespace))
+        path = _namespaced(CORE, namespace, "pods", name)
+        return await _failing_as_evidence(self.client.get(path))
 
     async def list_events(self, namespace: str, field_selector: str) -> object:
-        page = await _failing_as_evidence(
-            self._raw.list_page(
-                Event, namespace, limit=EVENTS_PAGE_LIMIT, field_selector=field_selector
-            )
-        )
-        return [decode(item) for item in page.items]
+        """The EventList as answered (the evidence parser checks its ``items``)."""
+        params: dict[str, str | int | None] = {
+            "limit": EVENTS_PAGE_LIMIT,
+            "fieldSelector": field_selector,
+        }
+        path = _namespaced(CORE, namespace, "events")
+        return await _failing_as_evidence(self.client.get(path, params))
 
     async def get_node(self, name: str) -> object:
-        return await _failing_as_evidence(self._raw.get(Node, name, None))
+        return await _failing_as_evidence(self.client.get(f"{CORE}/nodes/{quote(name, safe='')}"))
 
     async def get_replicaset(self, namespace: str, name: str) -> object:
-        return await _failing_as_evidence(self._raw.get(ReplicaSet, name, namespace))
+        path = _namespaced(APPS, namespace, "replicasets", name)
+        return await _failing_as_evidence(self.client.get(path))
 
     async def get_deployment(self, namespace: str, name: str) -> object:
-        return await _failing_as_evidence(self._raw.get(Deployment, name, namespace))
+        path = _namespaced(APPS, namespace, "deployments", name)
+        return await _failing_as_evidence(self.client.get(path))
 
     async def create_event(self, namespace: str, event: dict[str, object]) -> None:
-        await _failing_as_evidence(self.client.create(cast(Event, Event.from_dict(event))))
+        await _failing_as_evidence(self.client.post(_namespaced(CORE, namespace, "events"), event))
 
     async def close(self) -> None:
         await self.client.close()

@@ -207,36 +207,42 @@ def read_pod(evidence: Evidence) -> PodReading:
             )
         )
     if reading.finding is None and disrupted is None and not unrecognised:
-        if pod.deletion_timestamp is not None:
-            reading.offer(
-                Finding(
-                    Cause.VOLUNTARY,
-                    None,
-                    make_item(
-                        Source.POD,
-                        Fact.DELETION_REQUESTED,
-                        "deletionTimestamp is set and there is no DisruptionTarget condition: "
-                        "the pod was deleted through the API (delete, rollout, scale-down).",
-                        deletion_timestamp=pod.deletion_timestamp,
-                        deletion_grace_period_seconds=pod.deletion_grace_period_seconds,
-                    ),
-                )
-            )
-        else:
-            reading.items.append(
-                make_item(
-                    Source.POD,
-                    Fact.KUBELET_INITIATED,
-                    "deletionTimestamp is unset and there is no DisruptionTarget condition: "
-                    "the kubelet started this termination; its cause is not on the pod yet.",
-                    phase=pod.phase,
-                    reason=pod.reason,
-                )
-            )
+        _read_deletion(pod, reading)
     for termination in pod.last_terminations:
         if termination.oom_killed:
             reading.items.append(termination_item(termination, at_sigterm=True))
     return reading
+
+
+def _read_deletion(pod: PodSnapshot, reading: PodReading) -> None:
+    """No condition and no status record: a deletion through the API, or the kubelet's own
+    termination whose cause is not on the pod yet."""
+    if pod.deletion_timestamp is not None:
+        reading.offer(
+            Finding(
+                Cause.VOLUNTARY,
+                None,
+                make_item(
+                    Source.POD,
+                    Fact.DELETION_REQUESTED,
+                    "deletionTimestamp is set and there is no DisruptionTarget condition: "
+                    "the pod was deleted through the API (delete, rollout, scale-down).",
+                    deletion_timestamp=pod.deletion_timestamp,
+                    deletion_grace_period_seconds=pod.deletion_grace_period_seconds,
+                ),
+            )
+        )
+    else:
+        reading.items.append(
+            make_item(
+                Source.POD,
+                Fact.KUBELET_INITIATED,
+                "deletionTimestamp is unset and there is no DisruptionTarget condition: "
+                "the kubelet started this termination; its cause is not on the pod yet.",
+                phase=pod.phase,
+                reason=pod.reason,
+            )
+        )
 
 
 def _condition_cause(
@@ -445,31 +451,44 @@ def read_events(
         reading.absence_informative = absence_is_informative(
             grace_period_seconds, event_retention_seconds
         )
-        if reading.absence_informative:
-            detail = (
-                f"No kubelet Evicted event for this UID among {len(events.events)} events read; "
-                f"the grace period ({grace_period_seconds}s) is within event retention "
-                f"({event_retention_seconds}s), so the absence is informative."
-            )
-        else:
-            detail = (
-                f"No kubelet Evicted event for this UID, but the grace period "
-                f"({grace_period_seconds}s) is not within event retention "
-                f"({event_retention_seconds}s): an event may have expired, so the absence "
-                "proves nothing."
-            )
         reading.items.append(
-            make_item(
-                Source.EVENTS,
-                Fact.NO_EVICTED_EVENT,
-                detail,
-                informative=str(reading.absence_informative).lower(),
-                events_read=len(events.events),
-                grace_period_seconds=grace_period_seconds,
-                event_retention_seconds=event_retention_seconds,
+            _absence_item(
+                reading.absence_informative,
+                len(events.events),
+                grace_period_seconds,
+                event_retention_seconds,
             )
         )
     return reading
+
+
+def _absence_item(
+    informative: bool, events_read: int, grace_period_seconds: int, event_retention_seconds: int
+) -> EvidenceItem:
+    """No kubelet Evicted event for this UID, and whether that proves anything (the
+    retention rule)."""
+    if informative:
+        detail = (
+            f"No kubelet Evicted event for this UID among {events_read} events read; "
+            f"the grace period ({grace_period_seconds}s) is within event retention "
+            f"({event_retention_seconds}s), so the absence is informative."
+        )
+    else:
+        detail = (
+            f"No kubelet Evicted event for this UID, but the grace period "
+            f"({grace_period_seconds}s) is not within event retention "
+            f"({event_retention_seconds}s): an event may have expired, so the absence "
+            "proves nothing."
+        )
+    return make_item(
+        Source.EVENTS,
+        Fact.NO_EVICTED_EVENT,
+        detail,
+        informative=str(informative).lower(),
+        events_read=events_read,
+        grace_period_seconds=grace_period_seconds,
+        event_retention_seconds=event_retention_seconds,
+    )
 
 
 def _by_time(events: EventsSnapshot) -> list[EventRecord]:

@@ -1,6 +1,6 @@
 """The verdict as an Event on this pod, so cluster telemetry sees what the process saw.
 
-The body is kube/events.py's `event_body`, the one core/v1 Event builder (name
+The body is kube/eventbody.py's `event_body`, the one core/v1 Event builder (name
 ``<pod>.<nanoseconds in hex>``, ``source.component`` and ``source.host``, first/last
 timestamps, count 1, the message cut to the events.k8s.io limit on ``note``): reason
 ``TerminationClassified``, message = :meth:`Verdict.summary`.  Type ``Normal`` for a drain
@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from graceful_drain.annotations import ACTION_ANNOTATION, CAUSE_ANNOTATION
-from graceful_drain.kube.events import NORMAL, WARNING, EventRecord, InvolvedObject, event_body
+from graceful_drain.kube.eventbody import NORMAL, WARNING, EventRecord, InvolvedObject, event_body
 from graceful_drain.kube.meta import event_name
 from graceful_drain.termination.identity import PodIdentity
 from graceful_drain.termination.verdict import Action, Verdict
@@ -24,7 +24,7 @@ COMPONENT = "graceful-drain"
 
 
 def verdict_event(identity: PodIdentity, verdict: Verdict, now: datetime) -> dict[str, Any]:
-    """The Event body (kube/events.py's `event_body`, as the controller's Events are built)."""
+    """The Event body (kube/eventbody.py's `event_body`, as the controller's Events are built)."""
     regarding = InvolvedObject.pod(identity.namespace, identity.name, identity.uid or "")
     kind = WARNING if verdict.action is Action.SHED_LOAD_AND_EXIT_FAST else NORMAL
     record = EventRecord(regarding, kind, REASON, verdict.summary(), now)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from graceful_drain.termination.evidence import UnavailableReason
 from graceful_drain.termination.identity import PodIdentity
 from graceful_drain.termination.reader import ReadFailure
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 UID = "6f1c2a9e-0000-4000-8000-000000000001"
 NAMESPACE = "shop"
 POD_NAME = "web-6d4cf56db6-x7k2p"
@@ -34,6 +35,38 @@ class _Hang:
 
 
 HANG = _Hang()
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when nothing is ready to run.
+
+    Time jumps to the next live timer once every runnable callback has run, so a deadline
+    passes exactly when every read that can answer has answered, however slowly the
+    machine runs the loop: the scripted reader does no I/O. Run a coroutine in it with
+    :func:`run_in_virtual_time`, and give a :class:`Deadline` the loop's ``time`` as its
+    clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = 0.0
+
+    def time(self) -> float:
+        return self._now
+
+    def _run_once(self) -> None:
+        ready: Any = self._ready  # type: ignore[attr-defined]
+        scheduled: Any = self._scheduled  # type: ignore[attr-defined]
+        if not ready:
+            live = [handle.when() for handle in scheduled if not handle.cancelled()]
+            if live:
+                self._now = max(self._now, min(live))
+        super()._run_once()  # type: ignore[misc]
+
+
+def run_in_virtual_time(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on a :class:`VirtualTimeLoop`."""
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+        return runner.run(main)
 
 
 @dataclass
