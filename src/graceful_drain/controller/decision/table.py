@@ -627,7 +627,8 @@ def after_write_failure(
                 Reason.BUDGET_SPENT,
                 f"{write} could not be made before the API server's webhook timeout ({what}); "
                 "the eviction is held, retry shortly",
-                **known,
+                deployment,
+                waited,
             )
         return _deny(
             Reason.WRITE_DEFERRED,
