@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from graceful_drain.controller.decision.model import RESTARTED_AT_ANNOTATION
+from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 from kubesim.sim import KubeSim
 from tests.e2e.holdingrelay import Held, Hold, HoldingRelay
