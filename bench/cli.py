@@ -6,6 +6,7 @@
     PYTHONPATH=src python -m bench --smoke             # tiny sizes, seconds; writes nothing
     PYTHONPATH=src python -m bench --only memory,drain --baseline main~3   # old beside new
     PYTHONPATH=src python -m bench --only drain --karpenter-only   # real Karpenter's table
+    PYTHONPATH=src python -m bench --only drain --karpenter-only --keep-logs /tmp/run1  # + logs
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores
@@ -108,6 +109,13 @@ def parser() -> argparse.ArgumentParser:
         help="leave out the drain part's real control plane (its series take ~4 minutes)",
     )
     parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        metavar="DIR",
+        help="keep the real control plane's logs in DIR: each graceful-drain controller's at "
+        "info (a line per admission), kube-apiserver's and the other components', the audit log",
+    )
+    parser.add_argument(
         "--karpenter-only",
         action="store_true",
         help="of the drain part, only the real-Karpenter table (real control plane and "
@@ -123,6 +131,10 @@ def _chosen_profile(args: argparse.Namespace) -> Profile:
             raise SystemExit("python -m bench: --karpenter-only runs on the real control "
                              "plane; it cannot go with --kubesim-only")  # fmt: skip
         profile = dataclasses.replace(profile, drain=profile.drain.only_karpenter())
+    if args.keep_logs is not None:
+        args.keep_logs.mkdir(parents=True, exist_ok=True)
+        real = dataclasses.replace(profile.drain.real, keep_logs=str(args.keep_logs.resolve()))
+        profile = dataclasses.replace(profile, drain=dataclasses.replace(profile.drain, real=real))
     if not args.kubesim_only:
         return profile
     drain_only_kubesim = profile.drain.without_real("left out (--kubesim-only)")

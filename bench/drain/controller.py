@@ -47,6 +47,9 @@ class ControllerOptions:
     kubeconfig: str
     rollout_timeout: float  # seconds
     uvloop: bool = True
+    # Where the controller's JSON log goes, at info (one line per admission, with where its
+    # time went); None: warnings only, to nowhere.
+    log_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,10 @@ async def _serve(connection: Connection, options: ControllerOptions) -> None:
 
 
 def controller_main(connection: Connection, options: ControllerOptions) -> None:
-    """Process entry point (spawned): the controller, logging warnings only."""
-    configure_logging("json", "warning", stream=open(os.devnull, "w"))  # noqa: SIM115
+    """Process entry point (spawned): the controller, logging warnings only to nowhere, or
+    everything from info up to `options.log_file`."""
+    if options.log_file is None:
+        configure_logging("json", "warning", stream=open(os.devnull, "w"))  # noqa: SIM115
+    else:
+        configure_logging("json", "info", stream=open(options.log_file, "a"))  # noqa: SIM115
     run_child(connection, _serve(connection, options), uvloop=options.uvloop)

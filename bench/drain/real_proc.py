@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -37,6 +38,12 @@ class RealOptions:
     timings: DrainTimings
     uvloop: bool = True
     karpenter_counts: tuple[int, ...] = ()  # N of the real-Karpenter series; () for none
+    # A folder that keeps the run's logs: each controller's (at info), and the cluster's
+    # (kube-apiserver and the other components, Karpenter, the audit log). None: not kept.
+    keep_logs: str | None = None
+
+    def controller_log(self, name: str) -> str | None:
+        return None if self.keep_logs is None else str(Path(self.keep_logs) / f"{name}.log")
 
 
 @dataclass(frozen=True)
@@ -48,14 +55,15 @@ class RealResults:
 
 
 @contextlib.asynccontextmanager
-async def _controller(cluster: RealCluster, rollout_timeout: float,
-                      uvloop: bool) -> AsyncIterator[tuple[ControllerReady, int]]:  # fmt: skip
+async def _controller(cluster: RealCluster, rollout_timeout: float, uvloop: bool,
+                      log_file: str | None = None,
+                      ) -> AsyncIterator[tuple[ControllerReady, int]]:  # fmt: skip
     """The graceful-drain controller in a process of its own, against `cluster`, until the
     block ends: its ports and CA, and its pid (for its CPU and RSS)."""
     controller = Child(
         "controller-real",
         controller_main,
-        ControllerOptions(str(cluster.kubeconfig_path), rollout_timeout, uvloop),
+        ControllerOptions(str(cluster.kubeconfig_path), rollout_timeout, uvloop, log_file),
     )
     try:
         ready: ControllerReady = await asyncio.to_thread(
@@ -72,14 +80,28 @@ async def _run(connection: Connection, options: RealOptions) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-realcluster-") as workdir:
         started = time.monotonic()
         with RealCluster(Path(workdir), Path(options.bin_dir)) as cluster:
-            async with _controller(cluster, options.timings.rollout_timeout,
-                                   options.uvloop) as (ready, _):  # fmt: skip
-                start_seconds = time.monotonic() - started
-                results = await run_real_series(
-                    cluster, options.clients, options.counts, options.timings, ready
-                )
-            karpenter, skipped = await _karpenter_series(cluster, options)
+            try:
+                async with _controller(
+                    cluster,
+                    options.timings.rollout_timeout,
+                    options.uvloop,
+                    options.controller_log("controller"),
+                ) as (ready, _):
+                    start_seconds = time.monotonic() - started
+                    results = await run_real_series(
+                        cluster, options.clients, options.counts, options.timings, ready
+                    )
+                karpenter, skipped = await _karpenter_series(cluster, options)
+            finally:
+                if options.keep_logs is not None:
+                    _keep_logs(Path(workdir), Path(options.keep_logs))
     connection.send(RealResults(results, start_seconds, tuple(karpenter), skipped))
+
+
+def _keep_logs(workdir: Path, keep: Path) -> None:
+    """The cluster's logs (each component's, Karpenter's, the audit log) copied to `keep`."""
+    for log in sorted(workdir.glob("*.log")):
+        shutil.copyfile(log, keep / log.name)
 
 
 async def _karpenter_series(
@@ -101,8 +123,9 @@ async def _karpenter_series(
     except ClusterError as error:
         return [], f"Karpenter did not start: {str(error).splitlines()[0]}"
     try:
-        async with _controller(cluster, KARPENTER_TIMINGS.rollout_timeout,
-                               options.uvloop) as (ready, pid):  # fmt: skip
+        async with _controller(cluster, KARPENTER_TIMINGS.rollout_timeout, options.uvloop,
+                               options.controller_log("controller-karpenter")
+                               ) as (ready, pid):  # fmt: skip
             runs = await run_karpenter_series(cluster, karpenter, options.karpenter_counts,
                                               ready, pid)  # fmt: skip
     finally:

@@ -40,6 +40,7 @@ class RealProfile:
     skip: str | None = None  # why the real control plane is not run at all (--kubesim-only)
     # N of the real-Karpenter series (bench/drain/karpenter.py), after the others
     karpenter_counts: tuple[int, ...] = (10, 50)
+    keep_logs: str | None = None  # a folder for the run's logs (--keep-logs); None: not kept
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def run_real(profile: DrainProfile) -> RealRun:
         return RealRun(skipped=real.skip)
     try:
         options = RealOptions(_bin_dir(real.build), real.clients, real.counts, profile.timings,
-                              profile.uvloop, real.karpenter_counts)  # fmt: skip
+                              profile.uvloop, real.karpenter_counts, real.keep_logs)  # fmt: skip
     except BinariesUnavailable as error:
         return RealRun(skipped=str(error).splitlines()[0])
     timeout = (

@@ -159,11 +159,22 @@ def instant_pod_reads(cache: Any) -> None:
     read_pod = getattr(cache, "read_pod", None)
     if read_pod is None:
         return
+    # the cached pod, found: through `lookup_pod` where the commit has it (before the
+    # webhook's budget from arrival, 2026-12-07), else as decision/lookups.py's PodFound
+    lookup_pod = getattr(cache, "lookup_pod", None)
+    found: Any = (
+        None
+        if lookup_pod is not None
+        else importlib.import_module("graceful_drain.controller.decision.lookups").PodFound
+    )
 
     async def at_once(namespace: str, name: str, *, budget: float) -> Any:
-        if cache.pods.get(namespace, name) is None:
+        cached = cache.pods.get(namespace, name)
+        if cached is None:
             return await read_pod(namespace, name, budget=budget)
-        return await cache.lookup_pod(namespace, name, budget=budget)  # the cached pod, found
+        if lookup_pod is not None:
+            return await lookup_pod(namespace, name, budget=budget)
+        return found(cached)
 
     cache.read_pod = at_once
 

@@ -29,7 +29,7 @@ from graceful_drain.controller.serving.admission import (
     encode_review_response,
     parse_review,
 )
-from graceful_drain.controller.serving.http import BodyHandler
+from graceful_drain.controller.serving.http import Arrival, BodyHandler
 from graceful_drain.controller.serving.webhook import (
     NOT_DECIDED,
     WEBHOOK_PATH,
@@ -128,7 +128,7 @@ def timed_handler(webhook: TimedWebhook) -> BodyHandler:
     now = time.thread_time_ns
     clock = webhook.stages
 
-    async def answer(body: bytes | None) -> bytes:
+    async def answer(body: bytes | None, arrival: Arrival) -> bytes:
         started = time.perf_counter()
         marks = [now()]
         parsed = parse_review(b"" if body is None else body)
@@ -140,7 +140,7 @@ def timed_handler(webhook: TimedWebhook) -> BodyHandler:
         else:
             outcome = Outcome(NOT_DECIDED, request=parsed)
             try:
-                await webhook._decide(parsed, outcome)
+                await webhook._decide(parsed, outcome, arrival)
             except Exception as error:
                 outcome.decision = unexpected_error(parsed, error)
                 outcome.error = error

@@ -44,7 +44,7 @@ from bench.webhook.population import PopulationSpec, PreparedRequest
 from graceful_drain.controller.app import HttpSite, webhook_site
 from graceful_drain.controller.cache.cluster import ClusterCache
 from graceful_drain.controller.decision.table import DecisionConfig, Protect
-from graceful_drain.controller.serving.http import WebhookServer
+from graceful_drain.controller.serving.http import Arrival, WebhookServer
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.controller.serving.webhook import WEBHOOK_PATH, EvictionWebhook
 from graceful_drain.controller.tls.context import ReloadingTLS, server_context
@@ -255,7 +255,7 @@ async def _serve(connection: Connection, options: ServerOptions) -> None:
         connection.send("stopped")
 
 
-async def canned_answer(body: bytes | None) -> bytes:
+async def canned_answer(body: bytes | None, arrival: Arrival) -> bytes:
     """The reference's answer, from the webhook's own server (the stack in its process)."""
     return CANNED_RESPONSE
 

@@ -29,6 +29,7 @@ import resource
 import signal
 import socket
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -140,13 +141,15 @@ def webhook_site(
     port: int,
     ssl_context: ssl.SSLContext,
     guard: ConnectionGuard | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> WebhookServer:
     """The webhook's HTTPS site as the controller serves it: POST on `routes` (the controller's
-    one is `{WEBHOOK_PATH: EvictionWebhook.answer}`), behind a `ConnectionGuard`. The
+    one is `{WEBHOOK_PATH: EvictionWebhook.answer}`), behind a `ConnectionGuard`, its
+    requests' arrivals read on `clock` (the webhook's budgets count from them). The
     benchmark serves its webhook through this very function."""
     return WebhookServer(
         "webhook", routes, host, port, ssl_context, guard,
-        max_body=MAX_REVIEW_BYTES, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS,
+        max_body=MAX_REVIEW_BYTES, shutdown_timeout=SHUTDOWN_TIMEOUT_SECONDS, clock=clock,
     )  # fmt: skip
 
 
@@ -162,6 +165,7 @@ class ControllerApp:
         watch_silence_limit: float = DEFAULT_SILENCE_LIMIT_SECONDS,
         connection_guard: ConnectionGuard | None = None,
         self_signed_options: Mapping[str, Any] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self._watch_silence_limit = watch_silence_limit
@@ -176,14 +180,14 @@ class ControllerApp:
         self.tls: TLSComponent = tls or from_files or self._self_signed()
         self.metrics = Metrics()
         self.readiness = Readiness()
-        self._wire_drain(config)
+        self._wire_drain(config, monotonic)
         self.health_site = HttpSite(
             "health", health_app(self.metrics, self.readiness), config.bind_address,
             config.metrics_port,
         )  # fmt: skip
         self.webhook_site = webhook_site(
             {WEBHOOK_PATH: self.webhook.answer}, config.bind_address, config.webhook_port,
-            self.tls.context, connection_guard,
+            self.tls.context, connection_guard, monotonic,
         )  # fmt: skip
         self._track_metrics()
         self._track_readiness()
@@ -193,7 +197,7 @@ class ControllerApp:
         ]  # fmt: skip
         self._started: list[Component] = []
 
-    def _wire_drain(self, config: ControllerConfig) -> None:
+    def _wire_drain(self, config: ControllerConfig, monotonic: Callable[[], float]) -> None:
         """The cache and what reads and writes through it: the events, the webhook, the
         reconciler (behind its elector with leader election) and the bypass watcher."""
         self.cache = ClusterCache(
@@ -218,6 +222,7 @@ class ControllerApp:
             metrics=self.metrics,
             events=self.events,
             deadlines=self.cache.node_deadline,
+            monotonic=monotonic,
         )
         self.reconciler = Reconciler(
             self.cache.deployments,

@@ -193,6 +193,10 @@ class DrainCluster:
         (the Service's targetPort is the container's `webhook` port, checked in replica_config);
         several: each webhook call goes to the next one in turn, as over a Service's ready
         endpoints."""
+        await self.route_to_ports(*(replica.webhook_port for replica in replicas))
+
+    async def route_to_ports(self, *ports: int) -> None:
+        """`route_to`, for loopback ports (a relay in front of a replica)."""
         [hook] = (await self.webhook_configuration())["webhooks"]
         service = hook["clientConfig"]["service"]
         [applied] = [
@@ -204,9 +208,8 @@ class DrainCluster:
         [target] = [p for p in applied["spec"]["ports"] if p["port"] == port]
         assert target["targetPort"] == "webhook", target
         self.sim.webhook_services.register_endpoints(
-            service["namespace"], service["name"], port, "127.0.0.1",
-            [replica.webhook_port for replica in replicas],
-        )  # fmt: skip
+            service["namespace"], service["name"], port, "127.0.0.1", list(ports)
+        )
 
     # workloads
 

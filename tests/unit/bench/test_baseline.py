@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from bench import baseline
@@ -13,6 +14,8 @@ from bench.baseline import BaselineError, Comparison, compare
 from bench.report import Row
 from bench.stats import Bound, Target
 from bench.webhook import baseline_server
+
+from graceful_drain.controller.decision.lookups import PodFound
 
 SYNC = Comparison("memory", "seconds", "time to synced", largest="pods",
                   target=Target("this ÷ baseline", Bound.AT_MOST, 0.5))  # fmt: skip
@@ -211,3 +214,25 @@ def test_instant_pod_reads_leave_a_cache_without_live_pod_reads_alone() -> None:
     old = Old()
     baseline_server.instant_pod_reads(old)
     assert not hasattr(old, "read_pod")
+
+
+def test_instant_pod_reads_find_a_cached_pod_without_lookup_pod() -> None:
+    """This checkout's ClusterCache (`cached_pod`, no `lookup_pod`): the cached pod is answered
+    as decision/lookups.py's PodFound, the others still read live."""
+
+    class Current:
+        def __init__(self) -> None:
+            self.pods = _Pods({"web-1"})
+            self.live_reads: list[str] = []
+
+        async def read_pod(self, namespace: str, name: str, *, budget: float) -> object:
+            self.live_reads.append(name)
+            return ("unavailable", name)
+
+    cache = Current()
+    baseline_server.instant_pod_reads(cache)
+    read = cache.read_pod
+    assert asyncio.run(read("shop", "web-1", budget=1.0)) == PodFound(cast(Any, "shop/web-1"))
+    assert cache.live_reads == []
+    assert asyncio.run(read("shop", "gone", budget=1.0)) == ("unavailable", "gone")
+    assert cache.live_reads == ["gone"]

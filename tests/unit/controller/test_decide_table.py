@@ -127,6 +127,7 @@ STEPS: tuple[tuple[Reason, ...], ...] = (
         Reason.ROLLOUT_REQUESTED,
         Reason.REREAD_FAILED,
         Reason.WRITE_DEFERRED,
+        Reason.BUDGET_SPENT,
         Reason.WRITE_TIMEOUT,
         Reason.STAMP_FAILED,
         Reason.RECORD_FAILED,
@@ -381,6 +382,7 @@ def test_every_reason_has_its_place_in_the_table_order() -> None:
         Reason.ROLLOUT_REQUESTED,
         Reason.REREAD_FAILED,
         Reason.WRITE_DEFERRED,
+        Reason.BUDGET_SPENT,
     }
     assert denying == DENYING_REASONS
 
@@ -644,6 +646,33 @@ def test_write_failure_rule(
     assert follow_up.allowed is (expected is not Reason.WRITE_DEFERRED)
     assert follow_up.warning_event
     assert follow_up.deployment == ObjectRef("default", "web")
+    assert follow_up.write is None
+
+
+@pytest.mark.parametrize(
+    ("failing_for", "expected"),
+    [
+        (timedelta(0), Reason.BUDGET_SPENT),  # held: nothing was written, never allowed
+        (TIMEOUT - timedelta(microseconds=1), Reason.BUDGET_SPENT),
+        (TIMEOUT, Reason.WRITE_TIMEOUT),  # the same liveness bound as a write failing for now
+    ],
+)
+def test_a_write_not_sent_for_want_of_time_holds_until_the_liveness_bound(
+    failing_for: timedelta, expected: Reason
+) -> None:
+    """`budget-spent`: the webhook had too little of the API server's timeout left to write;
+    the eviction is held (no Warning event: the Deployment is not what failed), and counts
+    toward --rollout-timeout like a write that failed for now."""
+    follow_up = after_write_failure(
+        REQUESTED, WriteFailure.UNSENT, status=None, attempt=1, detail="0.20s left",
+        failing_for=failing_for, rollout_timeout=TIMEOUT,
+    )  # fmt: skip
+
+    assert isinstance(follow_up, Decision)
+    assert follow_up.reason is expected
+    assert follow_up.allowed is (expected is Reason.WRITE_TIMEOUT)
+    assert follow_up.warning_event is (expected is Reason.WRITE_TIMEOUT)
+    assert "not sent: 0.20s left" in follow_up.message
     assert follow_up.write is None
 
 

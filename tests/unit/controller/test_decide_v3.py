@@ -198,6 +198,10 @@ TABLE: dict[str, tuple[Reason, Case]] = {
         Reason.WRITE_DEFERRED,
         lambda: write_failed(v3(BASE), WriteFailure.TRANSIENT, timedelta(seconds=5)),
     ),
+    "stamp not sent, too little of the budget left": (
+        Reason.BUDGET_SPENT,
+        lambda: write_failed(v3(BASE), WriteFailure.UNSENT, timedelta(seconds=5)),
+    ),
     "stamp failed for now, for the rollout timeout": (
         Reason.WRITE_TIMEOUT,
         lambda: write_failed(v3(BASE), WriteFailure.TRANSIENT, timedelta(minutes=10)),

@@ -31,6 +31,7 @@ from graceful_drain.controller.decision.lookups import (
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.decision.reasons import Reason
 from graceful_drain.controller.decision.table import DecisionConfig
+from graceful_drain.controller.serving.http import Arrival
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.controller.serving.webhook import EvictionWebhook, Outcome
 from graceful_drain.controller.writes.events import (
@@ -83,15 +84,14 @@ class FakeCluster:
     live_pod_reads: int = 0
     rereads: int = 0
 
-    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
-        assert budget > 0
+    def cached_pod(self, namespace: str, name: str) -> PodInfo | None:
         self.lookups += 1
-        if isinstance(self.pod, Exception):
-            raise self.pod
-        return self.pod
+        return self.pod.pod if isinstance(self.pod, PodFound) else None
 
     async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
         assert budget > 0
+        if isinstance(self.pod, Exception):
+            raise self.pod
         self.live_pod_reads += 1
         return self.pod if self.live_pod is None else self.live_pod
 
@@ -233,7 +233,7 @@ async def test_a_stamp_slower_than_the_per_call_cap_but_within_the_budget_holds(
     """Issue 15: a 2.5 s PATCH under a 2 s per-call cap used to fail open (scaled here 10x)."""
     rig.webhook = EvictionWebhook(
         rig.cluster, rig.patcher, config=DecisionConfig(), clock=lambda: NOW,
-        budget_seconds=0.4, call_timeout_seconds=0.2,
+        budget_seconds=0.4, call_timeout_seconds=0.2, min_write_seconds=0.05,
     )  # fmt: skip
     rig.patcher.latency = 0.25
     response = await answer(rig)
@@ -247,7 +247,7 @@ async def test_a_stamp_slower_than_the_whole_budget_is_cut_there_and_holds(rig: 
     held (write-deferred), not let go without its replacement."""
     rig.webhook = EvictionWebhook(
         rig.cluster, rig.patcher, config=DecisionConfig(), clock=lambda: NOW,
-        budget_seconds=0.2, call_timeout_seconds=0.1,
+        budget_seconds=0.2, call_timeout_seconds=0.1, min_write_seconds=0.05,
     )  # fmt: skip
     rig.patcher.latency = 5.0  # cancelled at the budget: the test ends long before this
     response = await answer(rig)
@@ -336,17 +336,89 @@ async def test_after_a_failure_for_now_the_next_attempt_reads_live_before_writin
     assert counted(rig, "false", "rollout-in-progress") == 1
 
 
+def clocked(rig: Rig, now: list[float], **config: Any) -> EvictionWebhook:
+    """The rig's webhook with its monotonic clock at `now[0]`."""
+    return EvictionWebhook(
+        rig.cluster, rig.patcher, config=DecisionConfig(**config), metrics=rig.metrics,
+        events=DrainEvents(ListRecorder()), clock=lambda: NOW, monotonic=lambda: now[0],
+    )  # fmt: skip
+
+
+async def arrived(rig: Rig, at: float, api_timeout: float | None = 5.0) -> dict[str, Any]:
+    """`answer`, for a request that arrived at `at` on the webhook's clock, with the API
+    server's `?timeout=`."""
+    payload, outcome = await rig.webhook.review(review_body(), Arrival(at, api_timeout))
+    rig.webhook._observe(outcome, 0.001)
+    response: dict[str, Any] = json.loads(payload)["response"]
+    return response
+
+
+async def test_a_request_that_waited_past_its_budget_is_held_without_a_write(rig: Rig) -> None:
+    """Issue 37: under overload the API server's request waited 3.6 s before the webhook read
+    it. The budget (4 s of the API server's 5) counts from its arrival: too little is left
+    to write and answer in time, so the eviction is held, nothing written (a late answer
+    would be no answer: failurePolicy Ignore lets the eviction through)."""
+    now = [1000.0]
+    rig.webhook = clocked(rig, now)
+    response = await arrived(rig, at=1000.0 - 3.6)
+    assert (response["allowed"], response["status"]["code"]) == (False, 429)
+    assert "could not be made before the API server's webhook timeout" in reason_of(response)
+    assert "the request waited 3.60s" in reason_of(response)
+    assert rig.patcher.patches == []
+    assert counted(rig, "false", "budget-spent") == 1
+    # The drain client's retry, read at once: written, with no live read first (nothing was
+    # sent that could have landed), and the episode is over.
+    response = await arrived(rig, at=now[0])
+    assert (response["allowed"], response["status"]["code"]) == (False, 429)
+    assert len(rig.patcher.patches) == 1
+    assert rig.cluster.rereads == 0
+    assert rig.webhook._failing == {}
+
+
+@pytest.mark.parametrize(
+    ("api_timeout", "waited", "written"),
+    [
+        (5.0, 3.4, True),  # 0.6 s left of min(4, 5 - 1)
+        (2.0, 0.6, False),  # the API server waits 2 s: 0.4 s left of min(4, 2 - 1)
+        (2.0, 0.4, True),
+        (None, 3.6, False),  # no ?timeout=: 4 s from the arrival all the same
+        (30.0, 3.6, False),  # a longer timeout does not lengthen the 4 s budget
+    ],
+)
+async def test_the_budget_is_the_shorter_of_four_seconds_and_the_api_servers_timeout(
+    rig: Rig, api_timeout: float | None, waited: float, written: bool
+) -> None:
+    now = [1000.0]
+    rig.webhook = clocked(rig, now)
+    response = await arrived(rig, at=now[0] - waited, api_timeout=api_timeout)
+    assert response["allowed"] is False
+    assert bool(rig.patcher.patches) is written
+
+
+async def test_writes_not_sent_for_want_of_time_end_at_the_liveness_bound(rig: Rig) -> None:
+    """A controller starved of CPU for --rollout-timeout: held, then allowed (write-timeout)
+    with the Warning, as for a Deployment that cannot be written."""
+    now = [1000.0]
+    rig.webhook = clocked(rig, now, rollout_timeout=timedelta(seconds=60))
+    assert (await arrived(rig, at=now[0] - 4.5))["allowed"] is False
+    now[0] += 59.0
+    assert (await arrived(rig, at=now[0] - 4.5))["allowed"] is False
+    now[0] += 1.0
+    response = await arrived(rig, at=now[0] - 4.5)
+    assert response["allowed"] is True
+    assert rig.patcher.patches == []
+    assert counted(rig, "true", "write-timeout") == 1
+
+
 async def test_writes_failing_past_the_rollout_timeout_allow_then_a_success_resets(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    rig: Rig,
 ) -> None:
     """The liveness bound: held while writes fail for now, allowed once --rollout-timeout has
     passed since the first failure, with the Warning naming the write."""
     clock = [1000.0]
-    monkeypatch.setattr("graceful_drain.controller.serving.webhook.time.monotonic",
-                        lambda: clock[0])  # fmt: skip
     rig.webhook = EvictionWebhook(
         rig.cluster, rig.patcher, config=DecisionConfig(rollout_timeout=timedelta(seconds=60)),
-        events=DrainEvents(ListRecorder()), clock=lambda: NOW,
+        events=DrainEvents(ListRecorder()), clock=lambda: NOW, monotonic=lambda: clock[0],
     )  # fmt: skip
     rig.cluster.reread = [DeploymentFound(deployment()) for _ in range(4)]
     rig.patcher.failures = [unavailable(), unavailable(), unavailable()]

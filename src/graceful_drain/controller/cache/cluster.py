@@ -13,7 +13,8 @@ Until every cache has synced, a pod's owner the cache cannot resolve is read liv
 (`resolve_owner_live`); if that fails too the eviction is answered 429 (`Reason.CACHE_COLD`):
 a cold replica never allows on ignorance.
 
-A pod missing from the cache is read live (`lookup_pod`): the cache may simply be cold.
+A pod missing from the cache (`cached_pod`) is read live (`read_pod`): the cache may simply
+be cold.
 A 404 then means the pod is gone (`Reason.POD_GONE`), any other failure that it is
 unavailable (`Reason.CACHE_COLD`).
 
@@ -352,12 +353,9 @@ class ClusterCache:
             return OwnerUnresolved(found.detail, cold=True)
         return found
 
-    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
-        """The cached pod, else a live GET: 404 -> PodGone, any other failure -> PodUnavailable."""
-        cached = self.pods.get(namespace, name)
-        if cached is not None:
-            return PodFound(cached)
-        return await self.read_pod(namespace, name, budget=budget)
+    def cached_pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod as the cache holds it; None when it does not (read it live: `read_pod`)."""
+        return self.pods.get(namespace, name)
 
     async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup:
         """A live GET of the pod, past the cache: 404 -> PodGone, any other failure ->

@@ -42,6 +42,7 @@ class Reason(StrEnum):
     ROLLOUT_REQUESTED = "rollout-requested"
     REREAD_FAILED = "reread-failed"
     WRITE_DEFERRED = "write-deferred"
+    BUDGET_SPENT = "budget-spent"
     WRITE_TIMEOUT = "write-timeout"
     STAMP_FAILED = "stamp-failed"
     RECORD_FAILED = "record-failed"
@@ -56,6 +57,7 @@ DENYING_REASONS = frozenset(
         Reason.ROLLOUT_REQUESTED,
         Reason.REREAD_FAILED,
         Reason.WRITE_DEFERRED,
+        Reason.BUDGET_SPENT,
     }
 )
 # Outcomes that also ask for a Warning event on the Deployment.

@@ -132,6 +132,8 @@ class WriteFailure(Enum):
     CONFLICT = "conflict"  # 409: another writer got there first
     TRANSIENT = "transient"  # refused for now: timeout, no answer, 429, 5xx
     DEFINITE = "definite"  # refused for good: any other 4xx (403, 404, 400, 422 invalid)
+    # not sent: too little of the webhook's budget was left to write and answer in time
+    UNSENT = "unsent"
 
 
 def classify_write_failure(status: int | None, message: str | None = None) -> WriteFailure:

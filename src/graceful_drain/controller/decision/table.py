@@ -592,7 +592,8 @@ def after_write_failure(
     Deployment have failed for now, as this replica saw them (None: this is the first).
     A conflict re-reads the Deployment and decides again (at most MAX_DECIDE_ATTEMPTS
     decisions, then held); a failure for now holds (429) until `rollout_timeout` has passed
-    since the first one, then allows; a refusal allows.
+    since the first one, then allows; so does a write not sent for want of time
+    (`WriteFailure.UNSENT`, held as `Reason.BUDGET_SPENT`); a refusal allows.
     """
     what = "no HTTP response" if status is None else f"HTTP {status}"
     if detail:
@@ -609,13 +610,23 @@ def after_write_failure(
             deployment,
             waited,
         )
-    if failure is WriteFailure.TRANSIENT:
+    if failure is WriteFailure.TRANSIENT or failure is WriteFailure.UNSENT:
         failed = failing_for or timedelta(0)
+        if failure is WriteFailure.UNSENT:
+            what = f"not sent: {_detail(detail)}" if detail else "not sent in time"
         if failed >= rollout_timeout:
             return _allow(
                 Reason.WRITE_TIMEOUT,
                 f"{write} has failed for {format_go_duration(failed)} (rolloutTimeout "
                 f"{format_go_duration(rollout_timeout)}), last {what}; allowing the eviction",
+                deployment,
+                waited,
+            )
+        if failure is WriteFailure.UNSENT:
+            return _deny(
+                Reason.BUDGET_SPENT,
+                f"{write} could not be made before the API server's webhook timeout ({what}); "
+                "the eviction is held, retry shortly",
                 deployment,
                 waited,
             )

@@ -9,7 +9,11 @@ else a client sends still gets a plain HTTP answer, as Go's net/http (the server
 server's client is written against) gives it:
 
 - a POST on a route: 200 with the handler's body. A body over `max_body` bytes is not kept:
-  the handler gets None (the webhook answers it as a malformed review);
+  the handler gets None (the webhook answers it as a malformed review). The handler also
+  gets the request's `Arrival`: when the server first knew of it (the connection's accept
+  for its first request, else the read of its first bytes) and the `?timeout=` its client
+  waits, so that it can answer within what the client still waits, whatever the request
+  spent queued before it ran;
 - another method on a route: 405 with `Allow: POST`; any other path: 404 (either without a
   body for HEAD);
 - bytes that are not HTTP/1.x, or an upgrade: 400; a request line of another major version
@@ -50,17 +54,37 @@ import socket
 import ssl
 import sys
 import termios
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import cast
 
 import httptools
 
 from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.kube.timefmt import parse_go_duration
 from graceful_drain.logs import get_logger
 
-# The body of a POST on a route; None when it was over the size limit and not kept.
-BodyHandler = Callable[[bytes | None], Awaitable[bytes]]
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """When a request reached the server, and how long its client waits for the answer.
+
+    `at` is the server's clock (`WebhookServer.clock`, time.monotonic) at the earliest moment
+    it knew of the request: for a connection's first request, its `accept` (the client was
+    already waiting through the TLS handshake); for a later one, the read that brought its
+    first bytes. Time spent in the kernel's queues before that is not seen. `timeout` is the
+    client's `?timeout=` query in seconds (the API server's webhook client sends what is
+    left of the webhook's timeoutSeconds, rounded up to a whole second), None without one."""
+
+    at: float
+    timeout: float | None = None
+
+
+# The body of a POST on a route (None when it was over the size limit and not kept), and when
+# it arrived.
+BodyHandler = Callable[[bytes | None, Arrival], Awaitable[bytes]]
 
 MAX_HEAD_BYTES = 64 * 1024  # an AdmissionReview request's head is a few hundred bytes
 MAX_PIPELINED = 8  # complete requests queued behind the one answering before reading pauses
@@ -127,8 +151,23 @@ def _ok(body: bytes, keep_alive: bool) -> bytes:
     return head + body if keep_alive else _closing(head) + body
 
 
-# One queued answer: (handler and body) for a route, or (None and a prebuilt answer).
-_Pending = tuple[BodyHandler | None, bytes | None, bool]
+def query_timeout(query: bytes) -> float | None:
+    """The `timeout` parameter of a URL's query (Go's duration syntax, as the API server's
+    client writes it: `5s`) in seconds; None when absent, unreadable or not positive."""
+    for part in query.split(b"&"):
+        name, _, value = part.partition(b"=")
+        if name == b"timeout":
+            try:
+                seconds = parse_go_duration(value.decode("ascii")).total_seconds()
+            except (ValueError, UnicodeDecodeError):
+                return None
+            return seconds if seconds > 0 else None
+    return None
+
+
+# One queued answer: (handler, body and arrival) for a route, or (None, a prebuilt answer,
+# None).
+_Pending = tuple[BodyHandler | None, bytes | None, bool, Arrival | None]
 
 
 class _Message:
@@ -136,11 +175,12 @@ class _Message:
     whole (`on_message_complete`): the next request's first byte makes a new one."""
 
     __slots__ = (
-        "body", "body_bytes", "content_length", "expect_continue", "head_bytes", "head_read",
-        "in_head", "oversized", "url", "version",
+        "arrived_at", "body", "body_bytes", "content_length", "expect_continue", "head_bytes",
+        "head_read", "in_head", "oversized", "url", "version",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, arrived_at: float) -> None:
+        self.arrived_at = arrived_at  # `Arrival.at`: the server's clock when it began
         self.url = b""
         self.head_bytes = 0  # of the head's parts handed over so far (url, whole headers)
         self.head_read = 0  # of the head read while it was incomplete, counted by slice
@@ -165,11 +205,11 @@ class _Exchange(asyncio.BufferedProtocol):
     freed by reference counting, not left to the cyclic collector."""
 
     __slots__ = (
-        "__weakref__", "_answering", "_begun", "_broken", "_closed", "_connection", "_eof",
-        "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at", "_heads_done", "_idle",
-        "_incoming", "_message", "_outgoing", "_parser", "_paused", "_queue", "_refusal",
-        "_server", "_shutting_down", "_task", "_tls", "_transport", "_unfed", "_unread_at_most",
-        "_waiting", "_writable", "_writing_paused",
+        "__weakref__", "_accepted_at", "_answering", "_begun", "_broken", "_closed",
+        "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at",
+        "_heads_done", "_idle", "_incoming", "_message", "_outgoing", "_parser", "_paused",
+        "_queue", "_read_at", "_refusal", "_server", "_shutting_down", "_task", "_tls",
+        "_transport", "_unfed", "_unread_at_most", "_waiting", "_writable", "_writing_paused",
     )  # fmt: skip
     # made at the first byte (`_begin`)
     _parser: httptools.HttpRequestParser
@@ -183,6 +223,8 @@ class _Exchange(asyncio.BufferedProtocol):
         self._connection = GuardedConnection()
         self._transport: asyncio.Transport | None = None
         self._fd = -1  # the socket's, to ask the kernel what it holds unsent
+        self._accepted_at = server.clock()  # the protocol is made at accept
+        self._read_at = self._accepted_at  # the clock at the last read of the socket
         self._begun = False
         self._handshaken = False
         # Bytes written that the client may not have taken: `_unconsumed` when last asked,
@@ -264,6 +306,7 @@ class _Exchange(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._broken or self._closed:
             return
+        self._read_at = self._server.clock()
         if not self._begun:
             self._begin()
         self._incoming.write(self._server.receive_buffer[:nbytes])
@@ -431,7 +474,9 @@ class _Exchange(asyncio.BufferedProtocol):
     # --- httptools' callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._message = _Message()
+        # the first request's client waited from accept (`Arrival`)
+        arrived_at = self._read_at if self._heads_done else self._accepted_at
+        self._message = _Message(arrived_at)
         self._head_began_at = self._fed_body
 
     def on_url(self, url: bytes) -> None:
@@ -470,11 +515,11 @@ class _Exchange(asyncio.BufferedProtocol):
         if message.content_length > self._server.max_body:
             # Go's net/http: no 100 Continue for a body the handler does not read; the
             # answer (the handler given None) is queued at once and the connection closed
-            self._enqueue(self._route(message.url, None, keep_alive=False))
+            self._enqueue(self._route(message, None, keep_alive=False))
             self._broken = True
             self._pause()
         elif self._answering:  # after the answers to the requests before it, in order
-            self._enqueue((None, _CONTINUE, True))
+            self._enqueue((None, _CONTINUE, True, None))
         else:
             self._send(_CONTINUE)
 
@@ -499,17 +544,18 @@ class _Exchange(asyncio.BufferedProtocol):
             return  # answered by `_fail` once feed_data returns (or raises HttpParserUpgrade)
         keep_alive = parser.should_keep_alive() and message.version == "1.1"
         body = None if message.oversized else b"".join(message.body)
-        self._enqueue(self._route(message.url, body, keep_alive))
+        self._enqueue(self._route(message, body, keep_alive))
 
-    def _route(self, url: bytes, body: bytes | None, keep_alive: bool) -> _Pending:
-        path, _, _ = url.partition(b"?")
+    def _route(self, message: _Message, body: bytes | None, keep_alive: bool) -> _Pending:
+        path, _, query = message.url.partition(b"?")
         handler = self._server.routes.get(path)
         method = self._parser.get_method()
         if handler is None:
-            return (None, _for_method(NOT_FOUND, method), keep_alive)
+            return (None, _for_method(NOT_FOUND, method), keep_alive, None)
         if method != b"POST":
-            return (None, _for_method(NOT_ALLOWED, method), keep_alive)
-        return (handler, body, keep_alive)
+            return (None, _for_method(NOT_ALLOWED, method), keep_alive, None)
+        timeout = query_timeout(query) if query else None
+        return (handler, body, keep_alive, Arrival(message.arrived_at, timeout))
 
     # --- answering ----------------------------------------------------------------------------
 
@@ -552,7 +598,7 @@ class _Exchange(asyncio.BufferedProtocol):
                         )
                     ) and not await self._until_read():
                         return
-                    handler, body, keep_alive = self._queue.popleft()
+                    handler, body, keep_alive, arrival = self._queue.popleft()
                     if handler is None:
                         assert body is not None
                         if body is not _CONTINUE:
@@ -560,9 +606,10 @@ class _Exchange(asyncio.BufferedProtocol):
                         keep_alive = keep_alive and not self._shutting_down
                         answer = body if keep_alive else _closing(body)
                     else:
+                        assert arrival is not None
                         self._waiting -= 1
                         try:
-                            reply = await handler(body)
+                            reply = await handler(body, arrival)
                         except Exception as error:  # a handler's bug: said, never hidden as 200
                             _log.error("webhook handler failed", error=repr(error))
                             answer, keep_alive = _closing(HANDLER_FAILED), False
@@ -629,7 +676,7 @@ class _Exchange(asyncio.BufferedProtocol):
         _log.debug("webhook connection closed", problem=problem)
         self._broken = True
         self._pause()
-        self._enqueue((None, answer, False))
+        self._enqueue((None, answer, False, None))
 
     def _close(self) -> None:
         """Close after what is written: TLS's close_notify, then the TCP connection."""
@@ -690,8 +737,10 @@ class WebhookServer:
         *,
         max_body: int,
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = name
+        self.clock = clock  # what `Arrival.at` is read on
         self.routes = {path.encode(): handler for path, handler in routes.items()}
         self.guard = guard or ConnectionGuard()
         self.max_body = max_body

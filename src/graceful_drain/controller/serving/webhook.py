@@ -12,8 +12,14 @@ allows (docs/decisions.md, "When a write fails"). Every path ends in a valid Adm
 answered with HTTP 200: a 5xx would make the API server apply failurePolicy and tell the client
 nothing, so even a bug is answered "allow" (`Reason.ERROR`), logged and counted.
 
-All live API calls share one budget per request (`budget_seconds`, below the API server's
-timeoutSeconds of 5), so the answer comes back before the API server gives up on us.
+All live API calls share one budget per request, so that the answer comes back before the
+API server gives up on us and applies failurePolicy (Ignore: the eviction would go unchecked).
+It is counted from the request's `Arrival` (http.py: the connection's accept, or the read of
+its first bytes), not from when its handler ran, and it is the shorter of `budget_seconds`
+and the API server's own `?timeout=` less ANSWER_MARGIN_SECONDS (kept for the answer's way
+back). A write is not started with less than MIN_WRITE_SECONDS of it left: the eviction is
+held instead (`Reason.BUDGET_SPENT`), never allowed. Each admission's log line says how long
+its request waited before its handler ran (`queued_ms`) and the API calls it made (`calls`).
 
 A held eviction (429) of a pod whose node carries a deadline the drain client will enforce
 (`deadlines`, decision/deadline.py: Karpenter's NodeClaim terminationGracePeriod) gets the
@@ -46,6 +52,7 @@ from graceful_drain.controller.decision.lookups import (
     OwnerLookup,
     OwnerUnresolved,
     PodFound,
+    PodGone,
     PodLookup,
     PodOutOfScope,
     resolve_owner,
@@ -80,6 +87,7 @@ from graceful_drain.controller.serving.admission import (
     encode_review_response,
     parse_review,
 )
+from graceful_drain.controller.serving.http import Arrival
 from graceful_drain.controller.serving.metrics import Metrics
 from graceful_drain.controller.writes.events import (
     DeadlineAhead,
@@ -98,6 +106,12 @@ WEBHOOK_PATH = "/validate-eviction"
 _FAILING_REMEMBERED = 4096
 DEFAULT_BUDGET_SECONDS = 4.0  # the shipped ValidatingWebhookConfiguration has timeoutSeconds 5
 DEFAULT_CALL_TIMEOUT_SECONDS = 2.0
+# Of the API server's `?timeout=`, kept for the answer's way back: encoding, the event loop's
+# turn, TLS, the API server reading it. The budget ends this long before the API server's.
+ANSWER_MARGIN_SECONDS = 1.0
+# A write is not sent with less of the budget left: it would not land in time, and a write
+# that timed out may still land, which costs the next decision a live read.
+MIN_WRITE_SECONDS = 0.5
 
 _log = get_logger("webhook")
 _admission_line = EventLine("webhook")
@@ -108,6 +122,7 @@ _WARNING_LINE_REASONS = frozenset(
         Reason.STAMP_FAILED,
         Reason.RECORD_FAILED,
         Reason.WRITE_DEFERRED,
+        Reason.BUDGET_SPENT,
         Reason.WRITE_TIMEOUT,
         Reason.REREAD_FAILED,
         Reason.MALFORMED_REVIEW,
@@ -127,11 +142,16 @@ class AdmissionLine(msgspec.Struct, gc=False):
     decision: str  # "allow" or "deny"
     reason: Reason  # written as its value
     latency_ms: float
+    # from the request's arrival (http.py `Arrival`) to its handler: accept, TLS, the loop
+    queued_ms: float | UnsetType = UNSET
     user: str | UnsetType = UNSET
     node: str | UnsetType = UNSET
     attempts: int | UnsetType = UNSET
     stamped: bool | UnsetType = UNSET
     recorded: bool | UnsetType = UNSET
+    # the API calls made, in order ("patch 409 812ms"), and the budget they had
+    calls: list[str] | UnsetType = UNSET
+    budget_ms: float | UnsetType = UNSET
     message: str | UnsetType = UNSET  # on the warning and error lines only
 
 
@@ -144,7 +164,7 @@ NOT_DECIDED = unexpected_error(None, "not decided")
 class ClusterView(Protocol):
     """What the webhook reads: the informer cache plus its live fallbacks (cache/cluster.py)."""
 
-    async def lookup_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
+    def cached_pod(self, namespace: str, name: str) -> PodInfo | None: ...
 
     async def read_pod(self, namespace: str, name: str, *, budget: float) -> PodLookup: ...
 
@@ -187,18 +207,25 @@ class Outcome:
     error: BaseException | None = field(default=None, repr=False)
     deadline: PodDeadline | None = None  # a held pod's drain-client deadline (deadline.py)
     decided_at: datetime | None = None  # the clock when the deadline was read
+    queued: float | None = None  # seconds from the request's arrival to its handler
+    budget: float | None = None  # seconds the review's API calls had, at its handler's start
+    calls: list[str] = field(default_factory=list)  # "patch 409 812ms", in order
 
 
 class _Deadline:
-    def __init__(self, budget: float, call_timeout: float) -> None:
-        self._end = time.monotonic() + budget
+    """The end of one review's budget on the `clock` (time.monotonic): every API call it makes
+    is bounded by what is left, a read also by the per-call cap."""
+
+    def __init__(self, end: float, call_timeout: float, clock: Callable[[], float]) -> None:
+        self._end = end
         self._call_timeout = call_timeout
+        self._clock = clock
 
     def call_timeout(self) -> float:
-        return max(0.0, min(self._call_timeout, self._end - time.monotonic()))
+        return max(0.0, min(self._call_timeout, self._end - self._clock()))
 
     def remaining(self) -> float:
-        return max(0.0, self._end - time.monotonic())
+        return max(0.0, self._end - self._clock())
 
 
 class EvictionWebhook:
@@ -214,6 +241,8 @@ class EvictionWebhook:
         budget_seconds: float = DEFAULT_BUDGET_SECONDS,
         call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT_SECONDS,
         deadlines: Callable[[str], datetime | None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        min_write_seconds: float = MIN_WRITE_SECONDS,
     ) -> None:
         self.cluster = cluster
         # node name -> the drain client's termination deadline (cache/cluster.py `node_deadline`)
@@ -225,32 +254,37 @@ class EvictionWebhook:
         self._clock = clock
         self._budget = budget_seconds
         self._call_timeout = call_timeout_seconds
+        self._min_write = min_write_seconds
+        # the clock of the budgets and of `_failing`: the webhook server's (`Arrival.at`)
+        self._monotonic = monotonic
         self._unobserved: list[tuple[Outcome, float]] = []  # answered, not yet observed
         # (namespace, name) of a Deployment -> (monotonic time of the first, of the last) write
-        # to it that failed for now, since the last one that succeeded: the liveness bound
-        # (`Reason.WRITE_TIMEOUT`), and the mark that its next decision reads it live first
-        # (a PATCH that timed out may have landed). Memory on purpose: it bounds liveness,
-        # not safety, and the Deployment is what cannot be written (docs/decisions.md).
-        self._failing: dict[tuple[str, str], tuple[float, float]] = {}
+        # to it that failed for now (or was not sent for want of time), since the last one that
+        # succeeded: the liveness bound (`Reason.WRITE_TIMEOUT`); and whether its next decision
+        # reads it live first (the last write was sent and may have landed: a PATCH that timed
+        # out). Memory on purpose: it bounds liveness, not safety, and the Deployment is what
+        # cannot be written (docs/decisions.md).
+        self._failing: dict[tuple[str, str], tuple[float, float, bool]] = {}
 
     # --- HTTP -----------------------------------------------------------------------------------
 
-    async def answer(self, body: bytes | None) -> bytes:
+    async def answer(self, body: bytes | None, arrival: Arrival | None = None) -> bytes:
         """The HTTP answer's body for one request body (None: over MAX_REVIEW_BYTES, not kept
-        by the server); serving/http.py sends it with status 200. Never raises. The answer is
+        by the server), which arrived at `arrival` (None: now, with no timeout of the
+        client's known); serving/http.py sends it with status 200. Never raises. The answer is
         logged, counted and its events handed over in the next turn of the event loop."""
         started = time.perf_counter()
         if body is None:
             payload = answer_malformed(MalformedReview("", TOO_LARGE))
             outcome = Outcome(malformed_review(TOO_LARGE))
         else:
-            payload, outcome = await self.review(body)
+            payload, outcome = await self.review(body, arrival)
         self._observe_later(outcome, time.perf_counter() - started)
         return payload
 
     # --- the review -----------------------------------------------------------------------------
 
-    async def review(self, body: bytes) -> tuple[bytes, Outcome]:
+    async def review(self, body: bytes, arrival: Arrival | None = None) -> tuple[bytes, Outcome]:
         """The response body for one AdmissionReview request body. Never raises."""
         outcome = Outcome(NOT_DECIDED)
         try:
@@ -258,7 +292,7 @@ class EvictionWebhook:
             if isinstance(parsed, MalformedReview):
                 return answer_malformed(parsed), Outcome(parsed.decision())
             outcome.request = parsed
-            await self._decide(parsed, outcome)
+            await self._decide(parsed, outcome, arrival)
         except Exception as error:  # the one catch-all: any bug allows (`Reason.ERROR`)
             outcome.decision = unexpected_error(outcome.request, error)
             outcome.error = error
@@ -277,35 +311,72 @@ class EvictionWebhook:
             ready_elsewhere=self.cluster.ready_elsewhere,
         )  # fmt: skip
 
-    async def _decide(self, request: EvictionRequest, outcome: Outcome) -> None:
+    def _deadline(self, arrival: Arrival | None, outcome: Outcome) -> _Deadline:
+        """The review's budget: from its arrival (now, without one), the shorter of
+        `budget_seconds` and the API server's timeout less ANSWER_MARGIN_SECONDS."""
+        now = self._monotonic()
+        budget, since = self._budget, now
+        if arrival is not None:
+            since = min(arrival.at, now)
+            outcome.queued = now - since
+            if arrival.timeout is not None:
+                budget = min(budget, arrival.timeout - ANSWER_MARGIN_SECONDS)
+        end = since + budget
+        outcome.budget = max(0.0, end - now)
+        return _Deadline(end, self._call_timeout, self._monotonic)
+
+    def _called(self, outcome: Outcome, what: str, result: object, started: float) -> None:
+        """Note one API call of the review for its log line: what, how it ended, how long."""
+        took = (self._monotonic() - started) * 1000
+        outcome.calls.append(f"{what} {result} {took:.0f}ms")
+
+    async def _decide(
+        self, request: EvictionRequest, outcome: Outcome, arrival: Arrival | None = None
+    ) -> None:
         """Precheck, the lookups, the table, then what its decision asks for: a live read of
         a pod the cache says is not Ready, the write, a held pod's deadline."""
         early = precheck(request)  # no lookups, no side effects
         if early is not None:
             outcome.decision = early
             return
-        deadline = _Deadline(self._budget, self._call_timeout)
+        deadline = self._deadline(arrival, outcome)
+        clock = self._monotonic
         # NAMESPACE_OUT_OF_SCOPE: the pod is never read, that may well be forbidden
         pod_lookup: PodLookup = PodOutOfScope()
         if self.config.in_scope(request.namespace):
-            pod_lookup = await self.cluster.lookup_pod(
-                request.namespace, request.name, budget=deadline.call_timeout()
-            )
+            cached = self.cluster.cached_pod(request.namespace, request.name)
+            if cached is not None:
+                pod_lookup = PodFound(cached)
+            else:  # the cache may simply be cold: read live (404: the pod is gone)
+                started = clock()
+                pod_lookup = await self.cluster.read_pod(
+                    request.namespace, request.name, budget=deadline.call_timeout()
+                )
+                self._called(outcome, "get-pod", _looked_up(pod_lookup), started)
         owner: OwnerLookup = _POD_NOT_FOUND  # never read unless PodFound
         if isinstance(pod_lookup, PodFound):
             outcome.pod = pod_lookup.pod
             owner = resolve_owner(pod_lookup.pod, self.cluster.replicaset, self.cluster.deployment)
             if isinstance(owner, OwnerUnresolved):  # a cold cache reads it live
+                started = clock()
                 owner = await self.cluster.resolve_owner_live(
                     pod_lookup.pod, budget=deadline.call_timeout()
                 )
-            if isinstance(owner, DeploymentFound) and owner.deployment.ref_key in self._failing:
+                self._called(outcome, "get-owner", _owner_found(owner), started)
+            failing = (
+                self._failing.get(owner.deployment.ref_key)
+                if isinstance(owner, DeploymentFound)
+                else None
+            )
+            if isinstance(owner, DeploymentFound) and failing is not None and failing[2]:
                 # A write to it failed for now: it may have landed. Read before writing (a
                 # failed read keeps the cached view; its write is guarded all the same).
+                started = clock()
                 live = await self.cluster.read_deployment(
                     owner.deployment.namespace, owner.deployment.name,
                     budget=deadline.call_timeout(),
                 )  # fmt: skip
+                self._called(outcome, "get-deployment", _owner_found(live), started)
                 if isinstance(live, DeploymentFound):
                     owner = live
         decision = self._table(request, pod_lookup, owner)
@@ -332,9 +403,11 @@ class EvictionWebhook:
         """`Reason.POD_NOT_READY`: "not Ready" may be this pod cache's lag, and a Ready pod is
         never let go on it: the pod read live decides (docs/decisions.md, `pod-not-ready`). A
         failed read keeps the cached view; its ledger record is written all the same."""
+        started = self._monotonic()
         live_pod = await self.cluster.read_pod(
             request.namespace, request.name, budget=deadline.call_timeout()
         )
+        self._called(outcome, "get-pod", _looked_up(live_pod), started)
         if not (isinstance(live_pod, PodFound) and live_pod.pod.ready):
             return pod_lookup, decision
         outcome.pod = live_pod.pod
@@ -353,42 +426,53 @@ class EvictionWebhook:
         while (write := decision.write) is not None:
             target = write.deployment
             key = target.ref_key
+            left = deadline.remaining()
+            if left < self._min_write:
+                return self._budget_spent(decision, outcome, key, left)
             patch = (
                 write.patch
                 if isinstance(write, StampIntent)
                 else write.patch(self.cluster.ledger_pod_uid)
             )
+            started = self._monotonic()
             try:
                 # The whole remaining budget, not the per-call cap: a slow write that lands
                 # still decides the eviction; cutting it short would hold it needlessly.
-                async with asyncio.timeout(deadline.remaining()):
+                async with asyncio.timeout(left):
                     await self.patcher.patch_json(target.namespace, target.name, patch)
             except Exception as error:
                 status = http_status(error)
+                timed_out = isinstance(error, TimeoutError)
+                self._called(outcome, "patch", "timeout" if timed_out else status, started)
                 failure = classify_write_failure(status, status_message(error))
-                failing_for = None
-                if failure is WriteFailure.TRANSIENT:
-                    failing_for = self._note_failure(key)
+                failing_for = (
+                    self._note_failure(key, sent=True)
+                    if failure is WriteFailure.TRANSIENT
+                    else None
+                )
                 follow_up = after_write_failure(
                     decision,
                     failure,
                     status=status,
                     attempt=outcome.attempts,
-                    detail="timed out" if isinstance(error, TimeoutError) else error_detail(error),
+                    detail="timed out" if timed_out else error_detail(error),
                     failing_for=failing_for,
                     rollout_timeout=self.config.rollout_timeout,
                 )
                 if isinstance(follow_up, Decision):
                     return follow_up
                 assert follow_up is FollowUp.REREAD_AND_DECIDE
+                started = self._monotonic()
                 owner = await self.cluster.read_deployment(
                     target.namespace, target.name, budget=deadline.call_timeout()
                 )
+                self._called(outcome, "get-deployment", _owner_found(owner), started)
                 if isinstance(owner, OwnerUnresolved):
                     return reread_failed(decision, owner.detail)
                 outcome.attempts += 1
                 decision = self._table(request, pod_lookup, owner)
                 continue
+            self._called(outcome, "patch", "ok", started)
             self._failing.pop(key, None)
             if isinstance(write, StampIntent):
                 outcome.stamped = True
@@ -397,6 +481,21 @@ class EvictionWebhook:
                 outcome.recorded = True
             return decision
         return decision
+
+    def _budget_spent(
+        self, decision: Decision, outcome: Outcome, key: tuple[str, str], left: float
+    ) -> Decision:
+        """Too late to write and answer within the API server's timeout: held, never allowed
+        unwritten (`Reason.BUDGET_SPENT`); nothing was sent, so nothing to read back next
+        time. It counts toward the liveness bound all the same."""
+        held = after_write_failure(
+            decision, WriteFailure.UNSENT, status=None, attempt=outcome.attempts,
+            detail=_too_late(outcome, left, self._min_write),
+            failing_for=self._note_failure(key, sent=False),
+            rollout_timeout=self.config.rollout_timeout,
+        )  # fmt: skip
+        assert isinstance(held, Decision)
+        return held
 
     def _with_deadline(self, decision: Decision, outcome: Outcome) -> Decision:
         """A held eviction of a pod whose node carries a drain client's deadline: the deadline
@@ -410,14 +509,15 @@ class EvictionWebhook:
         outcome.deadline, outcome.decided_at = ahead, self._clock()
         return with_deadline(decision, ahead, outcome.decided_at)
 
-    def _note_failure(self, key: tuple[str, str]) -> timedelta:
-        """A write to the Deployment `key` failed for now: how long writes to it have been
+    def _note_failure(self, key: tuple[str, str], *, sent: bool) -> timedelta:
+        """A write to the Deployment `key` failed for now (`sent`: it went out and may have
+        landed; else it was not sent for want of time): how long writes to it have been
         failing (0 for the first failure, or the first after a quiet rollout timeout)."""
-        now = time.monotonic()
-        first, last = self._failing.get(key, (now, now))
+        now = self._monotonic()
+        first, last, _ = self._failing.get(key, (now, now, False))
         if now - last > self.config.rollout_timeout.total_seconds():
             first = now  # the earlier failures were another episode
-        self._failing[key] = (first, now)
+        self._failing[key] = (first, now, sent)
         if len(self._failing) > _FAILING_REMEMBERED:
             self._failing.pop(next(iter(self._failing)))
         return timedelta(seconds=now - first)
@@ -491,12 +591,17 @@ class EvictionWebhook:
             decision="allow" if decision.allowed else "deny",
             reason=reason,
             latency_ms=round(seconds * 1000, 3),
+            queued_ms=UNSET if outcome.queued is None else round(outcome.queued * 1000, 3),
             user=UNSET if request is None else request.username,
             node=UNSET if pod is None else pod.node_name,
             attempts=outcome.attempts if outcome.attempts > 1 else UNSET,
             stamped=True if outcome.stamped else UNSET,
             recorded=True if outcome.recorded else UNSET,
         )
+        if outcome.calls or reason is Reason.BUDGET_SPENT:
+            line.calls = outcome.calls
+            if outcome.budget is not None:
+                line.budget_ms = round(outcome.budget * 1000, 3)
         if outcome.error is not None:
             line.message = decision.message
             _log.error("admission", exc_info=outcome.error, **line_fields(line))
@@ -505,3 +610,25 @@ class EvictionWebhook:
             _admission_line.warning("admission", line)
         else:
             _admission_line.info("admission", line)
+
+
+def _looked_up(lookup: PodLookup) -> str:
+    """How a live read of a pod ended, for the log line's `calls`."""
+    if isinstance(lookup, PodFound):
+        return "ok"
+    return "404" if isinstance(lookup, PodGone) else "failed"
+
+
+def _owner_found(owner: OwnerLookup) -> str:
+    """How a live read of an owner ended, for the log line's `calls`."""
+    if isinstance(owner, DeploymentFound):
+        return "ok"
+    return "failed" if isinstance(owner, OwnerUnresolved) else "404"
+
+
+def _too_late(outcome: Outcome, left: float, least: float) -> str:
+    """Why a write was not sent: the budget left, and how long the request had waited."""
+    text = f"{left:.2f}s of the webhook's budget left, under the {least:g}s a write needs"
+    if outcome.queued is not None:
+        text += f"; the request waited {outcome.queued:.2f}s before the webhook read it"
+    return text

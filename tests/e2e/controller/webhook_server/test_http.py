@@ -15,8 +15,9 @@ import contextlib
 import gc
 import socket
 import ssl
+import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from graceful_drain.controller.serving.http import (
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
     WRITE_BUFFER_HIGH,
+    Arrival,
     BodyHandler,
     WebhookServer,
     _Exchange,
@@ -58,9 +60,11 @@ class Echo:
 
     def __init__(self) -> None:
         self.bodies: list[bytes | None] = []
+        self.arrivals: list[Arrival] = []
 
-    async def __call__(self, body: bytes | None) -> bytes:
+    async def __call__(self, body: bytes | None, arrival: Arrival) -> bytes:
         self.bodies.append(body)
+        self.arrivals.append(arrival)
         return b"null" if body is None else body
 
 
@@ -74,7 +78,7 @@ class Gate:
         self.waiting = 0
         self.cancelled = asyncio.Event()
 
-    async def __call__(self, body: bytes | None) -> bytes:
+    async def __call__(self, body: bytes | None, arrival: Arrival) -> bytes:
         self.waiting += 1
         self.entered.set()
         try:
@@ -93,7 +97,7 @@ class Gate:
                 await self.entered.wait()
 
 
-async def broken(body: bytes | None) -> bytes:
+async def broken(body: bytes | None, arrival: Arrival) -> bytes:
     raise RuntimeError("a handler's bug")
 
 
@@ -123,11 +127,12 @@ async def serving(
     *,
     shutdown_timeout: float = DEADLINE,
     max_body: int = MAX_BODY,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[WebhookServer]:
     context = server_context()
     context.load_cert_chain(certs.cert_file, certs.key_file)
-    server = WebhookServer("test", routes, "127.0.0.1", 0, context, guard,
-                           max_body=max_body, shutdown_timeout=shutdown_timeout)  # fmt: skip
+    server = WebhookServer("test", routes, "127.0.0.1", 0, context, guard, max_body=max_body,
+                           shutdown_timeout=shutdown_timeout, clock=clock)  # fmt: skip
     await server.start()
     try:
         yield server
@@ -278,6 +283,34 @@ async def assert_ok(client: Client, body: bytes) -> Answer:
 
 
 # --- routing ------------------------------------------------------------------------------------
+
+
+async def test_a_handler_is_told_when_its_request_arrived_and_the_clients_timeout(
+    certs: WebhookCerts, routes: Routes
+) -> None:
+    """`Arrival`: a connection's first request counts from its accept (its client was waiting
+    through the handshake), a later one from the read of its first bytes; `?timeout=` is the
+    API server's webhook timeout, in seconds."""
+    now = [100.0]
+    async with (
+        serving(certs, routes.mapping(), clock=lambda: now[0]) as server,
+        connected(server, certs) as client,  # accepted, handshake done, at 100
+    ):
+        now[0] = 104.5  # the request comes later: accept is still its arrival
+        await client.send(post(b"/echo?timeout=5s", b'"first"'))
+        await assert_ok(client, b'"first"')
+        now[0] = 200.0
+        await client.send(post(b"/echo?dryRun=All&timeout=1m30s", b'"second"'))
+        await assert_ok(client, b'"second"')
+        now[0] = 300.0
+        for query in (b"", b"?timeout=", b"?timeout=soon", b"?timeout=0s", b"?timeouts=5s"):
+            await client.send(post(b"/echo" + query, b'"none"'))
+            await assert_ok(client, b'"none"')
+    assert routes.echo.arrivals == [
+        Arrival(100.0, 5.0),
+        Arrival(200.0, 90.0),
+        *[Arrival(300.0, None)] * 5,
+    ]
 
 
 async def test_a_post_on_a_route_is_answered_with_the_handlers_bytes(
@@ -461,10 +494,10 @@ async def test_a_client_that_does_not_read_its_answers_is_not_read_either(
         stalled.set()
         return await original_until_read(exchange)
 
-    async def echo(got: bytes | None) -> bytes:
+    async def echo(got: bytes | None, arrival: Arrival) -> bytes:
         if any(unread(exchange) for exchange in exchanges):
             while_unread.append("handled")
-        return await routes.echo(got)
+        return await routes.echo(got, arrival)
 
     original_feed, original_enqueue = _Exchange._feed_slice, _Exchange._enqueue
     original_until_read = _Exchange._until_read
