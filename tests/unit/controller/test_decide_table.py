@@ -38,6 +38,7 @@ from graceful_drain.controller.decision.model import (
 from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 from graceful_drain.controller.decision.request import EvictionRequest
 from graceful_drain.controller.decision.stamp import (
+    MAX_DECIDE_ATTEMPTS,
     FollowUp,
     RecordIntent,
     WriteFailure,
@@ -617,8 +618,8 @@ TIMEOUT = DecisionConfig().rollout_timeout
     ("status", "attempt", "failing_for", "expected"),
     [
         (409, 1, None, FollowUp.REREAD_AND_DECIDE),
-        (409, 2, None, FollowUp.REREAD_AND_DECIDE),
-        (409, 3, None, Reason.WRITE_DEFERRED),  # contention: held, never allowed
+        (409, MAX_DECIDE_ATTEMPTS - 1, None, FollowUp.REREAD_AND_DECIDE),
+        (409, MAX_DECIDE_ATTEMPTS, None, Reason.WRITE_DEFERRED),  # contention: held, never allowed
         (None, 1, timedelta(0), Reason.WRITE_DEFERRED),  # timed out, connection reset
         (429, 1, timedelta(0), Reason.WRITE_DEFERRED),  # API Priority and Fairness
         (500, 1, timedelta(seconds=30), Reason.WRITE_DEFERRED),

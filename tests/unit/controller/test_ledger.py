@@ -40,7 +40,7 @@ from graceful_drain.controller.decision.lookups import (
 )
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo
 from graceful_drain.controller.decision.reasons import Decision, Reason
-from graceful_drain.controller.decision.stamp import RecordIntent
+from graceful_drain.controller.decision.stamp import MAX_DECIDE_ATTEMPTS, RecordIntent
 from graceful_drain.controller.decision.table import DecisionConfig, decide
 from graceful_drain.controller.reconcile.reconciler import Reconciler
 
@@ -259,8 +259,9 @@ def test_concurrent_replicas_never_let_go_the_last_ready_pod_on_a_node_that_stay
     """Every eviction is decided by its own replica, all of them on the pods as they were
     before any deletion (no pod cache has seen one yet); a replica whose view is `stale`
     read the Deployment before every write. The writes land in `order`; a conflicting one
-    re-reads and decides again (at most three decisions, then held). Whatever was allowed,
-    a Ready pod stays on a node that is not being drained, or none stayed to begin with."""
+    re-reads and decides again (at most MAX_DECIDE_ATTEMPTS decisions, then held). Whatever
+    was allowed, a Ready pod stays on a node that is not being drained, or none stayed to
+    begin with."""
     pods = [replace(POD, name=f"web-{i}", uid=f"uid-{i}", node_name=NODES[node])
             for i, node in enumerate(placement)]  # fmt: skip
     drained_nodes = {NODES[i] for i in drained}
@@ -281,7 +282,7 @@ def test_concurrent_replicas_never_let_go_the_last_ready_pod_on_a_node_that_stay
     let_go: set[str] = set()
     for n in (i for i in order if i < len(targets)):
         decision, target = first[n], targets[n]
-        for _attempt in range(3):
+        for _attempt in range(MAX_DECIDE_ATTEMPTS):
             if decision.record is None:
                 break
             if server.patch(decision.record):

@@ -30,6 +30,7 @@ from graceful_drain.controller.decision.lookups import (
 )
 from graceful_drain.controller.decision.model import DeploymentInfo, PodInfo, ReplicaSetInfo
 from graceful_drain.controller.decision.reasons import Reason
+from graceful_drain.controller.decision.stamp import MAX_DECIDE_ATTEMPTS
 from graceful_drain.controller.decision.table import DecisionConfig
 from graceful_drain.controller.serving.http import Arrival
 from graceful_drain.controller.serving.metrics import Metrics
@@ -268,17 +269,19 @@ async def test_409_rereads_and_decides_once_more(rig: Rig) -> None:
     assert len(rig.patcher.patches) == 1  # ROLLOUT_IN_PROGRESS now: nothing more to stamp
 
 
-async def test_409_three_times_holds_for_a_retry(rig: Rig) -> None:
-    """Contention (several replicas writing at once) never lets the pod go: after three
-    decisions the eviction is held, and the client retries in seconds."""
-    rig.patcher.failures = [conflict(), conflict(), conflict()]
-    rig.cluster.reread = [DeploymentFound(deployment(resource_version=rv)) for rv in ("43", "44")]
+async def test_409_on_every_decision_holds_for_a_retry(rig: Rig) -> None:
+    """Contention (several replicas writing at once) never lets the pod go: after
+    MAX_DECIDE_ATTEMPTS decisions, each on a fresh read, the eviction is held, and the
+    client retries in seconds."""
+    rig.patcher.failures = [conflict()] * MAX_DECIDE_ATTEMPTS
+    versions = [str(43 + n) for n in range(MAX_DECIDE_ATTEMPTS - 1)]
+    rig.cluster.reread = [DeploymentFound(deployment(resource_version=rv)) for rv in versions]
     response = await answer(rig)
     assert response["allowed"] is False
     assert response["status"]["code"] == 429
-    assert len(rig.patcher.patches) == 3
-    assert rig.patcher.patches[2][2][1] == {
-        "op": "add", "path": "/metadata/resourceVersion", "value": "44",
+    assert len(rig.patcher.patches) == MAX_DECIDE_ATTEMPTS
+    assert rig.patcher.patches[-1][2][1] == {
+        "op": "add", "path": "/metadata/resourceVersion", "value": versions[-1],
     }  # fmt: skip
     assert counted(rig, "false", "write-deferred") == 1
     assert "HTTP 409" in reason_of(response)

@@ -23,9 +23,13 @@ from graceful_drain.kube.meta import (
 )
 from graceful_drain.kube.timefmt import format_rfc3339_micro
 
-# The first decision, plus two more after a 409 on a write: one writer wins each round, so
-# three simultaneous evictions of one Deployment's pods are all decided in one request each.
-MAX_DECIDE_ATTEMPTS = 3
+# The first decision, plus more after each 409 on a write: one writer wins each round, and
+# the Deployment's own controllers bump its resourceVersion too (status writes while pods come
+# and go), so a request may lose several rounds it did not lose to another eviction. The
+# eviction subresource retries its PodDisruptionBudget's conflicts up to 20 times
+# (`EvictionsRetry`); the webhook's budget bounds these rounds first (serving/webhook.py,
+# MIN_WRITE_SECONDS: no write started without it).
+MAX_DECIDE_ATTEMPTS = 10
 
 
 @dataclass(frozen=True, slots=True)
