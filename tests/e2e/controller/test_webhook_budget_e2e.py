@@ -93,6 +93,15 @@ class Setup:
         return relay
 
 
+def answering_seconds(replica: Replica) -> float:
+    """The sum of graceful_drain_admission_duration_seconds: every answer's time since its
+    request arrived."""
+    value = replica.app.metrics.registry.get_sample_value(
+        "graceful_drain_admission_duration_seconds_sum"
+    )
+    return value or 0.0
+
+
 async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     """The eviction of `name`'s pod, its request held `waited` seconds after the webhook's
     accept: answered 429 `budget-spent`, nothing written; the client's retries start the
@@ -102,6 +111,7 @@ async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     [pod] = [p["metadata"]["name"] for p in await cluster.pods(name)]
     relay = await setup.fresh_relay(setup.waiting(waited))
     spent = replica.decisions("budget-spent", allowed=False)
+    answering = answering_seconds(replica)
     start = cluster.recorder.clock()
 
     code, message = await evict(cluster.admin, pod)
@@ -110,6 +120,8 @@ async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     assert code == 429, message
     assert "could not be made before the API server's webhook timeout" in message, message
     assert replica.decisions("budget-spent", allowed=False) == spent + 1
+    # the time it waited counts in the answer's duration, as the API server's timeout counts
+    assert answering_seconds(replica) - answering >= waited
     assert RESTARTED_AT_ANNOTATION not in annotations_of(await cluster.deployment(name))
     relay.hold = None  # the retries: read at once
     answers = await evict_until_done(cluster.admin, pod)

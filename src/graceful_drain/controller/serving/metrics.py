@@ -143,7 +143,7 @@ class _AdmissionCollector(Collector):
         yield decisions
         duration = HistogramMetricFamily(
             f"{NAMESPACE}_admission_duration_seconds",
-            "Time to answer one eviction AdmissionReview",
+            "Time to answer one eviction AdmissionReview, from its arrival",
         )
         cumulative = list(accumulate(self._buckets))
         duration.add_metric(

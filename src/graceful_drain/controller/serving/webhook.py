@@ -548,7 +548,10 @@ class EvictionWebhook:
         decision, request, pod = outcome.decision, outcome.request, outcome.pod
         try:
             if self.metrics is not None:
-                self.metrics.record_decision(decision, seconds)
+                # From the request's arrival, as the API server's timeout counts: a review
+                # that waited for the event loop is as late for it as a slow one.
+                queued = 0.0 if outcome.queued is None else outcome.queued
+                self.metrics.record_decision(decision, queued + seconds)
             self._log(outcome, seconds)
             if pod is None or decision.deployment is None:
                 return
