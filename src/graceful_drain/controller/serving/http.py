@@ -72,9 +72,12 @@ class Arrival:
     """When a request reached the server, and how long its client waits for the answer.
 
     `at` is the server's clock (`WebhookServer.clock`, time.monotonic) at the earliest moment
-    it knew of the request: for a connection's first request, its `accept` (the client was
-    already waiting through the TLS handshake); for a later one, the read that brought its
-    first bytes. Time spent in the kernel's queues before that is not seen. `timeout` is the
+    it knew of the request: for a connection's first request, its `accept` when its first
+    bytes were read within WAITING_CLIENT_SECONDS of the read that completed the TLS handshake
+    (the client was already waiting through it), else the read that brought them, as for a
+    later one: a client may open a connection and leave it idle (Go's transport dials one for
+    a request and, if another connection frees up first, keeps the new one for later). Time
+    spent in the kernel's queues before that is not seen. `timeout` is the
     client's `?timeout=` query in seconds (the API server's webhook client sends what is
     left of the webhook's timeoutSeconds, rounded up to a whole second), None without one."""
 
@@ -109,6 +112,10 @@ DEFAULT_SHUTDOWN_TIMEOUT_SECONDS = 5.0
 # Connections the kernel queues before accept; accepted in one turn of the loop at most, the
 # open file descriptors can pass the guard's cap by this many until the evicted ones close.
 LISTEN_BACKLOG = 128
+# A connection's first request read this soon after its handshake's end came from a client
+# that waited through the handshake: it counts from the accept. Later, the connection was
+# idle first. Generous on purpose: counting from the accept only ever holds sooner.
+WAITING_CLIENT_SECONDS = 1.0
 
 _log = get_logger("http")
 
@@ -206,7 +213,8 @@ class _Exchange(asyncio.BufferedProtocol):
 
     __slots__ = (
         "__weakref__", "_accepted_at", "_answering", "_begun", "_broken", "_closed",
-        "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshaken", "_head_began_at",
+        "_connection", "_eof", "_fd", "_fed_body", "_guard", "_handshake_read_at",
+        "_handshaken", "_head_began_at",
         "_heads_done", "_idle", "_incoming", "_message", "_outgoing", "_parser", "_paused",
         "_queue", "_read_at", "_refusal", "_server", "_shutting_down", "_task", "_tls",
         "_transport", "_unfed", "_unread_at_most", "_waiting", "_writable", "_writing_paused",
@@ -227,6 +235,7 @@ class _Exchange(asyncio.BufferedProtocol):
         self._read_at = self._accepted_at  # the clock at the last read of the socket
         self._begun = False
         self._handshaken = False
+        self._handshake_read_at = -1.0  # `_read_at` of the read that completed the handshake
         # Bytes written that the client may not have taken: `_unconsumed` when last asked,
         # plus all written since (none leave but by the client's reads), so that the kernel
         # is asked only once this could pass WRITE_BUFFER_HIGH.
@@ -321,6 +330,7 @@ class _Exchange(asyncio.BufferedProtocol):
                 self._drop(f"TLS handshake failed: {error}")
                 return
             self._handshaken = True
+            self._handshake_read_at = self._read_at
             self._guard.handshaken(self._connection)
         self._read_tls()
 
@@ -474,8 +484,11 @@ class _Exchange(asyncio.BufferedProtocol):
     # --- httptools' callbacks -----------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        # the first request's client waited from accept (`Arrival`)
-        arrived_at = self._read_at if self._heads_done else self._accepted_at
+        # the first request's client waited from accept, unless the connection idled after
+        # its handshake (`Arrival`)
+        read_at = self._read_at
+        waited = read_at - self._handshake_read_at <= WAITING_CLIENT_SECONDS
+        arrived_at = self._accepted_at if waited and not self._heads_done else read_at
         self._message = _Message(arrived_at)
         self._head_began_at = self._fed_body
 

@@ -28,11 +28,12 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.serving.connections import ConnectionGuard
+from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 from graceful_drain.controller.serving.http import (
     ANSWERS_PER_TURN,
     MAX_HEAD_BYTES,
     MAX_PIPELINED,
+    WAITING_CLIENT_SECONDS,
     WRITE_BUFFER_HIGH,
     Arrival,
     BodyHandler,
@@ -285,18 +286,41 @@ async def assert_ok(client: Client, body: bytes) -> Answer:
 # --- routing ------------------------------------------------------------------------------------
 
 
+class HandshakeGuard(ConnectionGuard):
+    """The shipped guard, counting the TLS handshakes the server has completed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handshakes = 0
+        self.changed = asyncio.Event()
+
+    def handshaken(self, connection: GuardedConnection) -> None:
+        super().handshaken(connection)
+        self.handshakes += 1
+        self.changed.set()
+
+    async def until_handshaken(self, count: int) -> None:
+        async with asyncio.timeout(DEADLINE):
+            while self.handshakes < count:
+                self.changed.clear()
+                await self.changed.wait()
+
+
 async def test_a_handler_is_told_when_its_request_arrived_and_the_clients_timeout(
     certs: WebhookCerts, routes: Routes
 ) -> None:
-    """`Arrival`: a connection's first request counts from its accept (its client was waiting
-    through the handshake), a later one from the read of its first bytes; `?timeout=` is the
-    API server's webhook timeout, in seconds."""
-    now = [100.0]
+    """`Arrival`: a connection's first request counts from its accept when it came within
+    WAITING_CLIENT_SECONDS of the handshake's end (its client was waiting through the
+    handshake), else from the read of its first bytes (the connection idled first, as one
+    Go's transport dialled and kept for later), as a later one does; `?timeout=` is the API
+    server's webhook timeout, in seconds."""
+    now, guard = [100.0], HandshakeGuard()
     async with (
-        serving(certs, routes.mapping(), clock=lambda: now[0]) as server,
-        connected(server, certs) as client,  # accepted, handshake done, at 100
+        serving(certs, routes.mapping(), guard, clock=lambda: now[0]) as server,
+        connected(server, certs) as client,  # accepted at 100
     ):
-        now[0] = 104.5  # the request comes later: accept is still its arrival
+        await guard.until_handshaken(1)  # the client's Finished read, at 100
+        now[0] = 100.0 + WAITING_CLIENT_SECONDS  # the request right behind the handshake
         await client.send(post(b"/echo?timeout=5s", b'"first"'))
         await assert_ok(client, b'"first"')
         now[0] = 200.0
@@ -306,10 +330,16 @@ async def test_a_handler_is_told_when_its_request_arrived_and_the_clients_timeou
         for query in (b"", b"?timeout=", b"?timeout=soon", b"?timeout=0s", b"?timeouts=5s"):
             await client.send(post(b"/echo" + query, b'"none"'))
             await assert_ok(client, b'"none"')
+        async with connected(server, certs) as idle:  # accepted at 300
+            await guard.until_handshaken(2)
+            now[0] = 304.5  # its first request comes long after: it idled, not waited
+            await idle.send(post(b"/echo?timeout=5s", b'"idled"'))
+            await assert_ok(idle, b'"idled"')
     assert routes.echo.arrivals == [
         Arrival(100.0, 5.0),
         Arrival(200.0, 90.0),
         *[Arrival(300.0, None)] * 5,
+        Arrival(304.5, 5.0),
     ]
 
 
