@@ -53,6 +53,14 @@ class Replica:
         )
         return value or 0.0
 
+    def answering_seconds(self) -> float:
+        """The sum of graceful_drain_admission_duration_seconds: every answer's time since its
+        request arrived."""
+        value = self.app.metrics.registry.get_sample_value(
+            "graceful_drain_admission_duration_seconds_sum"
+        )
+        return value or 0.0
+
     async def stop(self) -> None:
         if self.running:
             self.running = False

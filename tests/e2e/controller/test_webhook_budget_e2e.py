@@ -12,7 +12,6 @@ time for the API server, and the drain client's next attempt must start the roll
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -21,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
-from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 from kubesim.sim import KubeSim
 from tests.e2e.holdingrelay import Held, Hold, HoldingRelay
 from tests.e2e.watching import annotations_of
 
+from .counting_guard import CountingGuard
 from .drain_cluster import DrainCluster, drain_cluster
 from .installed import BOUND, WEBHOOK_CONFIGURATION, WORKLOADS
 from .replica import Replica
@@ -42,26 +41,6 @@ class Clock:
 
     def __call__(self) -> float:
         return time.monotonic() + self.offset
-
-
-class CountingGuard(ConnectionGuard):
-    """The shipped guard, counting the connections the webhook has accepted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.accepted = 0
-        self.changed = asyncio.Event()
-
-    def opened(self, connection: GuardedConnection, transport: asyncio.BaseTransport) -> bool:
-        self.accepted += 1
-        self.changed.set()
-        return super().opened(connection, transport)
-
-    async def until_accepted(self, count: int) -> None:
-        async with asyncio.timeout(BOUND):
-            while self.accepted < count:
-                self.changed.clear()
-                await self.changed.wait()
 
 
 @dataclass
@@ -93,15 +72,6 @@ class Setup:
         return relay
 
 
-def answering_seconds(replica: Replica) -> float:
-    """The sum of graceful_drain_admission_duration_seconds: every answer's time since its
-    request arrived."""
-    value = replica.app.metrics.registry.get_sample_value(
-        "graceful_drain_admission_duration_seconds_sum"
-    )
-    return value or 0.0
-
-
 async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     """The eviction of `name`'s pod, its request held `waited` seconds after the webhook's
     accept: answered 429 `budget-spent`, nothing written; the client's retries start the
@@ -111,7 +81,7 @@ async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     [pod] = [p["metadata"]["name"] for p in await cluster.pods(name)]
     relay = await setup.fresh_relay(setup.waiting(waited))
     spent = replica.decisions("budget-spent", allowed=False)
-    answering = answering_seconds(replica)
+    answering = replica.answering_seconds()
     start = cluster.recorder.clock()
 
     code, message = await evict(cluster.admin, pod)
@@ -121,7 +91,7 @@ async def held_then_drained(setup: Setup, name: str, waited: float) -> None:
     assert "could not be made before the API server's webhook timeout" in message, message
     assert replica.decisions("budget-spent", allowed=False) == spent + 1
     # the time it waited counts in the answer's duration, as the API server's timeout counts
-    assert answering_seconds(replica) - answering >= waited
+    assert replica.answering_seconds() - answering >= waited
     assert RESTARTED_AT_ANNOTATION not in annotations_of(await cluster.deployment(name))
     relay.hold = None  # the retries: read at once
     answers = await evict_until_done(cluster.admin, pod)
@@ -140,7 +110,7 @@ async def test_a_review_read_too_late_to_write_in_time_is_held_without_a_write(
     (`?timeout=2s`), 0.6 s is enough: its budget is 2 - 1 s. Before, the budget counted 4 s
     from the handler, whatever the API server's timeout: the stamp was written and the
     answer could come after the API server had let the eviction through."""
-    clock, guard = Clock(), CountingGuard()
+    clock, guard = Clock(), CountingGuard(BOUND)
     async with drain_cluster(sim, tmp_path) as cluster:
         replica = await cluster.start_replica(
             route=False, app_options={"monotonic": clock, "connection_guard": guard}

@@ -28,7 +28,7 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
+from graceful_drain.controller.serving.connections import ConnectionGuard
 from graceful_drain.controller.serving.http import (
     ANSWERS_PER_TURN,
     MAX_HEAD_BYTES,
@@ -43,6 +43,7 @@ from graceful_drain.controller.serving.http import (
 from graceful_drain.controller.tls.context import server_context
 
 from ..conftest import DEADLINE, WebhookCerts
+from ..counting_guard import CountingGuard
 
 pytestmark = pytest.mark.e2e  # on both event loops: conftest.py
 
@@ -286,26 +287,6 @@ async def assert_ok(client: Client, body: bytes) -> Answer:
 # --- routing ------------------------------------------------------------------------------------
 
 
-class HandshakeGuard(ConnectionGuard):
-    """The shipped guard, counting the TLS handshakes the server has completed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.handshakes = 0
-        self.changed = asyncio.Event()
-
-    def handshaken(self, connection: GuardedConnection) -> None:
-        super().handshaken(connection)
-        self.handshakes += 1
-        self.changed.set()
-
-    async def until_handshaken(self, count: int) -> None:
-        async with asyncio.timeout(DEADLINE):
-            while self.handshakes < count:
-                self.changed.clear()
-                await self.changed.wait()
-
-
 async def test_a_handler_is_told_when_its_request_arrived_and_the_clients_timeout(
     certs: WebhookCerts, routes: Routes
 ) -> None:
@@ -314,7 +295,7 @@ async def test_a_handler_is_told_when_its_request_arrived_and_the_clients_timeou
     handshake), else from the read of its first bytes (the connection idled first, as one
     Go's transport dialled and kept for later), as a later one does; `?timeout=` is the API
     server's webhook timeout, in seconds."""
-    now, guard = [100.0], HandshakeGuard()
+    now, guard = [100.0], CountingGuard(DEADLINE)
     async with (
         serving(certs, routes.mapping(), guard, clock=lambda: now[0]) as server,
         connected(server, certs) as client,  # accepted at 100
