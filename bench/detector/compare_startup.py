@@ -41,15 +41,18 @@ def main(argv: list[str]) -> int:
         sim = Child("kubesim-detector", kubesim_main, True)
         try:
             workload: Workload = sim.receive(60.0)
-            classify = ("termination-cause", "--json", "--kubeconfig", workload.kubeconfig,
-                        "--deadline", "2.0")  # fmt: skip
+            classify = ("termination-cause", "--json", "--deadline", "2.0", "--kubeconfig")
+            pod, laptop = workload.pod_kubeconfig, workload.kubeconfig
             commands: dict[str, list[str]] = {startup.BARE: [sys.executable, "-c", "pass"]}
             for label, source in ((ref, before), ("this checkout", here)):
                 commands[f"{label}: graceful-drain --version"] = _at(source, "--version")
                 commands[f"{label}: termination-cause --help"] = _at(
                     source, "termination-cause", "--help"
                 )
-                commands[f"{label}: {startup.CLASSIFICATION}"] = _at(source, *classify)
+                commands[f"{label}: {startup.CLASSIFICATION}"] = _at(source, *classify, pod)
+                commands[f"{label}: {startup.CLASSIFICATION}{startup.YAML_KUBECONFIG}"] = _at(
+                    source, *classify, laptop
+                )
             startup.compile_sources(before, here)
             series = startup.measure(commands, _cli_env(workload), rounds, 2.0 + CLI_MARGIN)
             sim.ask("stop", 30.0)

@@ -11,6 +11,7 @@ workload's ServiceAccount hang (kubesim fault injection), "heal" removes that; "
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
@@ -24,6 +25,7 @@ from kubesim.apiserver.faults import FaultRule
 from kubesim.apiserver.meta import rfc3339
 from kubesim.client import KubeClient, resource_path
 from kubesim.cluster.nodestatus import update_conditions
+from kubesim.kubeconfig import kubeconfig_document
 from kubesim.sim import KubeSim
 
 NAMESPACE = SERVICE_ACCOUNT = "my-app"  # as the shipped manifests name them
@@ -37,7 +39,8 @@ APP = {"app": "web"}
 
 @dataclass(frozen=True)
 class Workload:
-    kubeconfig: str  # the workload ServiceAccount's
+    kubeconfig: str  # the workload ServiceAccount's, YAML as kubectl writes it
+    pod_kubeconfig: str  # the same as JSON: what a pod's in-cluster account costs (no YAML)
     namespace: str
     pod: str
     uid: str
@@ -117,7 +120,13 @@ async def _serve(connection: Connection, uvloop: bool) -> None:
         kubeconfig = Path(sim.kubeconfig_path).with_name("workload-kubeconfig")
         token = sim.service_account_token(NAMESPACE, SERVICE_ACCOUNT)
         sim.write_kubeconfig(kubeconfig, token=token, user=SERVICE_ACCOUNT)
-        connection.send(Workload(str(kubeconfig), NAMESPACE, POD, pod["metadata"]["uid"], NODE))
+        # A pod reads its service account's three files and no YAML; a subprocess here has
+        # no account at the fixed path, so a JSON kubeconfig stands for it.
+        pod_kubeconfig = kubeconfig.with_name("workload-kubeconfig.json")
+        document = kubeconfig_document(sim.url, sim.ca_pem, token, SERVICE_ACCOUNT)
+        pod_kubeconfig.write_text(json.dumps(document))
+        connection.send(Workload(str(kubeconfig), str(pod_kubeconfig), NAMESPACE, POD,
+                                 pod["metadata"]["uid"], NODE))  # fmt: skip
         user = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
         hang = FaultRule(user=user, hang=True)
         while (command := await receive_async(connection)) != "stop":

@@ -92,6 +92,10 @@ def _startup(workload: Workload, profile: DetectorProfile) -> Table:
         "graceful-drain --version": startup.cli_command("--version"),
         "termination-cause --help": startup.cli_command("termination-cause", "--help"),
         startup.CLASSIFICATION: startup.cli_command(
+            "termination-cause", "--json", "--kubeconfig", workload.pod_kubeconfig,
+            "--deadline", str(profile.cli_deadline),
+        ),
+        startup.CLASSIFICATION + startup.YAML_KUBECONFIG: startup.cli_command(
             "termination-cause", "--json", "--kubeconfig", workload.kubeconfig,
             "--deadline", str(profile.cli_deadline),
         ),

@@ -31,6 +31,9 @@ PLUGIN_PROG = "kubectl graceful-drain"
 
 @dataclass(frozen=True, slots=True)
 class Subcommand:
+    """A sub-command: its name and help line, and the functions that add its arguments and
+    run it (loaded only when it is the one asked for)."""
+
     name: str
     help: str
     configure: Callable[[argparse.ArgumentParser], None]

@@ -817,8 +817,10 @@ NO_SUBCOMMAND = (
     "graceful_drain.termination.evidence",
     "importlib.util",
 )
-# What a classification must not load either: the controller's client stack.
-DETECTOR_HEAVY = (*HEAVY, *LIGHTKUBE_STACK)
+# What a classification must not load either: the controller's client stack, and PyYAML
+# (its import compiles regular expressions for tens of milliseconds): a pod's in-cluster
+# account, like a kubeconfig written as JSON, needs no YAML parser.
+DETECTOR_HEAVY = (*HEAVY, *LIGHTKUBE_STACK, "yaml")
 REFUSED_KUBECONFIG = json.dumps(
     {
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
@@ -937,6 +939,12 @@ def test_a_detector_that_loads_the_client_stack_is_reported(rule: Loaded, module
     """The control of the client stack: the detector's programs, with one module of it
     loaded first."""
     assert f"loads {module}" in rule.breaches(loaded_by(f"import {module}\n" + rule.program))
+
+
+@pytest.mark.parametrize("rule", DETECTOR_RULES, ids=[rule.name for rule in DETECTOR_RULES])
+def test_a_detector_that_loads_pyyaml_is_reported(rule: Loaded) -> None:
+    """The control of the YAML rule: the detector's programs with PyYAML loaded first."""
+    assert "loads yaml" in rule.breaches(loaded_by("import yaml\n" + rule.program))
 
 
 def test_the_classification_reads_and_records() -> None:

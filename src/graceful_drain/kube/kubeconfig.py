@@ -6,7 +6,8 @@ kubeconfig file wins; else the in-cluster service account; else `$KUBECONFIG`, e
 (`default`: the API server from `KUBERNETES_SERVICE_HOST`/`_PORT`, the account's `ca.crt`,
 its token and `tokenFile`, its namespace), so every caller reads one shape.  `resolve`
 picks a context of a document.  The lightkube client (kube/client.py) and the lean client
-(kube/rest.py) both start here; this module imports no client, and YAML only to read a file.
+(kube/rest.py) both start here; this module imports no client, and PyYAML only to read a
+file that is not JSON.
 """
 
 from __future__ import annotations
@@ -93,15 +94,38 @@ def file_document(path: Path) -> Document:
     path = path.expanduser()
     if not path.is_file():
         raise KubeconfigError(f"Configuration file {path} not found")
-    import yaml  # only for a file: in a pod the account needs none
+    text = path.read_text()
+    content = _json_document(text)
+    if content is None:
+        content = _yaml_document(text)
+    if not isinstance(content, Mapping):
+        raise KubeconfigError(f"{path} is not a kubeconfig (not a mapping)")
+    return Document(content, path)
+
+
+def _json_document(text: str) -> object | None:
+    """A kubeconfig written as JSON (kubectl reads either), without PyYAML: importing it
+    compiles its Unicode regular expressions, tens of milliseconds of a detector's
+    start-up. None when the text is not JSON."""
+    if not text.lstrip().startswith("{"):
+        return None
+    import json
+
+    try:
+        content: object = json.loads(text)
+    except ValueError:  # YAML's flow style also starts with "{"
+        return None
+    return content
+
+
+def _yaml_document(text: str) -> object:
+    import yaml  # only for a YAML file: in a pod the account needs none
 
     # libyaml's parser where PyYAML has it: the pure-Python scanner reads a kubeconfig's
     # base64 certificate and token a character at a time (milliseconds, at start-up).
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    content = yaml.load(path.read_text(), Loader=loader)
-    if not isinstance(content, Mapping):
-        raise KubeconfigError(f"{path} is not a kubeconfig (not a mapping)")
-    return Document(content, path)
+    content: object = yaml.load(text, Loader=loader)
+    return content
 
 
 def load_document(kubeconfig: Path | None = None) -> Document:

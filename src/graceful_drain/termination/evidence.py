@@ -14,15 +14,19 @@ classifier then sheds load naming it, never reads it as absent.  Every timestamp
 is kept with its path in ``times``, so that the classifier can reject implausible ones
 (the year 3000) against its own clock.  A DisruptionTarget status other than
 ``"True"`` or ``"False"`` is :attr:`ConditionState.UNKNOWN` ("something happened").
+
+The records are typed ``NamedTuple``s, immutable as frozen dataclasses are: a frozen
+dataclass compiles six methods when its module loads, about a millisecond per class, and the
+detector runs inside a pod's grace period (bench/README.md, the detector's start-up).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.kube.owners import controller_name
@@ -49,15 +53,14 @@ class UnavailableReason(StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True)
-class Unavailable:
+class Unavailable(NamedTuple):
     """A signal that could not be read in time, with the cause."""
 
     reason: UnavailableReason
     detail: str = ""
 
     def __str__(self) -> str:
-        """For people: ``timeout: no answer within 2.00s`` (the dataclass repr is for code)."""
+        """For people: ``timeout: no answer within 2.00s`` (the repr is for code)."""
         return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
 
@@ -147,8 +150,7 @@ class ShapeReader(FieldReader):
         return moment
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """What a strict read found wrong (``"<path>: <problem>"``), and every time it read."""
 
     malformed: tuple[str, ...] = ()
@@ -183,8 +185,7 @@ def raw_text(value: object) -> str | None:
     return text
 
 
-@dataclass(frozen=True)
-class DisruptionTargetCondition:
+class DisruptionTargetCondition(NamedTuple):
     status: str | None  # as read (raw_text): "True", "False", or what was there instead
     reason: str | None
     message: str | None
@@ -221,8 +222,7 @@ class DisruptionTargetCondition:
         )
 
 
-@dataclass(frozen=True)
-class ContainerTermination:
+class ContainerTermination(NamedTuple):
     """A container's ``lastState.terminated``: how its previous instance ended."""
 
     container: str | None
@@ -250,8 +250,7 @@ class ContainerTermination:
         )
 
 
-@dataclass(frozen=True)
-class PodSnapshot:
+class PodSnapshot(NamedTuple):
     uid: str | None
     name: str | None = None
     namespace: str | None = None
@@ -264,7 +263,7 @@ class PodSnapshot:
     message: str | None = None
     last_terminations: tuple[ContainerTermination, ...] = ()
     owner_replicaset: str | None = None
-    shape: Shape = field(default_factory=Shape)
+    shape: Shape = Shape()
 
     @classmethod
     def from_object(cls, raw: object) -> PodSnapshot:
@@ -325,8 +324,7 @@ def _owner_replicaset(
 # --- events ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EventRecord:
+class EventRecord(NamedTuple):
     """One Event, from core/v1 or events.k8s.io/v1 (the fields are unified)."""
 
     reason: str | None
@@ -420,12 +418,11 @@ class EventRecord:
         )
 
 
-@dataclass(frozen=True)
-class EventsSnapshot:
+class EventsSnapshot(NamedTuple):
     """Events read for this pod (the collector filters by UID; the classifier re-checks)."""
 
     events: tuple[EventRecord, ...] = ()
-    shape: Shape = field(default_factory=Shape)
+    shape: Shape = Shape()
 
     @classmethod
     def from_object(cls, raw: object) -> EventsSnapshot:
@@ -456,8 +453,7 @@ class EventsSnapshot:
 # --- the node -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NodeCondition:
+class NodeCondition(NamedTuple):
     type: str | None
     status: str | None
     reason: str | None = None
@@ -465,16 +461,14 @@ class NodeCondition:
     last_transition_time: datetime | None = None
 
 
-@dataclass(frozen=True)
-class NodeTaint:
+class NodeTaint(NamedTuple):
     key: str | None
     effect: str | None = None
     value: str | None = None
     time_added: datetime | None = None
 
 
-@dataclass(frozen=True)
-class NodePressure:
+class NodePressure(NamedTuple):
     """One pressure signal on the node: a pressure condition not "False", or a taint."""
 
     resource: PressuredResource
@@ -483,12 +477,11 @@ class NodePressure:
     status: str | None = None  # the condition's status ("True", "Unknown", ...)
 
 
-@dataclass(frozen=True)
-class NodeSnapshot:
+class NodeSnapshot(NamedTuple):
     name: str | None
     conditions: tuple[NodeCondition, ...] = ()
     taints: tuple[NodeTaint, ...] = ()
-    shape: Shape = field(default_factory=Shape)
+    shape: Shape = Shape()
 
     def pressures(self) -> tuple[NodePressure, ...]:
         """Pressure conditions whose status is anything but "False" (True, Unknown, or a
@@ -540,8 +533,7 @@ class NodeSnapshot:
 # --- the owning Deployment ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OwnerRollout:
+class OwnerRollout(NamedTuple):
     """Whether the owning Deployment carries graceful-drain's restarted-at marker.
 
     ``deployment`` is None when the pod has no owning Deployment (bare pod,
@@ -551,7 +543,7 @@ class OwnerRollout:
     deployment: str | None
     restarted_at_raw: str | None = None  # as read (raw_text); None when absent
     restarted_at: datetime | None = None  # only a strict RFC 3339 stamp parses
-    shape: Shape = field(default_factory=Shape)
+    shape: Shape = Shape()
 
     @property
     def marker_present(self) -> bool:
@@ -578,8 +570,7 @@ class OwnerRollout:
 # --- the bundle -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """Everything the classifier may use.  ``pod_uid`` is this container's own pod UID
     (from the Downward API); None or empty means unknown, and then neither the pod
     object nor events can be attributed to this pod."""
@@ -589,7 +580,7 @@ class Evidence:
     events: EventsSnapshot | Unavailable
     node: NodeSnapshot | Unavailable
     owner: OwnerRollout | Unavailable
-    trigger: Trigger = field(default=Trigger.SIGTERM)
+    trigger: Trigger = Trigger.SIGTERM
 
     @classmethod
     def nothing_readable(

@@ -37,6 +37,9 @@ FileReader = Callable[[Path], str | None]
 
 @dataclass(frozen=True)
 class PodIdentity:
+    """Who this container is: its pod, namespace, UID and node, and where the name came
+    from."""
+
     name: str
     namespace: str
     uid: str | None

@@ -26,8 +26,8 @@ Message formats are the kubelet's own (checked against kubernetes/kubernetes):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 EVICTED_REASON = "Evicted"
 PREEMPTING_REASON = "Preempting"
@@ -81,8 +81,7 @@ _LOCAL_STORAGE = (
 )
 
 
-@dataclass(frozen=True)
-class EvictionMessage:
+class EvictionMessage(NamedTuple):
     """What a kubelet eviction message (or event annotation) says about the resource."""
 
     recognised: bool  # one of the kubelet's eviction formats matched

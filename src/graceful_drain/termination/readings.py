@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from graceful_drain.kube.timefmt import as_utc, format_go_duration, format_rfc3339_exact
 from graceful_drain.termination.evidence import (
@@ -54,8 +55,7 @@ def absence_is_informative(grace_period_seconds: int, event_retention_seconds: i
     return event_retention_seconds > 0 and max(grace_period_seconds, 0) <= event_retention_seconds
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     cause: Cause
     resource: PressuredResource | None
     item: EvidenceItem
@@ -77,6 +77,8 @@ class Reading:
 
 @dataclass
 class PodReading(Reading):
+    """What the pod's own object says, and the records in it that later tiers weigh."""
+
     usable: PodSnapshot | None = None
     # The kubelet's own termination record in the pod's status (eviction, critical-pod
     # preemption, node shutdown): it overrides a voluntary reading (classify).
@@ -88,6 +90,9 @@ class PodReading(Reading):
 
 @dataclass
 class EventsReading(Reading):
+    """What this UID's events say: a kubelet eviction, a preemption, and whether their
+    absence is informative."""
+
     kubelet_eviction: Finding | None = None
     preemption: Finding | None = None  # the latest preemption record for this UID
     absence_informative: bool = False

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from graceful_drain.kube.owners import controller_name, replicaset_from_pod_name
 from graceful_drain.kube.rawjson import as_str, get_path
@@ -51,8 +50,7 @@ CANCEL_WAIT_SECONDS = 0.05
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Collection:
+class Collection(NamedTuple):
     """The evidence, and what the reads learned about the deadline itself."""
 
     evidence: Evidence
@@ -61,8 +59,7 @@ class Collection:
     timed_out: tuple[str, ...]  # signals cut by the deadline
 
 
-@dataclass(frozen=True)
-class _PodRead:
+class _PodRead(NamedTuple):
     raw: object | None
     failure: Unavailable | None
 

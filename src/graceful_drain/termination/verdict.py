@@ -117,6 +117,8 @@ class Fact(StrEnum):
 
 @dataclass(frozen=True)
 class EvidenceItem:
+    """One fact the verdict rests on or notes: where it was read, what it says, its values."""
+
     source: Source
     fact: Fact
     detail: str
@@ -135,6 +137,8 @@ class EvidenceItem:
 
 @dataclass(frozen=True)
 class Verdict:
+    """The answer: the cause, the action it calls for, and the evidence behind it."""
+
     cause: Cause
     action: Action
     resource: PressuredResource | None

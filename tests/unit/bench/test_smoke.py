@@ -68,12 +68,15 @@ def test_detector_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert verdicts[0].startswith("voluntary / drain_gracefully")
     assert verdicts[2].startswith("indeterminate / shed_load_and_exit_fast")
     assert len(table["targets"]) == 4
-    # start-up: bare python, --version, --help, a classification; the gap only for the last
+    # start-up: bare python, --version, --help, a classification with a pod's credentials and
+    # with a YAML kubeconfig; the gap only for the classifications
     assert [row["what"] for row in startup["rows"]] == [
         "python -c pass", "graceful-drain --version", "termination-cause --help",
         "termination-cause (real classification)",
+        "termination-cause (real classification), YAML kubeconfig",
     ]  # fmt: skip
     assert startup["rows"][3]["gap_p50"] is not None
+    assert startup["rows"][4]["gap_p50"] is not None
     assert startup["rows"][1]["gap_p50"] is None
 
 

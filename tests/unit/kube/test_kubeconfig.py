@@ -3,6 +3,8 @@ in-cluster account as a one-context document, a context resolved with its entrie
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,33 @@ def test_a_missing_or_odd_file_is_a_kubeconfig_error(tmp_path: Path) -> None:
     (tmp_path / "list").write_text("- 1\n")
     with pytest.raises(KubeconfigError):
         file_document(tmp_path / "list")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        yaml.safe_dump(CONFIG),  # as kubectl writes it
+        json.dumps(CONFIG),  # JSON: read without PyYAML
+        json.dumps(CONFIG, indent=2),
+        # YAML's flow style starts like JSON but is not JSON: PyYAML reads it
+        yaml.safe_dump(CONFIG, default_flow_style=True).replace('"', ""),
+    ],
+    ids=["yaml", "json", "json-indented", "yaml-flow"],
+)
+def test_a_kubeconfig_reads_the_same_in_yaml_and_json(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    assert file_document(path).content == CONFIG
+
+
+def test_a_json_kubeconfig_is_read_without_pyyaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control is the YAML file: the same loader, with PyYAML unimportable, fails."""
+    monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` raises ImportError
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(CONFIG))
+    assert file_document(path).content == CONFIG
+    path.write_text(yaml.safe_dump(CONFIG))
+    with pytest.raises(ImportError):
+        file_document(path)

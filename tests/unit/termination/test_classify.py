@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -379,7 +379,7 @@ TIER_2 = [
         "the newest Evicted event names the resource",
         evidence(
             events=events(
-                replace(evicted(DISK_MSG), last_timestamp=NOW - timedelta(seconds=50)),
+                evicted(DISK_MSG)._replace(last_timestamp=NOW - timedelta(seconds=50)),
                 evicted(MEMORY_MSG),
             )
         ),
@@ -462,16 +462,16 @@ TIER_2 = [
             changed_resource,
         )
         for why, changed, changed_resource in (
-            ("a Warning", replace(karpenter_evicted(), type="Warning"), PressuredResource.OTHER),
-            ("with no type", replace(karpenter_evicted(), type=None), PressuredResource.OTHER),
+            ("a Warning", karpenter_evicted()._replace(type="Warning"), PressuredResource.OTHER),
+            ("with no type", karpenter_evicted()._replace(type=None), PressuredResource.OTHER),
             (
                 "from the kubelet",
-                replace(karpenter_evicted(), source_component="kubelet"),
+                karpenter_evicted()._replace(source_component="kubelet"),
                 PressuredResource.OTHER,
             ),
             (
                 "with a kubelet message",
-                replace(karpenter_evicted(), message=MEMORY_MSG),
+                karpenter_evicted()._replace(message=MEMORY_MSG),
                 PressuredResource.MEMORY,
             ),
         )
@@ -1387,7 +1387,7 @@ def test_seed_voluntary_is_reached_once_a_voluntary_marker_is_present() -> None:
     """The seed's 'no event, no pressure, within retention → voluntary' holds in our
     model as soon as the classifier's voluntary marker (the rollout) is there."""
     seed = next(c for c in SEED_CASES if c.name == "no event, no pressure, within retention")
-    verdict = classify(replace(seed.evidence(), owner=MARKER), NOW, seed.grace)
+    verdict = classify(seed.evidence()._replace(owner=MARKER), NOW, seed.grace)
     assert (verdict.cause, verdict.action) == (Cause.VOLUNTARY, Action.DRAIN_GRACEFULLY)
 
 
