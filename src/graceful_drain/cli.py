@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from graceful_drain import completion, termination
 from graceful_drain.errors import ConfigError
@@ -29,8 +29,7 @@ PROG = "graceful-drain"
 PLUGIN_PROG = "kubectl graceful-drain"
 
 
-@dataclass(frozen=True, slots=True)
-class Subcommand:
+class Subcommand(NamedTuple):
     """A sub-command: its name and help line, and the functions that add its arguments and
     run it (loaded only when it is the one asked for)."""
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -30,16 +29,14 @@ class KubeconfigError(Exception):
     """No usable Kubernetes configuration."""
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """A kubeconfig document and the file it came from (None: the in-cluster account)."""
 
     content: JsonMap
     path: Path | None
 
 
-@dataclass(frozen=True)
-class ClusterAccess:
+class ClusterAccess(NamedTuple):
     """One context resolved: the server, and the kubeconfig's cluster and user entries as
     written (`certificate-authority[-data]`, `token`, `tokenFile`, `exec`...)."""
 

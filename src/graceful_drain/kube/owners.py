@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from graceful_drain.kube.rawjson import FieldReader, JsonObject, as_list, as_str, get_path
 
@@ -45,8 +45,7 @@ def controller_name(obj: object, kind: str) -> str | None:
     return as_str(ref.get("name"))
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerRef:
+class ControllerRef(NamedTuple):
     """An object's controller reference, typed ("" where a field was absent or malformed)."""
 
     api_version: str
