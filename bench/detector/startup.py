@@ -134,7 +134,9 @@ def build_table(series: list[StartupSeries], load: str) -> Table:
             gap_p50=gaps.p50 if show_gap and gaps is not None else None,
             gap_p99=gaps.p99 if show_gap and gaps is not None else None,
         )
-        if item.what != BARE:
+        # The target is a pod's (its preStop hook's) start-up: a YAML kubeconfig is shown
+        # beside it, what PyYAML's import adds on a laptop, without one.
+        if item.what != BARE and not item.what.endswith(YAML_KUBECONFIG):
             target = Target("p50 start-up / bare python", Bound.AT_MOST, STARTUP_TARGET, "x")
             table.verdicts.append(evaluate(target, factor, item.what))
         if show_gap:
@@ -150,7 +152,8 @@ def build_table(series: list[StartupSeries], load: str) -> Table:
         "with the shipped RBAC (a pod being drained: the reads, the verdict, the exit), its "
         "credentials in a JSON kubeconfig, which costs what a pod's in-cluster account does "
         f"(no YAML); `{YAML_KUBECONFIG.lstrip(', ')}`: the same with the kubeconfig as kubectl "
-        "writes it, PyYAML loaded to read it (a laptop's case, not a pod's).",
+        "writes it, PyYAML loaded to read it (a laptop's case, not a pod's: shown without "
+        "the start-up target).",
         "Verdict → exit: from reading the verdict's last byte on the pipe to the process's "
         "exit status, i.e. what the hook waits for after the answer is known.",
     ]
