@@ -102,8 +102,8 @@ def file_document(path: Path) -> Document:
 
 def _json_document(text: str) -> object | None:
     """A kubeconfig written as JSON (kubectl reads either), without PyYAML: importing it
-    compiles its Unicode regular expressions, tens of milliseconds of a detector's
-    start-up. None when the text is not JSON."""
+    compiles its Unicode regular expressions, a large part of a detector's start-up
+    (bench/README.md). None when the text is not JSON."""
     if not text.lstrip().startswith("{"):
         return None
     import json

@@ -16,8 +16,8 @@ is kept with its path in ``times``, so that the classifier can reject implausibl
 ``"True"`` or ``"False"`` is :attr:`ConditionState.UNKNOWN` ("something happened").
 
 The records are typed ``NamedTuple``s, immutable as frozen dataclasses are: a frozen
-dataclass compiles six methods when its module loads, about a millisecond per class, and the
-detector runs inside a pod's grace period (bench/README.md, the detector's start-up).
+dataclass compiles six methods when its module loads, and the detector starts inside a pod's
+grace period (bench/README.md, "the detector's records and its kubeconfig").
 """
 
 from __future__ import annotations
