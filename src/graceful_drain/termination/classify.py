@@ -69,7 +69,6 @@ shed-load (or report-only) verdict whose evidence names the error.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -366,9 +365,7 @@ def _verdict(
     now: datetime,
     items: list[EvidenceItem],
 ) -> Verdict:
-    marked = tuple(
-        dataclasses.replace(item, decisive=True) if item is chosen.item else item for item in items
-    )
+    marked = tuple(item._replace(decisive=True) if item is chosen.item else item for item in items)
     return Verdict(
         cause=chosen.cause,
         action=action,

@@ -19,13 +19,12 @@ else ``terminationGracePeriodSeconds``), else 30 s.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from graceful_drain.annotations import DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.kube.meta import utc_now
@@ -60,8 +59,7 @@ DEFAULT_RECORD_TIMEOUT_SECONDS = 2.0
 ReaderFactory = Callable[[float], ClusterReader]  # client timeout (s) -> reader; may raise
 
 
-@dataclass(frozen=True)
-class DetectorConfig:
+class DetectorConfig(NamedTuple):
     """How to detect.  ``None`` grace period: an assumed 4 s for the deadline, the pod's
     own (else 30 s) for the retention rule.  ``None`` deadline: 5 s.  The deadline is
     always capped at half the grace period, the shortest one known.  ``rollout_timeout``:
@@ -114,7 +112,7 @@ class Detector:
         config = config or DetectorConfig()
         if config.grace_period_seconds is None:
             grace = grace_period_from_environment(environment)
-            config = dataclasses.replace(config, grace_period_seconds=grace)
+            config = config._replace(grace_period_seconds=grace)
         return cls(resolve_identity(environment), config)
 
     def _rest_reader(self, timeout_seconds: float) -> ClusterReader:

@@ -27,16 +27,15 @@ empty value counts as missing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SERVICE_ACCOUNT_NAMESPACE_PATH = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 FileReader = Callable[[Path], str | None]
 
 
-@dataclass(frozen=True)
-class PodIdentity:
+class PodIdentity(NamedTuple):
     """Who this container is: its pod, namespace, UID and node, and where the name came
     from."""
 

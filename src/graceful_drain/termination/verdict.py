@@ -40,6 +40,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from graceful_drain.kube.timefmt import format_rfc3339_exact
 from graceful_drain.termination.evidence import Trigger
@@ -115,8 +116,7 @@ class Fact(StrEnum):
     CLASSIFIER_ERROR = "classifier_error"
 
 
-@dataclass(frozen=True)
-class EvidenceItem:
+class EvidenceItem(NamedTuple):
     """One fact the verdict rests on or notes: where it was read, what it says, its values."""
 
     source: Source

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -66,7 +65,7 @@ def test_shedding_is_a_warning(action: Action, cause: Cause, kind: str) -> None:
 
 def test_an_unknown_uid_and_node_are_left_out() -> None:
     event = verdict_event(
-        dataclasses.replace(identity(), uid=None, node_name=None),
+        identity()._replace(uid=None, node_name=None),
         verdict(Action.DRAIN_GRACEFULLY, Cause.VOLUNTARY),
         NOW,
     )
