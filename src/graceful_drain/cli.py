@@ -17,9 +17,11 @@ import (tests/unit/test_import_graph.py holds it).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 from graceful_drain import completion, termination
@@ -230,14 +232,17 @@ def build_parser(
     *,
     only: object = ALL,
 ) -> argparse.ArgumentParser:
-    """The parser; ``only`` (a subcommand's name, or None for none) configures just that
-    subcommand, so that running one imports nothing the others need."""
+    """The parser; ``only`` (a subcommand's name, or None for none) has just that subcommand,
+    so that running one builds and imports nothing the others need (``None`` and ``ALL``:
+    every subcommand listed, for ``--help``; ``ALL`` configures them all)."""
     parser = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=_HelpFormatter
     )
     parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in subcommands:
+        if only not in (ALL, None, subcommand.name):
+            continue
         sub = commands.add_parser(
             subcommand.name, help=subcommand.help, formatter_class=_HelpFormatter
         )
@@ -257,18 +262,37 @@ def main(
     argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None
 ) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
-    parser = parser or build_parser(only=_chosen(arguments, SUBCOMMANDS))
-    args, unknown = parser.parse_known_args(arguments)
-    subcommand: Subcommand = args._subcommand
-    if unknown:  # the subcommand's usage, not the top-level one (which hides its flags)
-        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    chosen = _chosen(arguments, SUBCOMMANDS)
+    with _cyclic_gc_paused(parser is None and chosen == termination.COMMAND):
+        parser = parser or build_parser(only=chosen)
+        args, unknown = parser.parse_known_args(arguments)
+        subcommand: Subcommand = args._subcommand
+        if unknown:  # the subcommand's usage, not the top-level one (which hides its flags)
+            args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        try:
+            return subcommand.run(args)
+        except ConfigError as error:
+            print(f"{parser.prog} {subcommand.name}: error: {error}", file=sys.stderr)
+            return EXIT_CONFIG_ERROR
+        except KeyboardInterrupt:
+            return 130
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused(paused: bool) -> Iterator[None]:
+    """The detector's command line is a short process inside a pod's grace period: its imports
+    make tens of thousands of objects, which the cyclic garbage collector would walk several
+    times before the verdict is out, while reference counting frees what a detection makes.
+    It runs with the collector paused (restored after, for a caller in the same process; the
+    command's own process ends with os._exit)."""
+    if not paused or not gc.isenabled():
+        yield
+        return
+    gc.disable()
     try:
-        return subcommand.run(args)
-    except ConfigError as error:
-        print(f"{parser.prog} {subcommand.name}: error: {error}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
-    except KeyboardInterrupt:
-        return 130
+        yield
+    finally:
+        gc.enable()
 
 
 def plugin_parser() -> argparse.ArgumentParser:
