@@ -12,6 +12,7 @@ file that is not JSON.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -106,8 +107,6 @@ def _json_document(text: str) -> object | None:
     (bench/README.md). None when the text is not JSON."""
     if not text.lstrip().startswith("{"):
         return None
-    import json
-
     try:
         content: object = json.loads(text)
     except ValueError:  # YAML's flow style also starts with "{"
