@@ -180,9 +180,9 @@ def test_malformed_reviews(body: object, uid: str, problem: str) -> None:
 # --- responses --------------------------------------------------------------------------------
 
 WAITING = Decision(
-    allowed=False,
-    reason=Reason.ROLLOUT_IN_PROGRESS,
-    message=(
+    False,
+    Reason.ROLLOUT_IN_PROGRESS,
+    (
         "graceful-drain: waiting for a replacement of Deployment default/web to become Ready on "
         "another node (rollout requested 42s ago, gives up after 10m0s)"
     ),
@@ -200,7 +200,7 @@ def test_the_exact_429_response_body() -> None:
 
 
 def test_an_allowed_response_is_just_uid_and_allowed() -> None:
-    allowed = Decision(allowed=True, reason=Reason.SURGE_READY, message="graceful-drain: up")
+    allowed = Decision(True, Reason.SURGE_READY, "graceful-drain: up")
 
     assert review_response(UID, allowed) == {
         "apiVersion": "admission.k8s.io/v1",
@@ -221,7 +221,7 @@ def test_an_allowed_response_is_just_uid_and_allowed() -> None:
     ],
 )
 def test_degraded_allows_carry_a_warning(reason: Reason) -> None:
-    decision = Decision(allowed=True, reason=reason, message="graceful-drain: careful")
+    decision = Decision(True, reason, "graceful-drain: careful")
 
     assert review_response(UID, decision)["response"] == {
         "uid": UID,

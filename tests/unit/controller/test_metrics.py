@@ -37,7 +37,7 @@ def test_every_decision_series_exists_before_the_first_decision() -> None:
 
 def test_a_decision_counts_in_its_pre_created_series() -> None:
     metrics = Metrics()
-    decision = Decision(allowed=False, reason=Reason.ROLLOUT_REQUESTED, message="m")
+    decision = Decision(False, Reason.ROLLOUT_REQUESTED, "m")
     metrics.record_decision(decision, 0.001)
     series = samples(metrics, "graceful_drain_decisions_total")
     assert series[(("allowed", "false"), ("reason", "rollout-requested"))] == 1

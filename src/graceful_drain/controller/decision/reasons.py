@@ -5,9 +5,10 @@ carries one. The table that chooses them, and the words of every message, are ta
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+
+import msgspec
 
 from graceful_drain.controller.decision.model import ObjectRef
 from graceful_drain.controller.decision.stamp import RecordIntent, StampIntent
@@ -79,43 +80,31 @@ WARNING_REASONS = frozenset(
 Message = str | Callable[[], str]
 
 
-@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
-class Decision:
+class Decision(msgspec.Struct, frozen=True, gc=False):
+    """One decision of the table: its outcome, its reason, and what it asks of the caller. A
+    frozen msgspec struct rather than a frozen dataclass: every admission builds one or more,
+    and a frozen dataclass would set each field through object.__setattr__ (several times the
+    cost of building the struct). Constructed positionally, as
+    `Decision(allowed, reason, message, deployment, waited, stamp, record)`."""
+
     allowed: bool
     reason: Reason
-    deployment: ObjectRef | None
-    waited: timedelta | None  # since restarted-at, when the Deployment carries it
-    stamp: StampIntent | None  # Reason.ROLLOUT_REQUESTED only
-    record: RecordIntent | None  # the ledger write of READY_ELSEWHERE and SURGE_READY
+    # the message, or what renders it (read through `message`)
     _message: Message
-
-    def __init__(
-        self,
-        allowed: bool,
-        reason: Reason,
-        message: Message,
-        deployment: ObjectRef | None = None,
-        waited: timedelta | None = None,
-        stamp: StampIntent | None = None,
-        record: RecordIntent | None = None,
-    ) -> None:
-        setattr_ = object.__setattr__  # frozen
-        setattr_(self, "allowed", allowed)
-        setattr_(self, "reason", reason)
-        setattr_(self, "_message", message)
-        setattr_(self, "deployment", deployment)
-        setattr_(self, "waited", waited)
-        setattr_(self, "stamp", stamp)
-        setattr_(self, "record", record)
+    deployment: ObjectRef | None = None
+    waited: timedelta | None = None  # since restarted-at, when the Deployment carries it
+    stamp: StampIntent | None = None  # Reason.ROLLOUT_REQUESTED only
+    record: RecordIntent | None = None  # the ledger write of READY_ELSEWHERE and SURGE_READY
 
     @property
     def message(self) -> str:
-        """Human readable; the 429 message kubectl drain prints. Rendered on first read."""
+        """Human readable; the 429 message kubectl drain prints. Rendered on first read (the
+        struct is frozen to its users; the rendered text replaces its renderer)."""
         message = self._message
         if isinstance(message, str):
             return message
         text = message()
-        object.__setattr__(self, "_message", text)
+        msgspec.structs.force_setattr(self, "_message", text)
         return text
 
     def _key(self) -> tuple[object, ...]:

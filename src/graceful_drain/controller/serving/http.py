@@ -57,18 +57,17 @@ import termios
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import cast
 
 import httptools
+import msgspec
 
 from graceful_drain.controller.serving.connections import ConnectionGuard, GuardedConnection
 from graceful_drain.kube.timefmt import parse_go_duration
 from graceful_drain.logs import get_logger
 
 
-@dataclass(frozen=True, slots=True)
-class Arrival:
+class Arrival(msgspec.Struct, frozen=True, gc=False):
     """When a request reached the server, and how long its client waits for the answer.
 
     `at` is the server's clock (`WebhookServer.clock`, time.monotonic) at the earliest moment
@@ -79,7 +78,8 @@ class Arrival:
     a request and, if another connection frees up first, keeps the new one for later). Time
     spent in the kernel's queues before that is not seen. `timeout` is the
     client's `?timeout=` query in seconds (the API server's webhook client sends what is
-    left of the webhook's timeoutSeconds, rounded up to a whole second), None without one."""
+    left of the webhook's timeoutSeconds, rounded up to a whole second), None without one.
+    A frozen msgspec struct: one is built per request."""
 
     at: float
     timeout: float | None = None
