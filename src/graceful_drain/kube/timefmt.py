@@ -70,17 +70,19 @@ def parse_timestamp(value: object) -> datetime | None:
 def format_rfc3339(moment: datetime) -> str:
     """`moment` in UTC, to the second, e.g. 2024-05-01T12:00:00Z (what metav1.Time writes)."""
     utc = as_utc(moment)
-    return (
-        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
-        f"T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
-    )
+    # %-formatting: half the cost of an f-string's six format specs (the webhook writes these)
+    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % (  # noqa: UP031
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second
+    )  # fmt: skip
 
 
 def format_rfc3339_micro(moment: datetime) -> str:
     """`moment` in UTC with microseconds, e.g. 2024-05-01T12:00:00.515000Z (metav1.MicroTime's
     layout). `parse_rfc3339` reads it, and still reads whole-second stamps."""
     utc = as_utc(moment)
-    return format_rfc3339(utc)[:-1] + f".{utc.microsecond:06d}Z"
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031
+        utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond
+    )  # fmt: skip
 
 
 def format_rfc3339_exact(moment: datetime) -> str:

@@ -359,7 +359,7 @@ def test_a_full_ledger_holds_rather_than_let_a_pod_go_unrecorded() -> None:
     assert (held.reason, held.allowed, held.record) == (Reason.WRITE_DEFERRED, False, None)
     assert f"holds {MAX_ENTRIES} pods let go" in held.message
     # expired entries do not count; a pod already recorded is not recorded again
-    stale = tuple(replace(entry, at=NOW - ENTRY_LIFETIME) for entry in full)
+    stale = tuple(msgspec.structs.replace(entry, at=NOW - ENTRY_LIFETIME) for entry in full)
     assert decide_for(replace(TWO, evictions=stale)).reason is Reason.READY_ELSEWHERE
     mine = (*full[1:], LedgerEntry(POD.name, POD.uid, NOW))
     assert decide_for(replace(TWO, evictions=mine)).reason is Reason.READY_ELSEWHERE

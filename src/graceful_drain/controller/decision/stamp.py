@@ -6,10 +6,11 @@ again; table.after_write_failure)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
+
+import msgspec
 
 from graceful_drain.annotations import COMPLETED_AT_ANNOTATION, RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.ledger import PodUid, ledger_patch, with_recorded
@@ -32,8 +33,7 @@ from graceful_drain.kube.timefmt import format_rfc3339_micro
 MAX_DECIDE_ATTEMPTS = 10
 
 
-@dataclass(frozen=True, slots=True)
-class StampIntent:
+class StampIntent(msgspec.Struct, frozen=True, gc=False):
     """`Reason.ROLLOUT_REQUESTED`: the caller must apply `patch` (JSON patch) to the Deployment,
     then answer 429."""
 
@@ -49,8 +49,7 @@ class StampIntent:
         return stamp_patch(self.deployment, self.stamped_at)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordIntent:
+class RecordIntent(msgspec.Struct, frozen=True, gc=False):
     """`Reason.READY_ELSEWHERE`, `Reason.SURGE_READY`: the caller must add `pod` to the
     Deployment's ledger (`patch`), then answer allowed."""
 

@@ -185,21 +185,12 @@ def _cannot_protect_why(deployment: DeploymentInfo) -> str | None:
     return None
 
 
-def _record(deployment: DeploymentInfo, pod: str, uid: str, now: datetime) -> RecordIntent | None:
-    """The ledger write an allow that counted other pods makes first (docs/decisions.md, "The
-    ledger"); None when the pod is already recorded recently (a retried eviction)."""
-    if recorded_recently(deployment.evictions, pod, uid, now):
-        return None
-    return RecordIntent(deployment=deployment, pod=pod, uid=uid, recorded_at=now)
-
-
-def _ledger_full(deployment: DeploymentInfo, pod: str, uid: str, now: datetime
-                 ) -> Decision | None:  # fmt: skip
-    """`Reason.WRITE_DEFERRED` when the pod would have to be recorded and the ledger already
-    holds MAX_ENTRIES pods whose deletion is not confirmed yet (as the eviction subresource
-    refuses past MaxDisruptedPodSize): held, never let go unrecorded. It empties by itself as
-    the deletions are seen."""
-    if recorded_recently(deployment.evictions, pod, uid, now):
+def _ledger_full(deployment: DeploymentInfo, now: datetime) -> Decision | None:
+    """`Reason.WRITE_DEFERRED` when the ledger already holds MAX_ENTRIES pods whose deletion
+    is not confirmed yet (as the eviction subresource refuses past MaxDisruptedPodSize), so a
+    pod could not be recorded: held, never let go unrecorded. It empties by itself as the
+    deletions are seen."""
+    if len(deployment.evictions) < MAX_ENTRIES:
         return None
     counting = sum(1 for entry in deployment.evictions if entry.counts(now))
     if counting < MAX_ENTRIES:
@@ -554,11 +545,15 @@ def _recorded(
     now: datetime,
 ) -> Decision:
     """An allow that counts on other pods, or on this one not being counted: recorded in the
-    ledger first (docs/decisions.md, "The ledger"), or held while the ledger is full."""
-    full = _ledger_full(deployment, pod.name, pod.uid, now)
+    ledger first (docs/decisions.md, "The ledger"), or held while the ledger is full. A pod
+    already recorded recently (a retried eviction) is allowed without a write."""
+    if recorded_recently(deployment.evictions, pod.name, pod.uid, now):
+        return _allow(reason, message, ref, waited)
+    full = _ledger_full(deployment, now)
     if full is not None:
         return full
-    return _allow(reason, message, ref, waited, _record(deployment, pod.name, pod.uid, now))
+    record = RecordIntent(deployment=deployment, pod=pod.name, uid=pod.uid, recorded_at=now)
+    return _allow(reason, message, ref, waited, record)
 
 
 # --- after a write failed: re-decide, hold, or allow -------------------------------------------
