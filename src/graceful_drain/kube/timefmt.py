@@ -99,7 +99,7 @@ def format_go_duration(duration: timedelta) -> str:
 
     Negative durations print as 0s; below one second, whole milliseconds (500ms).
     """
-    micros = duration // timedelta(microseconds=1)
+    micros = (duration.days * 86_400 + duration.seconds) * 1_000_000 + duration.microseconds
     if micros <= 0:
         return "0s"
     if micros < 1_000_000:

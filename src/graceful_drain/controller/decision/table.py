@@ -234,7 +234,7 @@ def precheck(request: EvictionRequest) -> Decision | None:
 
 def decide(
     request: EvictionRequest,
-    pod: PodLookup,
+    pod_lookup: PodLookup,
     owner: OwnerLookup,
     config: DecisionConfig,
     now: datetime,
@@ -250,23 +250,10 @@ def decide(
     pod cache holds them (`surge-ready` under `--protect=single-replica`); without it,
     `surge-ready` reads `status.readyReplicas` alone. `ready_elsewhere`: those of them on a
     node that is not being drained (`ready-elsewhere`, `--protect=last-ready`); without it,
-    none is known, and the eviction of a Ready pod is held."""
-    return _first_match(request, pod, owner, config, as_utc(now), prechecked,
-                               ready_besides, ready_elsewhere)  # fmt: skip
-
-
-def _first_match(
-    request: EvictionRequest,
-    pod_lookup: PodLookup,
-    owner: OwnerLookup,
-    config: DecisionConfig,
-    now: datetime,
-    prechecked: bool,
-    ready_besides: ReadyBesides | None,
-    ready_elsewhere: ReadyBesides | None,
-) -> Decision:
-    """The phases of the table, in its order; each returns its decision, or None to go on.
-    Decisions are always true, so `or` takes the first phase that decides."""
+    none is known, and the eviction of a Ready pod is held. The phases of the table, in its
+    order: each returns its decision, or None to go on (decisions are always true, so `or`
+    takes the first phase that decides)."""
+    now = as_utc(now)
     early = None if prechecked else precheck(request)  # dry-run, not-eviction, invalid-name
     if early is not None:
         return early

@@ -211,20 +211,20 @@ class Outcome(msgspec.Struct):
     calls: list[str] = msgspec.field(default_factory=list)  # "patch 409 812ms", in order
 
 
-class _Deadline:
+class _Deadline(msgspec.Struct, gc=False):
     """The end of one review's budget on the `clock` (time.monotonic): every API call it makes
-    is bounded by what is left, a read also by the per-call cap."""
+    is bounded by what is left, a read also by the per-call cap. A msgspec struct: one is
+    built per admission."""
 
-    def __init__(self, end: float, call_timeout: float, clock: Callable[[], float]) -> None:
-        self._end = end
-        self._call_timeout = call_timeout
-        self._clock = clock
+    end: float
+    call_cap: float
+    clock: Callable[[], float]
 
     def call_timeout(self) -> float:
-        return max(0.0, min(self._call_timeout, self._end - self._clock()))
+        return max(0.0, min(self.call_cap, self.end - self.clock()))
 
     def remaining(self) -> float:
-        return max(0.0, self._end - self._clock())
+        return max(0.0, self.end - self.clock())
 
 
 class EvictionWebhook:
@@ -592,8 +592,8 @@ class EvictionWebhook:
             deployment=None if deployment is None else f"{deployment.namespace}/{deployment.name}",
             decision="allow" if decision.allowed else "deny",
             reason=reason,
-            latency_ms=round(seconds * 1000, 3),
-            queued_ms=UNSET if outcome.queued is None else round(outcome.queued * 1000, 3),
+            latency_ms=_ms(seconds),
+            queued_ms=UNSET if outcome.queued is None else _ms(outcome.queued),
             user=UNSET if request is None else request.username,
             node=UNSET if pod is None else pod.node_name,
             attempts=outcome.attempts if outcome.attempts > 1 else UNSET,
@@ -603,7 +603,7 @@ class EvictionWebhook:
         if outcome.calls or reason is Reason.BUDGET_SPENT:
             line.calls = outcome.calls
             if outcome.budget is not None:
-                line.budget_ms = round(outcome.budget * 1000, 3)
+                line.budget_ms = _ms(outcome.budget)
         if outcome.error is not None:
             line.message = decision.message
             _log.error("admission", exc_info=outcome.error, **line_fields(line))
@@ -612,6 +612,12 @@ class EvictionWebhook:
             _admission_line.warning("admission", line)
         else:
             _admission_line.info("admission", line)
+
+
+def _ms(seconds: float) -> float:
+    """Seconds as milliseconds to the microsecond, for the log line (a third of `round`'s
+    cost, which formats the number to round it)."""
+    return int(seconds * 1_000_000 + 0.5) / 1000
 
 
 def _looked_up(lookup: PodLookup) -> str:
