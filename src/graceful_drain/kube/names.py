@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 DNS_SUBDOMAIN_MAX = 253
@@ -15,6 +16,8 @@ def is_dns_subdomain(name: str) -> bool:
     return len(name) <= DNS_SUBDOMAIN_MAX and DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
+@functools.lru_cache(maxsize=1024)
 def is_dns_label(name: str) -> bool:
-    """validation.IsDNS1123Label: namespaces, Services."""
+    """validation.IsDNS1123Label: namespaces, Services. Remembered (a bounded cache): the
+    webhook checks every eviction's namespace, and a cluster has few."""
     return len(name) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(name) is not None

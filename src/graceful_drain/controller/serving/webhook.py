@@ -364,7 +364,7 @@ class EvictionWebhook:
                 self._called(outcome, "get-owner", _owner_found(owner), started)
             failing = (
                 self._failing.get(owner.deployment.ref_key)
-                if isinstance(owner, DeploymentFound)
+                if self._failing and isinstance(owner, DeploymentFound)  # usually none failing
                 else None
             )
             if isinstance(owner, DeploymentFound) and failing is not None and failing[2]:
