@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -264,7 +265,7 @@ def test_the_warning_is_written_again_for_a_new_deadline_only() -> None:
     first = DeadlineAhead(web, pod, PodDeadline("node-a", DEADLINE, 5), NOW)
     assert events.emit(first) is True
     assert events.emit(first) is False
-    assert events.emit(replace(first, now=NOW + timedelta(seconds=1))) is False
+    assert events.emit(msgspec.structs.replace(first, now=NOW + timedelta(seconds=1))) is False
     later = DeadlineAhead(web, pod, PodDeadline("node-a", DEADLINE + timedelta(minutes=5), 5), NOW)
     assert events.emit(later) is True
     other = DeadlineAhead(ObjectRef("default", "api"), pod, first.deadline, NOW)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import partial
+from functools import lru_cache, partial
 
 from graceful_drain.annotations import DEFAULT_ENABLED_ANNOTATION, DEFAULT_ROLLOUT_TIMEOUT
 from graceful_drain.controller.decision.intstr import ROLLING_UPDATE
@@ -56,6 +56,9 @@ from graceful_drain.kube.timefmt import as_utc, format_go_duration
 
 _MAX_DETAIL_CHARS = 200
 _PREFIX = "graceful-drain: "
+_NONE = timedelta(0)  # built once: a timedelta costs a call to construct
+# The rollout timeout as every held eviction's message writes it: one per configuration.
+_timeout_text = lru_cache(maxsize=16)(format_go_duration)
 
 
 class Protect(StrEnum):
@@ -154,7 +157,7 @@ def _waiting_message(deployment: ObjectRef, waited: timedelta, timeout: timedelt
     return (
         f"waiting for a replacement of Deployment {deployment} to become Ready on another node "
         f"(rollout requested {format_go_duration(waited)} ago, "
-        f"gives up after {format_go_duration(timeout)})"
+        f"gives up after {_timeout_text(timeout)})"
     )
 
 
@@ -268,7 +271,7 @@ def decide(
     deployment = owner.deployment
     # A finished drain's stamp only remains as the detector's evidence: it holds nothing.
     restarted_at = None if deployment.drain_finished else deployment.restarted_at
-    waited = None if restarted_at is None else max(now - restarted_at, timedelta(0))
+    waited = None if restarted_at is None else max(now - restarted_at, _NONE)
     ref = deployment.ref
     return (
         _opt_in(deployment, ref, waited, config)
@@ -515,9 +518,9 @@ def _stamp(
     """`Reason.ROLLOUT_REQUESTED`: ask the reconciler for a rollout by stamping restarted-at."""
     return _deny(
         Reason.ROLLOUT_REQUESTED,
-        _waiting_message(ref, timedelta(0), config.rollout_timeout),
+        _waiting_message(ref, _NONE, config.rollout_timeout),
         ref,
-        timedelta(0),
+        _NONE,
         StampIntent(deployment=deployment, stamped_at=now),
     )
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Protocol
+
+import msgspec
 
 from graceful_drain.annotations import RESTARTED_AT_ANNOTATION
 from graceful_drain.controller.decision.deadline import PodDeadline
@@ -147,10 +148,10 @@ def _no_uid(_: ObjectRef) -> str | None:
 
 
 # --- what the webhook hands over: one value per event, fire and forget ----------------------
+# (frozen msgspec structs: the webhook builds one for every eviction it holds)
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutRequested:
+class RolloutRequested(msgspec.Struct, frozen=True, gc=False):
     """The webhook stamped restarted-at (GracefulDrainStarted, naming the pod and node)."""
 
     deployment: ObjectRef
@@ -159,8 +160,7 @@ class RolloutRequested:
     restarted_at: str  # the annotation value just stamped
 
 
-@dataclass(frozen=True, slots=True)
-class EvictionHeld:
+class EvictionHeld(msgspec.Struct, frozen=True, gc=False):
     """An eviction refused while the requested rollout runs (`Reason.ROLLOUT_IN_PROGRESS`)."""
 
     deployment: ObjectRef
@@ -169,8 +169,7 @@ class EvictionHeld:
     waited: timedelta | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeploymentWarning:
+class DeploymentWarning(msgspec.Struct, frozen=True, gc=False):
     """An allowed eviction that asks for a Warning event (reasons.WARNING_REASONS)."""
 
     deployment: ObjectRef
@@ -179,8 +178,7 @@ class DeploymentWarning:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class DeadlineAhead:
+class DeadlineAhead(msgspec.Struct, frozen=True, gc=False):
     """A held eviction (429) of a pod whose node carries a deadline the drain client enforces
     (GracefulDrainDeadline, a Warning, once per Deployment, node and deadline: once a drain)."""
 
