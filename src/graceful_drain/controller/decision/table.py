@@ -56,7 +56,7 @@ from graceful_drain.kube.timefmt import as_utc, format_go_duration
 
 _MAX_DETAIL_CHARS = 200
 _PREFIX = "graceful-drain: "
-_NONE = timedelta(0)  # built once: a timedelta costs a call to construct
+_ZERO = timedelta(0)  # built once: a timedelta costs a call to construct
 # The rollout timeout as every held eviction's message writes it: one per configuration.
 _timeout_text = lru_cache(maxsize=16)(format_go_duration)
 
@@ -271,7 +271,7 @@ def decide(
     deployment = owner.deployment
     # A finished drain's stamp only remains as the detector's evidence: it holds nothing.
     restarted_at = None if deployment.drain_finished else deployment.restarted_at
-    waited = None if restarted_at is None else max(now - restarted_at, _NONE)
+    waited = None if restarted_at is None else max(now - restarted_at, _ZERO)
     ref = deployment.ref
     return (
         _opt_in(deployment, ref, waited, config)
@@ -518,9 +518,9 @@ def _stamp(
     """`Reason.ROLLOUT_REQUESTED`: ask the reconciler for a rollout by stamping restarted-at."""
     return _deny(
         Reason.ROLLOUT_REQUESTED,
-        _waiting_message(ref, _NONE, config.rollout_timeout),
+        _waiting_message(ref, _ZERO, config.rollout_timeout),
         ref,
-        _NONE,
+        _ZERO,
         StampIntent(deployment=deployment, stamped_at=now),
     )
 
