@@ -852,7 +852,7 @@ def test_resolve_owner_dead_ends(
 
 
 def test_decision_is_immutable() -> None:
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="immutable type"):
         REQUESTED.allowed = True  # type: ignore[misc]
 
 
