@@ -1,7 +1,8 @@
 """The msgspec fast paths, private to their modules: parsing (admission._usual_eviction)
 answers exactly as the validating path (admission._parse_validating) on any body it accepts
-and accepts nothing that path refuses, and the AdmissionReview answer encodes to the same JSON
-as json.dumps."""
+and accepts nothing that path refuses; the validating path's decode (admission._decode) reads
+every body as json.loads does; and the AdmissionReview answer encodes to the same JSON as
+json.dumps."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 from bench.webhook import population
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +20,8 @@ from hypothesis import strategies as st
 from graceful_drain.controller.decision.reasons import DENYING_REASONS, Decision, Reason
 from graceful_drain.controller.decision.request import EvictionRequest
 from graceful_drain.controller.serving.admission import (
+    _decode,
+    _Invalid,
     _parse_validating,
     _usual_eviction,
     encode_review_response,
@@ -203,6 +207,92 @@ def test_the_strictness_property_can_fail() -> None:
     document["apiVersion"] = "admission.k8s.io/v1beta1"
     with pytest.raises(AssertionError):
         as_strict(json.dumps(document).encode(), fast_path=lambda _: usual)
+
+
+def verdict(body: bytes, decode: Callable[[bytes], object]) -> str:
+    """What a decode makes of `body`: the value's repr (which tells 1 from 1.0 and True, and
+    0.0 from -0.0), or the refusal's words."""
+    try:
+        return repr(decode(body))
+    except _Invalid as invalid:
+        return f"refused: {invalid}"
+
+
+def json_verdict(body: bytes) -> str:
+    """As `_decode` words json's refusal."""
+    try:
+        return repr(json.loads(body))
+    except (ValueError, RecursionError) as error:
+        return f"refused: body is not JSON ({type(error).__name__})"
+
+
+def reads_as_json(body: bytes, decode: Callable[[bytes], object] = _decode) -> None:
+    assert verdict(body, decode) == json_verdict(body)
+
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), names, st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.one_of(names, st.text(max_size=4)), inner)
+    ),
+    max_leaves=12,
+)
+json_texts = st.builds(
+    lambda value, ascii_only, indent: json.dumps(
+        value, ensure_ascii=ascii_only, indent=indent
+    ).encode("utf-8", "surrogatepass"),
+    json_values,
+    st.booleans(),
+    st.sampled_from([None, 0, 1]),
+)
+
+
+def damaged_text(body: bytes, offset: int, insert: bytes, cut: int) -> bytes:
+    at = offset % (len(body) + 1)
+    return body[:at] + insert + body[at + cut :]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        reviews,
+        json_texts,
+        st.builds(damaged_text, json_texts, st.integers(min_value=0), st.binary(max_size=4),
+                  st.integers(min_value=0, max_value=2)),
+    )
+)  # fmt: skip
+def test_the_validating_decode_reads_every_body_as_json_does(body: bytes) -> None:
+    reads_as_json(body)
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_BODIES))
+def test_the_validating_decode_reads_edge_bodies_as_json_does(name: str) -> None:
+    reads_as_json(EDGE_BODIES[name])
+
+
+def test_the_validating_decode_reads_deep_nesting_as_json_does() -> None:
+    """Up to the deepest body msgspec is given (800 levels under 1,600 bytes; deeper ones are
+    longer and bracket-counted). Deeper still, json's own refusal depends on how deep its
+    caller's stack is, which no two call sites share."""
+    for depth in range(700, 801, 5):
+        reads_as_json(b"[" * depth + b"]" * depth)
+
+
+def test_the_decode_property_can_fail() -> None:
+    """Control: a decode by msgspec alone (which refuses NaN, json reads it) is caught."""
+
+    def msgspec_alone(body: bytes) -> object:
+        try:
+            return msgspec.json.decode(body)
+        except msgspec.DecodeError as error:
+            raise _Invalid(str(error)) from None
+
+    reads_as_json(b"[1.5]", msgspec_alone)
+    with pytest.raises(AssertionError):
+        reads_as_json(b"[NaN]", msgspec_alone)
 
 
 def old_encoding(uid: str, decision: Decision) -> bytes:
