@@ -204,14 +204,18 @@ class Enablement(StrEnum):
     INVALID = "invalid"  # any other value: a Warning event, and treated as disabled
 
 
+# The annotation's values that say something (absent: None); any other is INVALID. A table
+# rather than comparisons: the webhook reads a Deployment's enablement on every admission.
+_ENABLEMENTS: dict[str | None, Enablement] = {
+    None: Enablement.ABSENT,
+    "true": Enablement.ON,
+    "false": Enablement.OFF,
+}
+
+
 def parse_enablement(value: str | None) -> Enablement:
-    if value is None:
-        return Enablement.ABSENT
-    if value == "true":
-        return Enablement.ON
-    if value == "false":
-        return Enablement.OFF
-    return Enablement.INVALID
+    found = _ENABLEMENTS.get(value)
+    return Enablement.INVALID if found is None else found
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,13 @@ MIN_WRITE_SECONDS = 0.5
 _log = get_logger("webhook")
 _admission_line = EventLine("webhook")
 
+# Reasons every admission compares against, read once: on Python 3.11 a member read through
+# its Enum class costs four times a global (EnumType's `__getattr__` sends every attribute of
+# an Enum class down the slow path of attribute lookup).
+_POD_NOT_READY, _ROLLOUT_IN_PROGRESS, _BUDGET_SPENT = (
+    Reason.POD_NOT_READY, Reason.ROLLOUT_IN_PROGRESS, Reason.BUDGET_SPENT,
+)  # fmt: skip
+
 # Decisions logged as a warning, with their message: the controller could not do its part.
 _WARNING_LINE_REASONS = frozenset(
     {
@@ -379,7 +386,7 @@ class EvictionWebhook:
                 if isinstance(live, DeploymentFound):
                     owner = live
         decision = self._table(request, pod_lookup, owner)
-        if decision.reason is Reason.POD_NOT_READY and isinstance(pod_lookup, PodFound):
+        if decision.reason is _POD_NOT_READY and isinstance(pod_lookup, PodFound):
             pod_lookup, decision = await self._not_ready_live(
                 request, pod_lookup, owner, decision, outcome, deadline
             )
@@ -554,7 +561,7 @@ class EvictionWebhook:
             self._log(outcome, seconds)
             if pod is None or decision.deployment is None:
                 return
-            if decision.reason is Reason.ROLLOUT_IN_PROGRESS:
+            if decision.reason is _ROLLOUT_IN_PROGRESS:
                 self._emit(
                     EvictionHeld(decision.deployment, pod.ref, pod.node_name, decision.waited)
                 )
@@ -600,7 +607,7 @@ class EvictionWebhook:
             stamped=True if outcome.stamped else UNSET,
             recorded=True if outcome.recorded else UNSET,
         )
-        if outcome.calls or reason is Reason.BUDGET_SPENT:
+        if outcome.calls or reason is _BUDGET_SPENT:
             line.calls = outcome.calls
             if outcome.budget is not None:
                 line.budget_ms = _ms(outcome.budget)
