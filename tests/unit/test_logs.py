@@ -7,8 +7,10 @@ import asyncio
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -52,11 +54,34 @@ def test_same_record_as_structlog(fields: dict[str, Any], level: str) -> None:
     getattr(get_logger("webhook"), level)("admission", **fields)
     direct, rendered = lines(stream)
     assert direct["level"] == level
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", direct["timestamp"])
     written = datetime.fromisoformat(direct.pop("timestamp").replace("Z", "+00:00"))
     stamped = datetime.fromisoformat(rendered.pop("timestamp").replace("Z", "+00:00"))
     assert timedelta(0) <= stamped - written < timedelta(seconds=5)
     assert direct == rendered
     assert stream.getvalue().isascii()  # non-ASCII escaped, as json.dumps does
+
+
+@pytest.mark.parametrize(
+    ("clock", "written"),
+    [
+        (1_765_000_000.0, "2025-12-06T05:46:40.000000Z"),
+        (1_765_000_000.015625, "2025-12-06T05:46:40.015625Z"),
+        (1_765_000_000.25, "2025-12-06T05:46:40.250000Z"),
+        (1_765_000_000.984375, "2025-12-06T05:46:40.984375Z"),
+        (1_765_000_059.5, "2025-12-06T05:47:39.500000Z"),
+    ],
+)
+def test_the_direct_timestamp_has_six_digits_of_microseconds(
+    clock: float, written: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    configure_logging("json", "info", stream=stream)
+    monkeypatch.setattr(time, "time", lambda: clock)
+    EventLine("webhook").info("admission", FIELDS)
+    monkeypatch.undo()
+    (line,) = lines(stream)
+    assert line["timestamp"] == written
 
 
 class Fields(msgspec.Struct):
