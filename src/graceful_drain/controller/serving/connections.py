@@ -61,6 +61,9 @@ class GuardedConnection:
     deadline: float | None = None  # loop time by which it must have read, or by which it closes
     fd: int = -1  # its socket's, when known: an idle one with bytes to read is not idle
     opened_at: float = 0.0  # loop time of its accept
+    # the event loop it was accepted on, whose clock its deadlines are on: read once, since
+    # on Python 3.11 `asyncio.get_running_loop()` costs a getpid system call
+    loop: asyncio.AbstractEventLoop | None = None
 
     def disarm(self) -> None:
         self.deadline = None
@@ -144,7 +147,8 @@ class ConnectionGuard:
         connection.transport = transport
         self._open[transport] = connection
         self.stats.open = len(self._open)
-        connection.opened_at = asyncio.get_running_loop().time()
+        connection.loop = loop = asyncio.get_running_loop()
+        connection.opened_at = loop.time()
         self._arm(connection, self.read_timeout)
         return True
 
@@ -216,7 +220,7 @@ class ConnectionGuard:
         return False
 
     def _arm(self, connection: GuardedConnection, timeout: float, *, idle: bool = False) -> None:
-        loop = asyncio.get_running_loop()
+        loop = connection.loop or asyncio.get_running_loop()
         connection.deadline = deadline = loop.time() + timeout
         connection.idle = idle
         timer = self._sweep_timer
