@@ -57,8 +57,6 @@ from graceful_drain.kube.timefmt import as_utc, format_go_duration
 _MAX_DETAIL_CHARS = 200
 _PREFIX = "graceful-drain: "
 _ZERO = timedelta(0)  # built once: a timedelta costs a call to construct
-# read once: on Python 3.11 a member read through its Enum class costs four times a global
-_ON = Enablement.ON
 # The rollout timeout as every held eviction's message writes it: one per configuration.
 _timeout_text = lru_cache(maxsize=16)(format_go_duration)
 
@@ -68,6 +66,11 @@ class Protect(StrEnum):
 
     LAST_READY = "last-ready"  # v3: the last Ready pod outside the nodes being drained
     SINGLE_REPLICA = "single-replica"  # v2: spec.replicas 1 only
+
+
+# Members compared on every decision, read once: on Python 3.11 a member read through its Enum
+# class costs four times a global (EnumType's `__getattr__` slows every read of the class).
+_ON, _LAST_READY = Enablement.ON, Protect.LAST_READY
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,7 +400,7 @@ def _protection(
     ours_under_way = restarted_at is not None and (
         deployment.rollout_started or not deployment.paused
     )
-    last_ready = config.protect is Protect.LAST_READY
+    last_ready = config.protect is _LAST_READY
     if not last_ready and deployment.replicas != 1 and not ours_under_way:
         count = "a malformed" if deployment.replicas is None else str(deployment.replicas)
         return _allow(
@@ -480,7 +483,7 @@ def _our_rollout(
     # still count it, and evicting the one pod left would leave the Deployment without a
     # Ready one.
     if (
-        config.protect is not Protect.LAST_READY
+        config.protect is not _LAST_READY
         and deployment.ready_replicas >= 2
         and (ready_besides is None or ready_besides(pod, deployment) >= 1)
     ):
