@@ -125,12 +125,20 @@ def test_mutated_reviews(changes: list[tuple[tuple[str, ...], Any]], ascii_only:
     same_answer(body)
 
 
+def damaged(body: bytes, offset: int, insert: bytes, cut: int) -> bytes:
+    """`body` with `cut` bytes at `offset` (taken modulo its length + 1) replaced by `insert`."""
+    at = offset % (len(body) + 1)
+    return body[:at] + insert + body[at + cut :]
+
+
+def damaged_review(offset: int, insert: bytes, cut: int) -> bytes:
+    return damaged(json.dumps(review()).encode(), offset, insert, cut)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(min_value=0), st.binary(max_size=8), st.integers(min_value=0, max_value=3))
 def test_damaged_bytes(offset: int, insert: bytes, cut: int) -> None:
-    body = json.dumps(review()).encode()
-    at = offset % (len(body) + 1)
-    same_answer(body[:at] + insert + body[at + cut :])
+    same_answer(damaged_review(offset, insert, cut))
 
 
 EDGE_BODIES = {
@@ -178,15 +186,9 @@ def test_the_usual_review_takes_the_fast_path() -> None:
         same_answer(body)
 
 
-def damaged(offset: int, insert: bytes, cut: int) -> bytes:
-    body = json.dumps(review()).encode()
-    at = offset % (len(body) + 1)
-    return body[:at] + insert + body[at + cut :]
-
-
 reviews = st.one_of(
     st.builds(lambda changes: json.dumps(mutated(changes)).encode(), mutations),
-    st.builds(damaged, st.integers(min_value=0), st.binary(max_size=8),
+    st.builds(damaged_review, st.integers(min_value=0), st.binary(max_size=8),
               st.integers(min_value=0, max_value=3)),
     st.sampled_from(sorted(EDGE_BODIES.values())),
 )  # fmt: skip
@@ -250,17 +252,12 @@ json_texts = st.builds(
 )
 
 
-def damaged_text(body: bytes, offset: int, insert: bytes, cut: int) -> bytes:
-    at = offset % (len(body) + 1)
-    return body[:at] + insert + body[at + cut :]
-
-
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         reviews,
         json_texts,
-        st.builds(damaged_text, json_texts, st.integers(min_value=0), st.binary(max_size=4),
+        st.builds(damaged, json_texts, st.integers(min_value=0), st.binary(max_size=4),
                   st.integers(min_value=0, max_value=2)),
     )
 )  # fmt: skip
