@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -217,17 +219,30 @@ def test_a_cached_pod_with_maximal_names_stays_under_2_kib() -> None:
     assert _deep_size(pod) < 2048
 
 
-def test_cached_pods_share_namespace_and_node_strings() -> None:
+def _listed(raw: dict[str, Any]) -> PodInfo:
+    listed = PodInfo.from_listed(json.dumps(raw).encode())
+    assert listed is not None
+    return listed[1]
+
+
+@pytest.mark.parametrize("view", [PodInfo.from_object, _listed], ids=["object", "listed"])
+def test_cached_pods_share_namespace_node_and_replicaset_strings(
+    view: Callable[[dict[str, Any]], PodInfo],
+) -> None:
     first, second = raw_pod(), raw_pod()
     second["metadata"]["name"] = "other"
     # Distinct str objects with equal values, as two JSON decodes produce.
     first["spec"]["nodeName"] = "".join(["node-", "a"])
     second["spec"]["nodeName"] = "".join(["node", "-a"])
+    first["metadata"]["ownerReferences"][0]["name"] = "".join(["web-", "5d8f"])
+    second["metadata"]["ownerReferences"][0]["name"] = "".join(["web", "-5d8f"])
 
-    a, b = PodInfo.from_object(first), PodInfo.from_object(second)
+    a, b = view(first), view(second)
 
     assert a.node_name is b.node_name
     assert a.namespace is b.namespace
+    assert a.owner_replicaset == "web-5d8f"
+    assert a.owner_replicaset is b.owner_replicaset
 
 
 JSON = st.recursive(

@@ -66,7 +66,8 @@ def _metadata(raw: object) -> JsonObject:
 
 
 def _shared(text: str) -> str:
-    # Namespaces, node names, phases and kinds repeat across thousands of cached pods.
+    # Namespaces, node names, phases, kinds and ReplicaSet names repeat across the cached pods
+    # (every pod of a ReplicaSet names it).
     return sys.intern(text)
 
 
@@ -130,7 +131,7 @@ class PodInfo:
             phase=_shared(reader.string(status, "phase", "status.phase")),
             ready=_is_ready(reader, status),
             owner_kind=None if owner is None else _shared(owner.kind),
-            owner_replicaset=owner.name if owner is not None and is_replicaset else None,
+            owner_replicaset=_shared(owner.name) if owner is not None and is_replicaset else None,
             malformed=tuple(reader.malformed),
             grace_seconds=_whole_seconds((spec or {}).get("terminationGracePeriodSeconds")),
         )
@@ -487,7 +488,7 @@ def _usual_pod(raw: bytes) -> tuple[tuple[str, str], PodInfo] | None:
             kind = ref.kind or ""
             owner_kind = _shared(kind)
             if ref.api_version == "apps/v1" and kind == "ReplicaSet" and ref.name:
-                owner_replicaset = ref.name
+                owner_replicaset = _shared(ref.name)
             break
     status = pod.status
     phase, ready = "", False
