@@ -7,6 +7,7 @@
     PYTHONPATH=src python -m bench --only memory,drain --baseline main~3   # old beside new
     PYTHONPATH=src python -m bench --only drain --karpenter-only   # real Karpenter's table
     PYTHONPATH=src python -m bench --only drain --karpenter-only --keep-logs /tmp/run1  # + logs
+    PYTHONPATH=src python -m bench --only webhook --baseline dc8ad00 --webhook-rounds 12
 
 Parts: webhook (1), memory (2: sync + decode), drain (3), detector (4). Each part's run is
 bounded in time and request count; the whole full profile takes about 10 minutes on 2 cores
@@ -86,6 +87,16 @@ def _parts(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def _rounds(text: str) -> int:
+    try:
+        rounds = int(text)
+    except ValueError:
+        rounds = 0
+    if rounds < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a whole number of rounds, 1 or more")
+    return rounds
+
+
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--only", type=_parts, default=PARTS, help=f"comma-separated: {PARTS}")
@@ -102,6 +113,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="REF",
         help="also run the parts against commit REF's src/ and packages/kubesim/src, first, "
         "in the same run, and compare (bench/baseline.py)",
+    )
+    parser.add_argument(
+        "--webhook-rounds",
+        type=_rounds,
+        metavar="N",
+        help="the webhook part's rounds per server and concurrency (default "
+        f"{FULL.webhook.rounds}): each figure is the median of its rounds, so more of them "
+        "resolve a smaller difference between two servers on a busy machine",
     )
     parser.add_argument(
         "--kubesim-only",
@@ -126,6 +145,12 @@ def parser() -> argparse.ArgumentParser:
 
 def _chosen_profile(args: argparse.Namespace) -> Profile:
     profile = SMOKE if args.smoke else FULL
+    if args.webhook_rounds is not None:
+        if "webhook" not in args.only:
+            raise SystemExit("python -m bench: --webhook-rounds is for the webhook part; "
+                             "add it to --only")  # fmt: skip
+        rounds = dataclasses.replace(profile.webhook, rounds=args.webhook_rounds)
+        profile = dataclasses.replace(profile, webhook=rounds)
     if args.karpenter_only:
         if args.kubesim_only:
             raise SystemExit("python -m bench: --karpenter-only runs on the real control "

@@ -123,3 +123,26 @@ def test_webhook_benchmark_smoke_with_a_baseline_commit_beside_it(
     assert all(row["ratio"] is not None for row in baseline_rows)  # against the reference
     assert any(note.startswith("baseline: commit") for note in webhook["notes"])
     assert "the webhook's measured in the same rounds" in document["machine"]["baseline"]
+
+
+def test_the_webhook_rounds_are_chosen_on_the_command_line() -> None:
+    args = cli.parser().parse_args(["--only", "webhook", "--webhook-rounds", "12"])
+    assert cli._chosen_profile(args).webhook.rounds == 12
+    args = cli.parser().parse_args(["--only", "webhook"])
+    assert cli._chosen_profile(args).webhook.rounds == cli.FULL.webhook.rounds
+
+
+@pytest.mark.parametrize("rounds", ["0", "-3", "two", "1.5"])
+def test_a_number_of_rounds_that_is_none_is_refused(
+    rounds: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--only", "webhook", "--webhook-rounds", rounds, "--no-write"])
+    assert exited.value.code == 2
+    assert f"{rounds!r}: not a whole number of rounds" in capsys.readouterr().err
+
+
+def test_webhook_rounds_without_the_webhook_part_are_refused() -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--only", "memory", "--webhook-rounds", "8", "--no-write"])
+    assert "--webhook-rounds is for the webhook part" in str(exited.value.code)
