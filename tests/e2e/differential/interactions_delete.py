@@ -199,7 +199,40 @@ async def _replicaset_pods(api: Api) -> None:
     api.note("pods collected", True)
 
 
+def _phase_view(body: Json) -> Json:
+    """A Status, or a namespace's name and phase."""
+    if not isinstance(body, dict) or body.get("kind") == "Status":
+        return body
+    return {"name": (body.get("metadata") or {}).get("name"),
+            "phase": (body.get("status") or {}).get("phase")}  # fmt: skip
+
+
+async def _namespace_lifecycle(api: Api) -> None:
+    """NamespaceLifecycle: default, kube-system and kube-public may not be deleted (not even
+    in a dry run), the namespaces have no delete-collection, and nothing new is created in a
+    namespace being deleted (held here by a finalizer on a ConfigMap in it)."""
+    for name in ("default", "kube-system", "kube-public"):
+        await api.call(f"delete {name}", "DELETE", f"/api/v1/namespaces/{name}")
+    await api.call("delete default, dry run", "DELETE", "/api/v1/namespaces/default",
+                   _options(dryRun=["All"]))  # fmt: skip
+    await api.call("default stays", "GET", "/api/v1/namespaces/default", view=_phase_view)
+    await api.call("delete every namespace", "DELETE", "/api/v1/namespaces")
+    path = resource_path("v1", "configmaps", api.namespace)
+    await api.call("create held", "POST", path, _configmap("held", finalizers=[HOLD]),
+                   view=status_only)  # fmt: skip
+    await api.call("delete the namespace", "DELETE", f"/api/v1/namespaces/{api.namespace}",
+                   view=_phase_view)  # fmt: skip
+    await api.call("create in it", "POST", path, _configmap("late"))
+    await api.call("create in it, a generated name", "POST", path,
+                   {**_configmap(""), "metadata": {"generateName": "late-"}})  # fmt: skip
+    await api.call("create in it, dry run", "POST", path, _configmap("late"),
+                   params={"dryRun": "All"})  # fmt: skip
+    await api.call("release held", "PATCH", f"{path}/held", {"metadata": {"finalizers": None}},
+                   content_type=MERGE_PATCH, view=status_only)  # fmt: skip
+
+
 DELETE: list[tuple[str, Interaction]] = [
+    ("delete: namespace lifecycle", _namespace_lifecycle),
     ("delete: finalizers", _finalizers),
     ("delete: preconditions and options", _preconditions),
     ("delete: background propagation", _background),

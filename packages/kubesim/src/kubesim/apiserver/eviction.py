@@ -36,7 +36,7 @@ from kubesim.backoff import Backoff
 from kubesim.types import Obj
 
 from .auth import UserInfo
-from .errors import ApiError, bad_request, conflict, method_not_allowed
+from .errors import ApiError, bad_request, conflict, forbidden, method_not_allowed
 from .meta import rfc3339
 from .resources import ResourceType
 from .selectors import SelectorError, label_selector_from_object
@@ -149,9 +149,7 @@ def budget_still_processing(pdb_name: str) -> ApiError:
 
 
 def _pdb_forbidden(pdb_name: str, why: str) -> ApiError:
-    return ApiError(403, f'poddisruptionbudget.policy "{pdb_name}" is forbidden: {why}',
-                    "Forbidden", {"name": pdb_name, "group": "policy",
-                                  "kind": "poddisruptionbudget"})  # fmt: skip
+    return forbidden("policy", "poddisruptionbudget", pdb_name, why)
 
 
 def check_and_decrement(pdb: Obj, pod_name: str, dry_run: bool, now: dt.datetime) -> Obj | None:

@@ -20,10 +20,10 @@ from .. import jsoncodec
 from . import defaults, validation
 from .errors import (
     OBJECT_MODIFIED,
-    ApiError,
     already_exists,
     bad_request,
     conflict,
+    forbidden,
     invalid,
     not_found,
     success_status,
@@ -35,6 +35,8 @@ from .store import ObjectStore
 Clock = Callable[[], dt.datetime]
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+# NamespaceLifecycle's immortal namespaces (kube-apiserver's defaults): never deleted.
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
 
 def _copy(obj: Obj) -> Obj:
@@ -100,6 +102,10 @@ class Registry:
         obj = self._checked_body(rt, body, handed_over)
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
+            # NamespaceLifecycle, before the name is generated and the object validated (an
+            # admission plugin, ahead of them and of the webhooks upstream)
+            requested = meta.get("name") or meta.get("generateName") or "Unknown"
+            self._check_namespace_open(rt, namespace, str(requested))
             body_ns = meta.get("namespace")
             if body_ns and body_ns != namespace:
                 raise bad_request(
@@ -128,8 +134,8 @@ class Registry:
     def commit_create(self, rt: ResourceType, obj: Obj, dry_run: bool = False) -> Obj:
         meta = obj["metadata"]
         namespace = meta.get("namespace", "")
-        if rt.namespaced:
-            self._check_namespace_open(namespace)
+        if rt.namespaced:  # again: it may have begun terminating while the webhooks ran
+            self._check_namespace_open(rt, namespace, meta["name"])
         if self.store.get(rt.storage_key, namespace, meta["name"]) is not None:
             raise already_exists(rt.group, rt.plural, meta["name"])
         if dry_run:
@@ -138,18 +144,20 @@ class Registry:
         self.store.put(rt.storage_key, obj)
         return obj
 
-    def _check_namespace_open(self, namespace: str) -> None:
+    def _check_namespace_open(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """NamespaceLifecycle on a create of `name` (its generateName when it has no name
+        yet): the namespace must exist and not be terminating."""
         ns = self.store.get(("", "namespaces"), "", namespace)
         if ns is None:
             raise not_found("", "namespaces", namespace)
         if ns["metadata"].get("deletionTimestamp"):
-            raise ApiError(
-                403,
+            raise forbidden(
+                rt.group, rt.plural, name,
                 f"unable to create new content in namespace {namespace} because it is being "
                 "terminated",
-                "Forbidden",
-                {"name": namespace, "kind": "namespaces"},
-            )
+                [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                  "message": f"namespace {namespace} is being terminated"}],
+            )  # fmt: skip
 
     # update
 
@@ -255,6 +263,7 @@ class Registry:
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
         """Delete per DeleteOptions. Returns (response body, deleted_now)."""
+        self.check_deletable(rt, name)
         options = options or {}
         current = self.get(rt, namespace, name)
         self._check_preconditions(rt, current, options.get("preconditions") or {})
@@ -292,6 +301,13 @@ class Registry:
         umeta["resourceVersion"] = str(self.store.next_revision())
         self.store.put(rt.storage_key, updated)
         return updated, False
+
+    @staticmethod
+    def check_deletable(rt: ResourceType, name: str) -> None:
+        """NamespaceLifecycle on a delete: an immortal namespace is refused, dry run or not,
+        before anything else is looked at (an admission plugin, ahead of the webhooks)."""
+        if name in IMMORTAL_NAMESPACES and rt.kind == "Namespace" and not rt.group:
+            raise forbidden("", "namespaces", name, "this namespace may not be deleted")
 
     def _grace_period(self, rt: ResourceType, obj: Obj, options: Obj) -> int:
         if rt.kind != "Pod":

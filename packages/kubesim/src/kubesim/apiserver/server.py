@@ -394,6 +394,8 @@ class ApiServer:
         if rt.virtual:
             return await self._virtual(ctx)
         verb = info.verb
+        if verb not in rt.verbs:  # e.g. deletecollection of namespaces or services
+            raise method_not_allowed()
         if verb == "get":
             return self._get(ctx)
         if verb == "list":
@@ -846,6 +848,7 @@ class ApiServer:
                 options[key] = int(value) if key == "gracePeriodSeconds" else value
         dry_run = ctx.dry_run or _validate_delete_options(options)
         stored = self._stored_type(ctx.rt)
+        self.registry.check_deletable(stored, ctx.info.name)
         current = self.registry.get(stored, ctx.namespace, ctx.info.name)
         await self.admit(
             AdmissionAttributes(stored, "", "DELETE", ctx.namespace, ctx.info.name, None, current,
