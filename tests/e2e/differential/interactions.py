@@ -479,6 +479,41 @@ async def _forbidden(api: Api) -> None:
                    _manifest(KINDS[0], "x"))  # fmt: skip
 
 
+async def _unserved_methods(api: Api) -> None:
+    """A method a resource or subresource does not serve: 405 from the router, whether or not
+    the object exists."""
+    pods = f"/api/v1/namespaces/{api.namespace}/pods"
+    scale = f"/apis/apps/v1/namespaces/{api.namespace}/deployments/none/scale"
+    await api.call("get an eviction", "GET", f"{pods}/none/eviction")
+    await api.call("delete a scale", "DELETE", scale)
+    await api.call("post a scale", "POST", scale, {"spec": {"replicas": 1}})
+    await api.call("list access reviews", "GET",
+                   "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")  # fmt: skip
+    await api.call("delete every service", "DELETE", f"/api/v1/namespaces/{api.namespace}/services")
+    for group_version, names in DISCOVERED_VERBS.items():
+        await api.call(f"verbs of {group_version}", "GET", group_version,
+                       view=lambda body, names=names: _verbs(body, names))  # fmt: skip
+
+
+# Resources (and subresources) whose verbs, as discovery lists them, are compared: what
+# kubectl and client-go decide from (`kubectl api-resources -o wide`, `--verbs=list`).
+DISCOVERED_VERBS = {
+    "/api/v1": ("namespaces", "namespaces/status", "namespaces/finalize", "nodes", "pods",
+                "pods/status", "pods/eviction", "pods/binding", "pods/log", "pods/exec",
+                "services", "configmaps", "secrets", "serviceaccounts",
+                "serviceaccounts/token", "events", "endpoints"),
+    "/apis/apps/v1": ("deployments", "deployments/scale", "deployments/status", "replicasets",
+                      "statefulsets", "daemonsets"),
+}  # fmt: skip
+
+
+def _verbs(body: Json, names: tuple[str, ...]) -> Json:
+    if not isinstance(body, dict) or "resources" not in body:
+        return body
+    listed = {r["name"]: r["verbs"] for r in body["resources"]}
+    return {name: listed.get(name) for name in names}
+
+
 async def _new_namespace(api: Api) -> None:
     """What the control plane's controllers put into a new namespace."""
     for plural in ("configmaps", "serviceaccounts", "secrets"):
@@ -492,6 +527,7 @@ SPECIAL: list[tuple[str, Interaction]] = [
     ("watch: events and selector transitions", _watch_sequence),
     ("watch: too old a revision", _watch_too_old),
     ("errors: unknown resources and namespaces", _forbidden),
+    ("errors: methods a resource does not serve", _unserved_methods),
 ]
 
 INTERACTIONS: list[tuple[str, Interaction]] = [

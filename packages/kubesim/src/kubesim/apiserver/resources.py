@@ -12,7 +12,8 @@ from typing import Any
 
 READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
-ALL_VERBS = WRITE_VERBS + READ_VERBS
+# In discovery's order: kube-apiserver sorts a resource's verbs (api_installer.go).
+ALL_VERBS = tuple(sorted(WRITE_VERBS + READ_VERBS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     # core/v1
     ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",),
                  ("create", "delete", "get", "list", "patch", "update", "watch"),
-                 (_status("Namespace"),)),
+                 (_status("Namespace"), Subresource("finalize", "Namespace", ("update",)))),
     ResourceType("", "v1", "Node", "nodes", False, ("no",), subresources=(_status("Node"),)),
     ResourceType("", "v1", "Pod", "pods", True, ("po",),
                  subresources=(
@@ -105,8 +106,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  ), categories=("all",)),
     ResourceType("", "v1", "Event", "events", True, ("ev",)),
     ResourceType("", "v1", "Service", "services", True, ("svc",),
-                 ("create", "delete", "get", "list", "patch", "update", "watch"),
-                 (_status("Service"),), categories=("all",)),
+                 subresources=(_status("Service"),), categories=("all",)),
     ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",),
                  subresources=(Subresource("token", "TokenRequest", CREATE_ONLY,
                                            "authentication.k8s.io", "v1"),)),

@@ -376,14 +376,13 @@ class ApiServer:
             and (not namespace and (info.name or info.verb == "create"))
         ):
             raise path_not_found()
-        if (
-            info.subresource
-            and rt.subresource(info.subresource) is None
-            and not (rt.kind == "Namespace" and info.subresource == "finalize")
-        ):
+        if info.subresource and rt.subresource(info.subresource) is None:
             raise path_not_found()
-        ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request, info.verb))
         sub = info.subresource
+        subresource = rt.subresource(sub) if sub else None
+        if subresource is not None and info.verb not in subresource.verbs:
+            raise method_not_allowed()  # the router's answer, before the object is looked up
+        ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request, info.verb))
         if sub and sub not in ("status", "scale", "finalize"):
             handler = self.subresource_handlers.get((rt.group, rt.plural, sub))
             if handler is None:
