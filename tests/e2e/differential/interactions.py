@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -492,7 +493,7 @@ async def _unserved_methods(api: Api) -> None:
     await api.call("delete every service", "DELETE", f"/api/v1/namespaces/{api.namespace}/services")
     for group_version, names in DISCOVERED_VERBS.items():
         await api.call(f"verbs of {group_version}", "GET", group_version,
-                       view=lambda body, names=names: _verbs(body, names))  # fmt: skip
+                       view=functools.partial(_verbs, names=names))  # fmt: skip
 
 
 # Resources (and subresources) whose verbs, as discovery lists them, are compared: what
@@ -520,8 +521,19 @@ async def _new_namespace(api: Api) -> None:
         await api.call(plural, "GET", resource_path("v1", plural, api.namespace), view=names_view)
 
 
+async def _default_account_made_again(api: Api) -> None:
+    """The serviceaccount controller makes `default` again once it is deleted."""
+    path = resource_path("v1", "serviceaccounts", api.namespace)
+    await api.call("delete default", "DELETE", f"{path}/default", view=status_only)
+    await until(api, path, lambda objs: any(o["metadata"]["name"] == "default"
+                                            and not o["metadata"].get("deletionTimestamp")
+                                            for o in objs))  # fmt: skip
+    await api.call("default again", "GET", f"{path}/default", view=status_only)
+
+
 SPECIAL: list[tuple[str, Interaction]] = [
     ("namespaces: what a new one holds", _new_namespace),
+    ("namespaces: the default ServiceAccount made again", _default_account_made_again),
     ("eviction without a budget", _evict_without_budget),
     ("eviction with a budget", _evict_with_budget),
     ("watch: events and selector transitions", _watch_sequence),

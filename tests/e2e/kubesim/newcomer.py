@@ -29,6 +29,8 @@ SESSION: tuple[tuple[str, ...], ...] = (
     ("scale", "deployment", "web", "--replicas=3"),
     ("rollout", "restart", "deployment", "web"),
     ("rollout", "status", "deployment", "web", f"--timeout={ROLLOUT_TIMEOUT}"),
+    # every namespace has its `default` ServiceAccount (kube-controller-manager's controller)
+    ("get", "serviceaccounts", "-o", "name"),
     ("get", "events", "-o", EVENT_COLUMNS),
     ("describe", "pod", "one"),
     # The pod templates as stored: what the protobuf bodies of `create` decoded to, defaulted.

@@ -44,7 +44,7 @@ async def test_serve_alone_is_a_cluster_for_the_newcomer_session(tmp_path: Path)
         assert started.endswith(
             ": a cluster: the API server, 2 Ready nodes (node-1, node-2), the scheduler, "
             "controllers deployment, replicaset, statefulset, daemonset, job, cronjob, disruption, "
-            f"endpoints, node-lifecycle; kubeconfig: {kubeconfig}"
+            f"endpoints, serviceaccount, node-lifecycle; kubeconfig: {kubeconfig}"
         )
         steps = await run_session(kubeconfig, "default")
     assert [step.code for step in steps] == [0] * len(steps), "\n".join(map(str, steps))

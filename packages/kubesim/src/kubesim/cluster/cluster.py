@@ -37,6 +37,7 @@ from .nodestatus import NodeShape
 from .replicaset import ReplicaSetController
 from .runtime import SharedInformers
 from .scheduler import Scheduler
+from .serviceaccounts import ServiceAccountsController
 from .statefulset import StatefulSetController
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ COMPONENTS: dict[str, ComponentSpec] = {
     "cronjob": ComponentSpec(lambda ctx: CronJobController(ctx.client())),
     "disruption": ComponentSpec(lambda ctx: DisruptionController(ctx.client())),
     "endpoints": ComponentSpec(lambda ctx: EndpointsController(ctx.client())),
+    "serviceaccount": ComponentSpec(lambda ctx: ServiceAccountsController(ctx.client())),
     "node-lifecycle": ComponentSpec(lambda ctx: NodeLifecycleController(ctx.client())),
     "scheduler": ComponentSpec(lambda ctx: Scheduler(ctx.client()), user="system:kube-scheduler"),
 }
