@@ -376,10 +376,10 @@ class ApiServer:
             and (not namespace and (info.name or info.verb == "create"))
         ):
             raise path_not_found()
-        if info.subresource and rt.subresource(info.subresource) is None:
-            raise path_not_found()
         sub = info.subresource
         subresource = rt.subresource(sub) if sub else None
+        if sub and subresource is None:
+            raise path_not_found()
         if subresource is not None and info.verb not in subresource.verbs:
             raise method_not_allowed()  # the router's answer, before the object is looked up
         ctx = RequestContext(request, info, rt, user, namespace, _dry_run(request, info.verb))
